@@ -1,0 +1,42 @@
+"""nstcam: neural style transfer and Grad-CAM on PyTorch hooks."""
+
+from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
+from nstcam.image import (
+    ImageError,
+    denormalize,
+    image_to_tensor,
+    load_image,
+    normalize,
+    resize_long_side,
+    save_image,
+    tensor_to_image,
+)
+from nstcam.weights import (
+    WeightsInfo,
+    WeightsUnavailableError,
+    build_model,
+    download_weights,
+    weights_dir,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "HookManager",
+    "ImageError",
+    "RepeatedCallError",
+    "WeightsInfo",
+    "WeightsUnavailableError",
+    "__version__",
+    "build_model",
+    "count_hooks",
+    "denormalize",
+    "download_weights",
+    "image_to_tensor",
+    "load_image",
+    "normalize",
+    "resize_long_side",
+    "save_image",
+    "tensor_to_image",
+    "weights_dir",
+]

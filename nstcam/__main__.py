@@ -1,0 +1,7 @@
+"""``python -m nstcam``: the command-line interface."""
+
+import sys
+
+from nstcam.cli import main
+
+sys.exit(main())

@@ -1,0 +1,277 @@
+"""The hook manager that both engines build on.
+
+:class:`HookManager` registers forward hooks on named submodules of a model, records their outputs
+(and optionally their gradients), can skip the rest of a forward pass once every requested layer has
+fired, and removes every handle it registered on exit, even when the body raises.
+
+Example:
+    >>> with HookManager(model, ["features.2", "features.5"], early_stop=True) as hooks:
+    ...     feats = hooks.run(x)          # dict name -> tensor; layers after features.5 never run
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+__all__ = ["HookManager", "RepeatedCallError"]
+
+logger = logging.getLogger(__name__)
+
+OnRepeat = Literal["error", "list"]
+
+
+class RepeatedCallError(RuntimeError):
+    """A hooked module fired more than once in one forward pass while ``on_repeat="error"``."""
+
+
+class _StopForward(Exception):  # noqa: N818 - control flow, never escapes HookManager.run
+    """Raised from a forward hook to skip the rest of the forward pass."""
+
+
+def closest_names(name: str, valid: Iterable[str], n: int = 5) -> list[str]:
+    """Returns the ``n`` valid names closest to ``name`` (for error messages)."""
+    valid = list(valid)
+    close = difflib.get_close_matches(name, valid, n=n, cutoff=0.4)
+    if not close:  # e.g. "relu" vs "features.2": fall back to names that share a prefix or suffix
+        close = [v for v in valid if v and (v.startswith(name) or v.endswith(name))][:n]
+    return close
+
+
+def resolve_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Module]:
+    """Maps layer names, as in ``model.named_modules()``, to their modules.
+
+    Raises:
+        ValueError: a name is not a submodule of ``model``; the message lists the closest valid names.
+    """
+    modules = dict(model.named_modules())
+    out: dict[str, nn.Module] = {}
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"layer names must be str, got {type(name).__name__}: {name!r}")
+        if name not in modules:
+            hint = closest_names(name, [k for k in modules if k])
+            tip = f" Closest valid names: {', '.join(hint)}." if hint else ""
+            raise ValueError(
+                f"unknown layer {name!r} for {type(model).__name__}.{tip} "
+                "See [n for n, _ in model.named_modules()] for all names."
+            )
+        out[name] = modules[name]
+    return out
+
+
+def count_hooks(model: nn.Module) -> int:
+    """Counts the forward, forward-pre and backward hooks on every module of ``model``."""
+    total = 0
+    for m in model.modules():
+        total += len(m._forward_hooks) + len(m._forward_pre_hooks)
+        total += len(m._backward_hooks) + len(getattr(m, "_backward_pre_hooks", {}))
+    return total
+
+
+class HookManager:
+    """Records the outputs, and optionally the gradients, of named layers of a model.
+
+    A *pass* is one call of the root ``model``: a forward pre-hook on the root clears what the
+    previous pass recorded. Call :meth:`reset` yourself when you call submodules directly.
+
+    Args:
+        model: the network to hook. It is not copied and its training mode is left alone.
+        layers: names as in ``model.named_modules()``, e.g. ``"features.2"`` or ``"layer4"``.
+        clone: protect recorded outputs from in-place ops that follow the layer. The hook hands a
+            clone on to the rest of the network and keeps the original, so the record both keeps
+            its value and stays a valid ``inputs`` of :func:`torch.autograd.grad`.
+        capture_grads: register a backward hook on each recorded output tensor (from the forward
+            hook) that stores the gradient of that output in :attr:`grads` whenever autograd
+            computes it. Tensor hooks, unlike module full backward hooks, work next to in-place
+            ops (pytorch#61519); a hook registered before an in-place op sees the gradient of the
+            value the layer produced.
+        early_stop: once every requested layer has fired, skip the rest of the forward pass. Only
+            :meth:`run` catches the stop; calling ``model(x)`` directly then raises.
+        on_repeat: what to do when a layer fires twice in one pass (a module reused in ``forward``):
+            ``"error"`` raises :class:`RepeatedCallError`; ``"list"`` records a list of outputs in
+            call order (gradients likewise). Nothing is ever silently overwritten.
+        detach: record ``output.detach()`` (no autograd graph is kept alive by the record).
+            Incompatible with ``capture_grads``.
+
+    Attributes:
+        outputs: layer name -> recorded output (a list of outputs with ``on_repeat="list"``).
+        grads: layer name -> gradient of the recorded output, filled during backward.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        layers: Sequence[str] | str,
+        *,
+        clone: bool = False,
+        capture_grads: bool = False,
+        early_stop: bool = False,
+        on_repeat: OnRepeat = "error",
+        detach: bool = False,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if isinstance(layers, str):
+            layers = [layers]
+        layers = list(dict.fromkeys(layers))
+        if not layers:
+            raise ValueError("layers must name at least one layer of the model")
+        if on_repeat not in ("error", "list"):
+            raise ValueError(f"on_repeat must be 'error' or 'list', got {on_repeat!r}")
+        if detach and capture_grads:
+            raise ValueError("detach=True drops the graph, so capture_grads=True cannot work: pick one")
+        self.model = model
+        self.layers: list[str] = layers
+        self.modules = resolve_modules(model, layers)
+        self.clone = clone
+        self.capture_grads = capture_grads
+        self.early_stop = early_stop
+        self.on_repeat = on_repeat
+        self.detach = detach
+        self.outputs: dict[str, Any] = {}
+        self.grads: dict[str, Any] = {}
+        self._handles: list[RemovableHandle] = []
+        self._tensor_handles: list[RemovableHandle] = []
+        self._active = False
+        self._register()
+
+    # -- registration -------------------------------------------------------------------------
+    def _register(self) -> None:
+        ref = weakref.ref(self)  # hooks must not keep the manager (and its records) alive
+
+        def pre_root(_module: nn.Module, _args: Any) -> None:
+            mgr = ref()
+            if mgr is not None:
+                mgr.reset()
+
+        self._handles.append(self.model.register_forward_pre_hook(pre_root))
+        for name, module in self.modules.items():
+            self._handles.append(module.register_forward_hook(self._make_hook(ref, name)))
+        self._active = True
+        logger.debug("registered %d hooks on %s", len(self._handles), type(self.model).__name__)
+
+    @staticmethod
+    def _make_hook(ref: weakref.ref, name: str):
+        def hook(_module: nn.Module, _inputs: Any, output: Any) -> Any:
+            mgr = ref()
+            if mgr is None:
+                return None
+            return mgr._on_output(name, output)
+
+        return hook
+
+    def _on_output(self, name: str, output: Any) -> Any:
+        passed_on = None
+        record = output
+        if isinstance(output, torch.Tensor):
+            if self.detach:
+                record = output.detach()
+                if self.clone:
+                    record = record.clone()
+            elif self.clone:
+                passed_on = output.clone()  # the network goes on with the clone; we keep the original
+            if self.capture_grads and record.requires_grad:
+                self._tensor_handles.append(record.register_hook(self._make_grad_hook(name)))
+        if name in self.outputs:
+            if self.on_repeat == "error":
+                raise RepeatedCallError(
+                    f"layer {name!r} fired twice in one forward pass; use on_repeat='list' to record "
+                    "every call, or hook a module that runs once"
+                )
+            prev = self.outputs[name]
+            self.outputs[name] = [*prev, record] if isinstance(prev, list) else [prev, record]
+        else:
+            self.outputs[name] = [record] if self.on_repeat == "list" else record
+        if self.early_stop and len(self.outputs) == len(self.layers):
+            raise _StopForward
+        return passed_on
+
+    def _make_grad_hook(self, name: str):
+        ref = weakref.ref(self)
+
+        def grad_hook(grad: torch.Tensor) -> None:
+            mgr = ref()
+            if mgr is None:
+                return
+            if mgr.on_repeat == "list":
+                # backward visits repeated calls in reverse order; keep them in call order
+                mgr.grads.setdefault(name, []).insert(0, grad)
+            else:
+                mgr.grads[name] = grad
+
+        return grad_hook
+
+    # -- public API ---------------------------------------------------------------------------
+    def run(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Calls the model and returns the recorded outputs (a new dict, name -> output).
+
+        With ``early_stop=True`` the rest of the forward pass is skipped once every layer fired.
+
+        Raises:
+            RuntimeError: the forward pass ended without every requested layer firing.
+        """
+        if not self._active:
+            raise RuntimeError("this HookManager was removed; create a new one")
+        try:
+            self.model(*args, **kwargs)
+        except _StopForward:
+            pass
+        missing = [n for n in self.layers if n not in self.outputs]
+        if missing:
+            raise RuntimeError(
+                f"layers {missing} did not fire during the forward pass; they are not used by "
+                f"{type(self.model).__name__}.forward"
+            )
+        return dict(self.outputs)
+
+    def reset(self) -> None:
+        """Drops what was recorded (outputs, gradients and their tensor hooks)."""
+        for h in self._tensor_handles:
+            h.remove()
+        self._tensor_handles.clear()
+        self.outputs.clear()
+        self.grads.clear()
+
+    def remove(self) -> None:
+        """Removes every hook and drops every record. Safe to call more than once."""
+        handles, self._handles = self._handles, []
+        for h in handles:
+            h.remove()
+        self.reset()
+        if self._active:
+            logger.debug("removed hooks from %s", type(self.model).__name__)
+        self._active = False
+
+    @property
+    def active(self) -> bool:
+        """Whether the hooks are still registered."""
+        return self._active
+
+    def __enter__(self) -> HookManager:
+        if not self._active:
+            raise RuntimeError("this HookManager was removed; create a new one")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __del__(self) -> None:
+        try:
+            self.remove()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown: nothing left to clean
+            pass
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={type(self.model).__name__}, layers={self.layers}, "
+            f"clone={self.clone}, capture_grads={self.capture_grads}, early_stop={self.early_stop}, "
+            f"on_repeat={self.on_repeat!r}, active={self._active})"
+        )

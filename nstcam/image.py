@@ -1,0 +1,326 @@
+"""Image input and output shared by both engines.
+
+:func:`load_image` turns whatever a user hands over (a path, bytes, a file object, a PIL image or a
+numpy array) into an RGB :class:`PIL.Image.Image`, or refuses it with an :class:`ImageError` that
+names the problem. The other helpers convert between PIL images and tensors, resize, normalise for
+ImageNet models and save results.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_MIN_SIDE",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "ImageError",
+    "ImageSource",
+    "denormalize",
+    "image_to_tensor",
+    "load_image",
+    "normalize",
+    "resize_long_side",
+    "save_image",
+    "tensor_to_image",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PIXELS = 40_000_000
+"""Largest image accepted by default (width x height), checked before decoding."""
+DEFAULT_MIN_SIDE = 16
+"""Smallest accepted width or height, in pixels."""
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+ImageSource = str | os.PathLike | bytes | bytearray | memoryview | IO[bytes] | Image.Image | np.ndarray
+
+_WHITE = (255, 255, 255)
+
+
+class ImageError(ValueError):
+    """The input is not an image nstcam can use; the message says why and what the limit is."""
+
+
+# -- loading ----------------------------------------------------------------------------------
+def load_image(
+    src: ImageSource,
+    *,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    min_side: int = DEFAULT_MIN_SIDE,
+) -> Image.Image:
+    """Loads an image as RGB.
+
+    EXIF orientation is applied; of an animation the first frame is taken; transparent pixels are
+    composited on white; 16-bit, 32-bit and float greyscale are scaled to 0-255 (see
+    :func:`_to_rgb`).
+
+    Args:
+        src: a path, bytes, a binary file object, a PIL image, or a numpy array of shape HxW, HxWx1,
+            HxWx3 or HxWx4 holding uint8, or floats in [0, 1].
+        max_pixels: largest accepted width x height, checked from the header before decoding;
+            ``None`` disables the check.
+        min_side: smallest accepted width or height.
+
+    Returns:
+        A new RGB image; the caller's image or array is never modified.
+
+    Raises:
+        FileNotFoundError: ``src`` is a path that does not exist.
+        ImageError: the data is empty, not an image, truncated, too small, too large, or an array
+            of the wrong shape, dtype or range.
+    """
+    if isinstance(src, np.ndarray):
+        img = _from_array(src, max_pixels)
+    elif isinstance(src, Image.Image):
+        _check_pixels(src.size, max_pixels, "image")
+        img = _to_rgb(_first_frame(src))
+    elif isinstance(src, (str, os.PathLike)):
+        path = Path(src)
+        if not path.exists():
+            raise FileNotFoundError(f"image file not found: {path}")
+        if path.is_dir():
+            raise ImageError(f"{path} is a directory, not an image file")
+        if path.stat().st_size == 0:
+            raise ImageError(f"{path} is empty (0 bytes)")
+        with open(path, "rb") as fh:
+            img = _decode(fh, max_pixels, str(path))
+    elif isinstance(src, (bytes, bytearray, memoryview)):
+        data = bytes(src)
+        if not data:
+            raise ImageError("image data is empty (0 bytes)")
+        img = _decode(io.BytesIO(data), max_pixels, "image data")
+    elif hasattr(src, "read"):
+        data = src.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise ImageError("file object must be opened in binary mode ('rb')")
+        if not data:
+            raise ImageError("image file object is empty (0 bytes)")
+        img = _decode(io.BytesIO(data), max_pixels, getattr(src, "name", "image file"))
+    else:
+        raise ImageError(
+            f"cannot load an image from {type(src).__name__}; pass a path, bytes, a file object, "
+            "a PIL image or a numpy array"
+        )
+    w, h = img.size
+    if min(w, h) < min_side:
+        raise ImageError(f"image is {w}x{h} px; each side must be at least {min_side} px")
+    return img
+
+
+def _check_pixels(size: tuple[int, int], max_pixels: int | None, what: str) -> None:
+    w, h = size
+    if max_pixels is not None and w * h > max_pixels:
+        raise ImageError(
+            f"{what} is {w}x{h} = {w * h / 1e6:.1f} MP, over the limit of {max_pixels / 1e6:.1f} MP "
+            "(raise max_pixels to accept it)"
+        )
+
+
+def _decode(fh: IO[bytes], max_pixels: int | None, what: str) -> Image.Image:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(fh)  # reads the header only
+            _check_pixels(im.size, max_pixels, what)
+            im.load()
+    except ImageError:
+        raise
+    except Image.DecompressionBombError as e:
+        limit = f"{max_pixels / 1e6:.1f} MP" if max_pixels else "none set"
+        raise ImageError(
+            f"{what} is too large to decode safely (nstcam's limit: {limit}; Pillow's: {e})"
+        ) from None
+    except UnidentifiedImageError:
+        raise ImageError(f"{what} is not an image in a format Pillow can read") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise ImageError(f"{what} is truncated or corrupt: {e}") from None
+    return _to_rgb(_first_frame(im))
+
+
+def _first_frame(im: Image.Image) -> Image.Image:
+    if getattr(im, "n_frames", 1) > 1 and im.tell() != 0:
+        im.seek(0)
+    try:
+        return ImageOps.exif_transpose(im)  # returns a copy, with the orientation tag applied
+    except Exception:  # noqa: BLE001 - a broken EXIF block must not make the image unusable
+        logger.warning("ignoring unreadable EXIF data")
+        return im.copy()
+
+
+def _scale_to_uint8(a: np.ndarray, mode: str) -> np.ndarray:
+    """Scales greyscale data of a wide mode to 0-255.
+
+    ``I;16*``: 0-65535 maps to 0-255. ``I`` (32-bit int, also how Pillow opens some 16-bit files):
+    values within 0-65535 are treated as 16-bit, anything else is scaled by its own min and max.
+    ``F``: values within [0, 1] map to 0-255, within [0, 255] are kept, others are min-max scaled.
+    """
+    a = a.astype(np.float64)
+    finite = np.isfinite(a)
+    if not finite.all():
+        a = np.where(finite, a, 0.0)
+    lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+    if mode.startswith("I;16") or (mode == "I" and lo >= 0 and hi <= 65535):
+        out = a / 257.0
+    elif mode == "F" and lo >= 0 and hi <= 1:
+        out = a * 255.0
+    elif mode == "F" and lo >= 0 and hi <= 255:
+        out = a
+    else:
+        out = (a - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(a)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def _to_rgb(im: Image.Image) -> Image.Image:
+    """Converts any Pillow mode to RGB; transparency is composited on white."""
+    mode = im.mode
+    if mode == "RGB":
+        return im.copy()
+    if mode.startswith("I") or mode == "F":
+        grey = _scale_to_uint8(np.asarray(im), mode)
+        return Image.fromarray(grey, "L").convert("RGB")
+    has_alpha = mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
+        mode in ("P", "L", "RGB", "1") and "transparency" in im.info
+    )
+    if has_alpha:
+        rgba = im.convert("RGBA")
+        bg = Image.new("RGBA", rgba.size, (*_WHITE, 255))
+        return Image.alpha_composite(bg, rgba).convert("RGB")
+    try:
+        return im.convert("RGB")
+    except (ValueError, OSError) as e:
+        raise ImageError(f"images of Pillow mode {mode!r} cannot be converted to RGB: {e}") from None
+
+
+def _from_array(a: np.ndarray, max_pixels: int | None) -> Image.Image:
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if not (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (3, 4))):
+        raise ImageError(
+            f"array of shape {a.shape} is not an image; expected HxW, HxWx1, HxWx3 or HxWx4 (channels last)"
+        )
+    _check_pixels((a.shape[1], a.shape[0]), max_pixels, "array")
+    if a.dtype == np.uint8:
+        u8 = a
+    elif a.dtype == np.bool_:
+        u8 = a.astype(np.uint8) * 255
+    elif np.issubdtype(a.dtype, np.floating):
+        if not np.isfinite(a).all():
+            raise ImageError("array contains NaN or infinite values")
+        lo, hi = float(a.min()), float(a.max())
+        if lo < 0 or hi > 1:
+            raise ImageError(
+                f"float array values must lie in [0, 1], got [{lo:.4g}, {hi:.4g}]; pass uint8 for 0-255 data"
+            )
+        u8 = np.rint(a * 255.0).astype(np.uint8)
+    else:
+        raise ImageError(f"array dtype {a.dtype} is not supported; use uint8, or float in [0, 1]")
+    mode = "L" if u8.ndim == 2 else ("RGB" if u8.shape[2] == 3 else "RGBA")
+    return _to_rgb(Image.fromarray(np.ascontiguousarray(u8), mode))
+
+
+# -- resizing and tensors ---------------------------------------------------------------------
+def resize_long_side(img: Image.Image, long_side: int, *, upscale: bool = True) -> Image.Image:
+    """Resizes so that the longer side is ``long_side`` px, keeping the aspect ratio (Lanczos).
+
+    Args:
+        img: the image to resize.
+        long_side: target length of the longer side, in pixels.
+        upscale: if False, an image already smaller than ``long_side`` is returned unchanged.
+    """
+    if long_side < 1:
+        raise ValueError(f"long_side must be a positive number of pixels, got {long_side}")
+    w, h = img.size
+    scale = long_side / max(w, h)
+    if scale == 1 or (scale > 1 and not upscale):
+        return img.copy()
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return img.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0 if scale < 0.5 else None)
+
+
+def image_to_tensor(
+    img: Image.Image, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Converts an RGB image to a ``(1, 3, H, W)`` tensor with values in [0, 1]."""
+    if img.mode != "RGB":
+        img = _to_rgb(img)
+    a = torch.from_numpy(np.asarray(img, dtype=np.uint8).copy())
+    t = a.permute(2, 0, 1).unsqueeze(0)
+    return t.to(device=device, dtype=dtype).div_(255.0)
+
+
+def tensor_to_image(t: torch.Tensor) -> Image.Image:
+    """Converts a ``(3, H, W)`` or ``(1, 3, H, W)`` tensor in [0, 1] to an RGB image (clamped)."""
+    if t.ndim == 4:
+        if t.shape[0] != 1:
+            raise ValueError(f"expected one image, got a batch of {t.shape[0]}; index it first")
+        t = t[0]
+    if t.ndim != 3 or t.shape[0] != 3:
+        raise ValueError(f"expected a tensor of shape (3, H, W) or (1, 3, H, W), got {tuple(t.shape)}")
+    a = t.detach().float().clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).cpu().numpy()
+    return Image.fromarray(a, "RGB")
+
+
+def _stats(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    mean = torch.tensor(IMAGENET_MEAN, device=t.device, dtype=t.dtype).view(-1, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=t.device, dtype=t.dtype).view(-1, 1, 1)
+    return mean, std
+
+
+def normalize(t: torch.Tensor) -> torch.Tensor:
+    """ImageNet normalisation of a ``(..., 3, H, W)`` tensor in [0, 1]."""
+    mean, std = _stats(t)
+    return (t - mean) / std
+
+
+def denormalize(t: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`normalize`."""
+    mean, std = _stats(t)
+    return t * std + mean
+
+
+# -- saving -----------------------------------------------------------------------------------
+_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
+
+
+def save_image(img: Image.Image, path: str | os.PathLike, *, quality: int = 95) -> Path:
+    """Saves as PNG or JPEG (chosen by the extension), atomically: no half-written file is left.
+
+    Args:
+        img: the image to save; converted to RGB for JPEG.
+        path: destination ending in ``.png``, ``.jpg`` or ``.jpeg``; parent folders are created.
+        quality: JPEG quality, 1-95.
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    fmt = _FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"cannot save {path.name}: use a .png, .jpg or .jpeg file name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if fmt == "JPEG":
+                img.convert("RGB").save(fh, fmt, quality=quality, optimize=True)
+            else:
+                img.save(fh, fmt, optimize=False, compress_level=6)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,321 @@
+"""Model construction with weights chosen by one argument.
+
+``weights`` is one of:
+
+- ``"imagenet"``: torchvision's official ImageNet weights (``VGG16_BN_Weights.IMAGENET1K_V1``, each
+  ResNet's ``DEFAULT``), read from the weights directory and downloaded there, with torchvision's
+  hash check, when absent and a network exists;
+- ``"random"``: seeded random initialisation, for tests and offline demos. Results are meaningless,
+  and everything nstcam shows from such a model says so;
+- a path to a ``.pth``/``.pt`` or ``.safetensors`` state dict.
+
+The weights directory is ``$NSTCAM_WEIGHTS_DIR`` if set, else ``weights/`` beside the ``nstcam``
+package when nstcam runs from a checkout (or a Space), else ``~/.cache/nstcam/weights``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+from torchvision import models
+from tqdm.auto import tqdm
+
+__all__ = [
+    "ARCHS",
+    "WeightsInfo",
+    "WeightsUnavailableError",
+    "build_model",
+    "download_weights",
+    "weights_dir",
+    "weights_file",
+    "weights_info",
+]
+
+logger = logging.getLogger(__name__)
+
+ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
+    "vgg16_bn": (models.vgg16_bn, models.VGG16_BN_Weights.IMAGENET1K_V1),
+    "resnet18": (models.resnet18, models.ResNet18_Weights.DEFAULT),
+    "resnet34": (models.resnet34, models.ResNet34_Weights.DEFAULT),
+    "resnet50": (models.resnet50, models.ResNet50_Weights.DEFAULT),
+    "resnet101": (models.resnet101, models.ResNet101_Weights.DEFAULT),
+    "resnet152": (models.resnet152, models.ResNet152_Weights.DEFAULT),
+}
+"""Architecture name -> (torchvision constructor, official ImageNet weights)."""
+
+_HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
+_CHUNK = 1 << 20
+
+
+class WeightsUnavailableError(RuntimeError):
+    """Official weights are not on disk and could not be downloaded."""
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    """Where a model's weights came from; attached to models as ``model.nstcam_weights``.
+
+    Attributes:
+        arch: architecture name, e.g. ``"resnet50"``.
+        kind: ``"imagenet"``, ``"random"`` or ``"file"``.
+        source: the file read, or ``"seed=N"`` for random weights.
+        categories: ImageNet class names (from torchvision's weight metadata).
+    """
+
+    arch: str
+    kind: str
+    source: str
+    categories: tuple[str, ...] = field(repr=False, default=())
+
+    @property
+    def is_random(self) -> bool:
+        """True when the weights are random, so results are not meaningful."""
+        return self.kind == "random"
+
+    @property
+    def notice(self) -> str:
+        """One line for users: what the weights are, with a plain warning for random ones."""
+        if self.is_random:
+            return (
+                f"{self.arch} has RANDOM weights ({self.source}): results are not meaningful, "
+                "for testing only."
+            )
+        return f"{self.arch} weights: {self.kind} ({self.source})"
+
+
+def weights_dir() -> Path:
+    """The directory that holds weight files (see the module docstring for how it is chosen)."""
+    env = os.environ.get("NSTCAM_WEIGHTS_DIR")
+    if env:
+        return Path(env).expanduser()
+    checkout = Path(__file__).resolve().parent.parent / "weights"
+    if checkout.is_dir():
+        return checkout
+    return Path.home() / ".cache" / "nstcam" / "weights"
+
+
+def _check_arch(arch: str) -> tuple[Callable[..., nn.Module], models.WeightsEnum]:
+    try:
+        return ARCHS[arch]
+    except KeyError:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}") from None
+
+
+def _official_url(arch: str) -> str:
+    return _check_arch(arch)[1].url
+
+
+def weights_file(arch: str, directory: Path | None = None) -> Path:
+    """Where the official weights of ``arch`` live (whether or not the file exists yet)."""
+    name = Path(urllib.parse.urlparse(_official_url(arch)).path).name
+    return (directory or weights_dir()) / name
+
+
+def _fetch_command(arch: str) -> str:
+    return f"nstcam weights download {arch}   (or: python -m nstcam weights download {arch})"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _expected_prefix(path: Path) -> str | None:
+    m = _HASH_RE.search(path.name)
+    return m.group(1) if m else None
+
+
+def _offline() -> bool:
+    return os.environ.get("NSTCAM_OFFLINE", "").lower() in ("1", "true", "yes")
+
+
+def _download(url: str, dest: Path, *, timeout: float, progress: bool) -> None:
+    """Downloads ``url`` to ``dest`` atomically, checking the sha256 prefix in the file name."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    prefix = _expected_prefix(dest)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+            total = int(resp.headers.get("Content-Length") or 0) or None
+            h = hashlib.sha256()
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress) as bar:
+                while chunk := resp.read(_CHUNK):
+                    out.write(chunk)
+                    h.update(chunk)
+                    bar.update(len(chunk))
+        digest = h.hexdigest()
+        if prefix and not digest.startswith(prefix):
+            raise WeightsUnavailableError(
+                f"hash check failed for {dest.name}: sha256 starts with {digest[: len(prefix)]}, "
+                f"expected {prefix}; the download is corrupt, try again"
+            )
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _ensure_file(arch: str, *, download: bool, timeout: float, progress: bool = True) -> Path:
+    path = weights_file(arch)
+    if path.is_file():
+        return path
+    where = f"{path.name} is not in {path.parent}"
+    if not download or _offline():
+        why = "downloads are disabled" if not download else "NSTCAM_OFFLINE is set"
+        raise WeightsUnavailableError(
+            f"{where} and {why}. Fetch it where a network exists with: {_fetch_command(arch)}; "
+            "or set NSTCAM_WEIGHTS_DIR to a folder that holds it; or use weights='random' to test."
+        )
+    url = _official_url(arch)
+    logger.info("downloading %s to %s", url, path.parent)
+    try:
+        _download(url, path, timeout=timeout, progress=progress)
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise WeightsUnavailableError(
+            f"{where} and downloading {url} failed ({reason}). Where a network exists run: "
+            f"{_fetch_command(arch)}; or copy the file into {path.parent} (or NSTCAM_WEIGHTS_DIR); "
+            "or use weights='random' to test offline."
+        ) from None
+    return path
+
+
+def download_weights(
+    archs: Iterable[str] | None = None, *, timeout: float = 30.0, progress: bool = True
+) -> list[Path]:
+    """Downloads the official weights of ``archs`` (default: vgg16_bn and resnet50) ahead of time.
+
+    Files already present are kept. Returns the paths of the weight files.
+    """
+    archs = list(archs) if archs else ["vgg16_bn", "resnet50"]
+    for a in archs:
+        _check_arch(a)
+    return [_ensure_file(a, download=True, timeout=timeout, progress=progress) for a in archs]
+
+
+def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        sd = load_file(str(path), device="cpu")
+    elif suffix in (".pth", ".pt", ".bin"):
+        try:
+            sd = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file
+            raise ValueError(f"{path} is not a readable PyTorch state dict: {e}") from None
+    else:
+        raise ValueError(f"{path.name}: weights must be a .pth, .pt or .safetensors file")
+    for key in ("state_dict", "model"):
+        if isinstance(sd, dict) and key in sd and isinstance(sd[key], dict):
+            sd = sd[key]
+    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise ValueError(f"{path} does not hold a state dict (a mapping of names to tensors)")
+    if sd and all(k.startswith("module.") for k in sd):  # saved from DataParallel
+        sd = {k[len("module.") :]: v for k, v in sd.items()}
+    return sd
+
+
+def _load_checked(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arch: str) -> None:
+    own = model.state_dict()
+    missing = [k for k in own if k not in sd]
+    unexpected = [k for k in sd if k not in own]
+    wrong = [
+        f"{k}: file {tuple(sd[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in sd and sd[k].shape != v.shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing keys (e.g. {', '.join(missing[:3])})")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected keys (e.g. {', '.join(unexpected[:3])})")
+    if wrong:
+        problems.append(f"{len(wrong)} wrong shapes (e.g. {'; '.join(wrong[:3])})")
+    if problems:
+        raise ValueError(f"{path.name} does not fit {arch}: " + "; ".join(problems))
+    model.load_state_dict(sd)
+
+
+def build_model(
+    arch: str,
+    weights: str | os.PathLike = "imagenet",
+    *,
+    seed: int = 0,
+    download: bool = True,
+    timeout: float = 5.0,
+) -> nn.Module:
+    """Builds a torchvision model in eval mode with the chosen weights.
+
+    Args:
+        arch: ``"vgg16_bn"`` or ``"resnet18"``/``34``/``50``/``101``/``152``.
+        weights: ``"imagenet"``, ``"random"``, or a path to a state dict file.
+        seed: seed of the random initialisation with ``weights="random"``.
+        download: allow downloading missing official weights.
+        timeout: seconds to wait for the download server before giving up.
+
+    Returns:
+        The model; ``model.nstcam_weights`` is a :class:`WeightsInfo` saying where its weights came
+        from.
+
+    Raises:
+        WeightsUnavailableError: official weights are absent and could not be fetched.
+        ValueError: unknown ``arch`` or ``weights``, or a state dict that does not fit.
+        FileNotFoundError: ``weights`` is a path that does not exist.
+    """
+    ctor, official = _check_arch(arch)
+    categories = tuple(official.meta["categories"])
+    if isinstance(weights, str) and weights == "random":
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = ctor(weights=None)
+        info = WeightsInfo(arch, "random", f"seed={seed}", categories)
+    elif isinstance(weights, str) and weights == "imagenet":
+        path = _ensure_file(arch, download=download, timeout=timeout)
+        prefix = _expected_prefix(path)
+        if prefix and not _sha256(path).startswith(prefix):
+            raise WeightsUnavailableError(
+                f"{path} is corrupt (its sha256 does not start with {prefix}); delete it and run: "
+                f"{_fetch_command(arch)}"
+            )
+        model = ctor(weights=None)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        info = WeightsInfo(arch, "imagenet", str(path), categories)
+    elif isinstance(weights, (str, os.PathLike)) and (
+        isinstance(weights, os.PathLike) or os.sep in weights or Path(weights).suffix
+    ):
+        path = Path(weights)
+        sd = _read_state_dict(path)
+        model = ctor(weights=None)
+        _load_checked(model, sd, path, arch)
+        info = WeightsInfo(arch, "file", str(path), categories)
+    else:
+        raise ValueError(
+            f"weights must be 'imagenet', 'random' or a path to a .pth/.safetensors file, got {weights!r}"
+        )
+    model.eval()
+    model.nstcam_weights = info
+    logger.info("%s", info.notice)
+    return model
+
+
+def weights_info(model: nn.Module) -> WeightsInfo | None:
+    """The :class:`WeightsInfo` of a model built by :func:`build_model`, else None."""
+    info = getattr(model, "nstcam_weights", None)
+    return info if isinstance(info, WeightsInfo) else None
