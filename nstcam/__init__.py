@@ -11,6 +11,13 @@ from nstcam.image import (
     save_image,
     tensor_to_image,
 )
+from nstcam.style import (
+    BatchResult,
+    Cancelled,
+    InsufficientMemoryError,
+    StepInfo,
+    StyleTransfer,
+)
 from nstcam.weights import (
     WeightsInfo,
     WeightsUnavailableError,
@@ -22,6 +29,11 @@ from nstcam.weights import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchResult",
+    "Cancelled",
+    "InsufficientMemoryError",
+    "StepInfo",
+    "StyleTransfer",
     "HookManager",
     "ImageError",
     "RepeatedCallError",

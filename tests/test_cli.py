@@ -1,0 +1,70 @@
+"""The command line, run as a user would (random weights, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+from nstcam.cli import main
+
+
+def _img(path, seed):
+    rng = np.random.default_rng(seed)
+    Image.fromarray((rng.random((40, 56, 3)) * 255).astype(np.uint8)).save(path)
+    return path
+
+
+def test_stylize_cli_blends_and_skips_bad_files(tmp_path, caplog):
+    a = _img(tmp_path / "a.png", 1)
+    bad = tmp_path / "bad.jpg"
+    bad.write_text("not an image")
+    s1, s2 = _img(tmp_path / "s1.png", 2), _img(tmp_path / "s2.png", 3)
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "stylize",
+            str(a),
+            str(bad),
+            "--style",
+            str(s1),
+            "--style",
+            str(s2),
+            "--style-weights",
+            "0.7,0.3",
+            "-o",
+            str(out),
+            "--size",
+            "32",
+            "--steps",
+            "2",
+            "--seed",
+            "5",
+            "--weights",
+            "random",
+            "--preserve-color",
+        ]
+    )
+    assert rc == 1  # one input failed, the other completed
+    assert "bad.jpg" in caplog.text and "RANDOM weights" in caplog.text
+    img = Image.open(out / "a_stylized.png")
+    assert img.size == (32, 23)
+    meta = json.loads((out / "a_stylized.json").read_text())
+    assert meta["params"]["blend"] == [0.7, 0.3] and meta["params"]["preserve_color"] is True
+    assert meta["params"]["seed"] == 5
+
+
+def test_stylize_cli_offline_imagenet_fails_cleanly(tmp_path, caplog):
+    a = _img(tmp_path / "a.png", 1)
+    rc = main(["stylize", str(a), "--style", str(a), "-o", str(tmp_path / "o")])
+    assert rc == 1 and "nstcam weights download vgg16_bn" in caplog.text
+
+
+def test_console_entry_point_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "nstcam", "stylize", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "--preserve-color" in out.stdout and "--style-weights" in out.stdout

@@ -1,0 +1,262 @@
+"""Style transfer engine (random weights, 64 px, few steps)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from nstcam import count_hooks
+from nstcam._color import rgb_to_yuv
+from nstcam._losses import gram
+from nstcam._vgg import VGG_LAYERS, VGGFeatureHooks, fold_batchnorm
+from nstcam.image import image_to_tensor, normalize
+from nstcam.style import Cancelled, InsufficientMemoryError, StyleTransfer
+
+
+def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    base = rng.random((h // 8, w // 8, 3))
+    a = np.kron(base, np.ones((8, 8, 1))) * 0.7 + rng.random((h, w, 3)) * 0.3
+    return Image.fromarray((a * 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def st():
+    return StyleTransfer("random", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def content():
+    return pattern(1)
+
+
+@pytest.fixture(scope="module")
+def style():
+    return pattern(2, 64, 64)
+
+
+def no_hooks(st: StyleTransfer) -> bool:
+    return count_hooks(st.net) == 0 and count_hooks(st.model) == 0
+
+
+def test_style_loss_falls_and_steps_count_evaluations(st, content, style):
+    for optimizer, steps in (("lbfgs", 25), ("adam", 12)):
+        img = st.stylize(content, style, size=64, steps=steps, optimizer=optimizer, seed=0)
+        meta = img.info["nstcam"]
+        hist = meta["history"]
+        assert len(hist) == steps, "steps must count forward+backward evaluations"
+        assert img.size == (64, 48)
+        assert meta["random_weights"] is True and "RANDOM weights" in meta["weights"]
+    img = st.stylize(content, style, size=64, steps=40, seed=0)
+    hist = img.info["nstcam"]["history"]
+    assert hist[0]["style"] / hist[-1]["style"] > 8, (hist[0]["style"], hist[-1]["style"])
+    assert hist[-1]["total"] < hist[0]["total"]
+    assert no_hooks(st)
+
+
+def test_parameters_never_get_gradients_and_model_untouched(st, content, style):
+    st.model.train()
+    st.stylize(content, style, size=32, steps=3)
+    assert all(p.grad is None for p in st.net.parameters())
+    assert all(p.grad is None for p in st.model.parameters())
+    assert not any(m.training for m in st.net.modules())
+    assert st.model.training  # the caller's mode is left alone
+    st.model.eval()
+
+
+def test_forward_stops_at_deepest_layer(st, content, style):
+    calls = [0] * len(st.net)
+    handles = [
+        m.register_forward_hook(lambda m, i, o, k=k: calls.__setitem__(k, calls[k] + 1))
+        for k, m in enumerate(st.net)
+    ]
+    try:
+        st.stylize(
+            content, style, size=32, steps=2, style_layers=["relu1_1", "relu2_1"], content_layers=["relu2_2"]
+        )
+    finally:
+        for h in handles:
+            h.remove()
+    deepest = VGG_LAYERS["relu2_2"]
+    assert calls[deepest] > 0
+    assert sum(calls[deepest + 1 :]) == 0, "modules after relu2_2 ran"
+    calls = [0] * len(st.net)
+    handles = [
+        m.register_forward_hook(lambda m, i, o, k=k: calls.__setitem__(k, calls[k] + 1))
+        for k, m in enumerate(st.net)
+    ]
+    try:
+        st.stylize(content, style, size=32, steps=2)  # defaults: deepest is relu5_1 = 36
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls[36] > 0 and sum(calls[37:]) == 0
+    assert no_hooks(st)
+
+
+def test_no_hook_left_after_exception_and_cancellation(st, content, style):
+    def boom(info):
+        raise KeyError("callback failed")
+
+    with pytest.raises(KeyError):
+        st.stylize(content, style, size=32, steps=5, progress=boom)
+    assert no_hooks(st)
+
+    seen = []
+
+    def cancel_at_3(info):
+        seen.append(info.step)
+        return info.step < 3
+
+    with pytest.raises(Cancelled) as ei:
+        st.stylize(content, style, size=32, steps=10, progress=cancel_at_3)
+    assert seen == [1, 2, 3]
+    assert len(ei.value.history) == 3 and ei.value.image.size == (32, 24)
+    assert no_hooks(st)
+
+
+def test_progress_reports_losses_and_previews(st, content, style):
+    infos = []
+    st.stylize(content, style, size=32, steps=6, progress=infos.append, preview_every=3)
+    assert [i.step for i in infos] == list(range(1, 7))
+    assert all(i.total_steps == 6 and set(i.losses) == {"total", "content", "style", "tv"} for i in infos)
+    previews = [i.step for i in infos if i.preview is not None]
+    assert previews == [3, 6] and infos[2].preview.size == (32, 24)
+
+
+def test_same_seed_same_image(st, content, style):
+    kw = dict(size=48, steps=5, init="noise")
+    a = np.asarray(st.stylize(content, style, seed=3, **kw))
+    b = np.asarray(st.stylize(content, style, seed=3, **kw))
+    c = np.asarray(st.stylize(content, style, seed=4, **kw))
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a.astype(int) - c).mean() > 1
+    img = st.stylize(content, style, size=32, steps=2, init="noise")
+    assert isinstance(img.info["nstcam"]["params"]["seed"], int)  # a random seed is recorded
+
+
+def test_blend_weights_one_zero_equal_single_style(st, content, style):
+    other = pattern(7, 40, 40)
+    single = np.asarray(st.stylize(content, style, size=48, steps=6, seed=0))
+    blend = np.asarray(st.stylize(content, [style, other], style_weights=[1, 0], size=48, steps=6, seed=0))
+    np.testing.assert_array_equal(single, blend)
+    mixed = np.asarray(st.stylize(content, [style, other], style_weights=[0.5, 0.5], size=48, steps=6))
+    assert np.abs(mixed.astype(int) - single).mean() > 0.5
+    with pytest.raises(ValueError, match="style_weights has 1 values for 2 style images"):
+        st.stylize(content, [style, other], style_weights=[1], size=32, steps=1)
+
+
+def test_preserve_color_keeps_content_chroma(st, content, style):
+    colourful_style = Image.fromarray(
+        np.dstack(
+            [np.full((64, 64), 250), np.zeros((64, 64)), np.asarray(pattern(3, 64, 64))[..., 2]]
+        ).astype(np.uint8)
+    )
+    c = image_to_tensor(content)
+    chroma = rgb_to_yuv(c)[:, 1:]
+    kept = image_to_tensor(st.stylize(content, colourful_style, size=64, steps=15, preserve_color=True))
+    free = image_to_tensor(st.stylize(content, colourful_style, size=64, steps=15))
+    d_kept = (rgb_to_yuv(kept)[:, 1:] - chroma).abs().mean().item()
+    d_free = (rgb_to_yuv(free)[:, 1:] - chroma).abs().mean().item()
+    assert d_kept < 0.01, d_kept
+    assert d_free > 3 * d_kept
+    # the luminance did change: style was transferred
+    assert (rgb_to_yuv(kept)[:, :1] - rgb_to_yuv(c)[:, :1]).abs().mean() > 0.01
+
+
+def test_multiscale_coarse_to_fine(st, content, style):
+    img = st.stylize(content, style, scales=[32, 64], steps=[4, 3], size=64)
+    hist = img.info["nstcam"]["history"]
+    assert [h["scale"] for h in hist] == [0] * 4 + [1] * 3
+    assert img.size == (64, 48)
+    assert img.info["nstcam"]["params"]["scales"] == [32, 64]
+    from nstcam.style import _auto_scales
+
+    assert _auto_scales(512) == [512] and _auto_scales(2048) == [256, 512, 1024, 2048]
+
+
+def test_bn_folding_keeps_features(st):
+    torch.manual_seed(0)
+    features = st.model.features
+    saved = {k: v.clone() for k, v in features.state_dict().items()}
+    try:
+        for m in features.modules():  # give BatchNorm non-trivial statistics
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+        features.eval()
+        folded = fold_batchnorm(features)
+        assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in folded) == 0
+        x = normalize(torch.rand(1, 3, 64, 64))
+        names = list(VGG_LAYERS)
+        with torch.no_grad(), VGGFeatureHooks(features, names) as a, VGGFeatureHooks(folded, names) as b:
+            fa, fb = a.features(x), b.features(x)
+        for n in names:
+            err = (fa[n] - fb[n]).abs().max().item()
+            assert err < 1e-4, (n, err)
+        assert count_hooks(features) == 0 and count_hooks(folded) == 0
+    finally:
+        features.load_state_dict(saved)
+
+
+def test_gram_is_size_independent():
+    f = torch.rand(1, 8, 5, 7)
+    tiled = f.repeat(1, 1, 3, 2)
+    torch.testing.assert_close(gram(f), gram(tiled))
+
+
+def test_batch_reuses_style_targets_and_survives_bad_file(st, style, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    pattern(1).save(src / "a.png")
+    pattern(4).save(src / "b.jpg")
+    (src / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    out = tmp_path / "out"
+    before = st.style_target_computations
+    res = st.stylize_batch(src, style, out, size=32, steps=2, seed=1, progress_bar=False)
+    assert st.style_target_computations - before == 1, "style targets must be computed once per batch"
+    assert sorted(p.name for p in res) == ["a_stylized.png", "b_stylized.png"]
+    broken = str(src / "broken.png")
+    assert list(res.failed) == [broken] and "not an image" in res.failed[broken]
+    meta = json.loads((out / "a_stylized.json").read_text())
+    assert meta["params"]["steps"] == [2] and meta["params"]["seed"] == 1 and meta["random_weights"]
+    assert meta["input"] == str(src / "a.png")
+    mtime = (out / "a_stylized.png").stat().st_mtime_ns
+    again = st.stylize_batch(str(src / "*.png"), style, out, size=32, steps=2, progress_bar=False)
+    assert again.skipped == [out / "a_stylized.png"] and again.written == []
+    assert (out / "a_stylized.png").stat().st_mtime_ns == mtime
+    redo = st.stylize_batch([src / "a.png"], style, out, size=32, steps=2, overwrite=True, progress_bar=False)
+    assert redo.written == [out / "a_stylized.png"]
+    assert no_hooks(st)
+
+
+def test_memory_estimate_refuses_or_reduces(st, content, style, monkeypatch):
+    small = st.estimate_memory(64, 64)
+    big = st.estimate_memory(128, 128)
+    assert 3.0 < (big - st.estimate_memory(1, 1)) / (small - st.estimate_memory(1, 1)) < 5.0
+    import nstcam.style as S
+
+    monkeypatch.setattr(S, "available_memory", lambda device: int(st.estimate_memory(40, 30) / 0.9) + 1)
+    with pytest.raises(InsufficientMemoryError, match=r"64 px needs about .* GiB .* use size=\d+ or less"):
+        st.stylize(content, style, size=64, steps=1)
+    img = st.stylize(content, style, size=64, steps=1, on_memory="reduce")
+    assert max(img.size) < 64 and max(img.size) >= 32
+
+
+def test_bad_parameters(st, content, style):
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        st.stylize(content, style, optimizer="sgd")
+    with pytest.raises(ValueError, match="unknown VGG16_bn layer 'relu9_1'"):
+        st.stylize(content, style, style_layers=["relu9_1"])
+    with pytest.raises(ValueError, match="size must be"):
+        st.stylize(content, style, size=4)
+    with pytest.raises(ValueError, match="steps must be"):
+        st.stylize(content, style, steps=0)
+    with pytest.raises(TypeError, match="vgg16_bn"):
+        StyleTransfer(model=torch.nn.Linear(2, 2))
