@@ -1,5 +1,6 @@
 """nstcam: neural style transfer and Grad-CAM on PyTorch hooks."""
 
+from nstcam._version import __version__
 from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
 from nstcam.image import (
     ImageError,
@@ -25,8 +26,6 @@ from nstcam.weights import (
     download_weights,
     weights_dir,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BatchResult",

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from nstcam import __version__
+from nstcam._version import __version__
 from nstcam.weights import ARCHS, WeightsUnavailableError, download_weights, weights_dir, weights_file
 
 logger = logging.getLogger(__name__)

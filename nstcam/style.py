@@ -25,10 +25,10 @@ from PIL import Image
 from torch import nn
 from tqdm.auto import tqdm
 
-from nstcam import __version__
 from nstcam._color import luminance_only, match_luminance, merge_luminance
 from nstcam._device import available_memory, pick_device
 from nstcam._losses import content_loss, gram, style_loss, total_variation
+from nstcam._version import __version__
 from nstcam._vgg import VGGFeatureHooks, fold_batchnorm, layer_index
 from nstcam.image import (
     ImageError,
