@@ -1,6 +1,7 @@
 """nstcam: neural style transfer and Grad-CAM on PyTorch hooks."""
 
 from nstcam._version import __version__
+from nstcam.cam import CamResult, GradCAM, overlay_heatmap
 from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
 from nstcam.image import (
     ImageError,
@@ -28,6 +29,9 @@ from nstcam.weights import (
 )
 
 __all__ = [
+    "CamResult",
+    "GradCAM",
+    "overlay_heatmap",
     "BatchResult",
     "Cancelled",
     "InsufficientMemoryError",

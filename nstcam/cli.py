@@ -89,6 +89,43 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def _cmd_cam(args: argparse.Namespace) -> int:
+    import json
+    import re
+    from pathlib import Path
+
+    from nstcam.cam import GradCAM
+    from nstcam.image import ImageError, save_image
+
+    try:
+        cam = GradCAM(
+            args.arch, weights=args.weights, target_layer=args.layer, method=args.method, device=args.device
+        )
+    except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
+        logger.error("%s", e)
+        return 1
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for src in args.images:
+        try:
+            results = cam.explain(src, target=args.target, top_k=args.top_k)
+        except (ImageError, FileNotFoundError, ValueError) as e:
+            logger.error("skipping %s: %s", src, e)
+            failed += 1
+            continue
+        stem = Path(src).stem
+        entries = []
+        for rank, r in enumerate(results, 1):
+            slug = re.sub(r"[^A-Za-z0-9]+", "-", r.label).strip("-").lower() or str(r.class_index)
+            path = save_image(r.overlay, out / f"{stem}_cam{rank}_{slug}.png")
+            entries.append({**r.to_dict(), "rank": rank, "overlay": str(path)})
+            print(path)
+        meta = {"image": str(src), "arch": args.arch, "classes": entries}
+        (out / f"{stem}_cam.json").write_text(json.dumps(meta, indent=2))
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``nstcam`` command."""
     p = argparse.ArgumentParser(prog="nstcam", description="Neural style transfer and Grad-CAM.")
@@ -131,6 +168,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")
     s.add_argument("--overwrite", action="store_true", help="redo outputs that exist")
     s.set_defaults(func=_cmd_stylize)
+
+    c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
+    c.add_argument("images", nargs="+", metavar="IMAGE")
+    c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    c.add_argument(
+        "--arch", default="resnet50", choices=["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
+    )
+    c.add_argument("--layer", default="layer4", help="target layer (default layer4)")
+    c.add_argument(
+        "--method",
+        default="gradcam",
+        choices=["gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "scorecam"],
+    )
+    c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
+    c.add_argument("--target", type=int, help="explain this class index instead")
+    c.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
+    c.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    c.set_defaults(func=_cmd_cam)
     return p
 
 

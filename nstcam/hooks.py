@@ -100,6 +100,11 @@ class HookManager:
             call order (gradients likewise). Nothing is ever silently overwritten.
         detach: record ``output.detach()`` (no autograd graph is kept alive by the record).
             Incompatible with ``capture_grads``.
+        grad_leaf: cut the graph at the hooked layers: record ``output.detach()`` as a new leaf that
+            requires grad and hand a clone of it on (so in-place ops downstream are safe). Backward
+            then stops at these layers, and the rest of the forward pass records a graph even if it
+            started under :func:`torch.no_grad` (grad mode is switched on from the first hooked
+            layer; the caller restores it, e.g. by leaving its ``no_grad`` block).
 
     Attributes:
         outputs: layer name -> recorded output (a list of outputs with ``on_repeat="list"``).
@@ -116,6 +121,7 @@ class HookManager:
         early_stop: bool = False,
         on_repeat: OnRepeat = "error",
         detach: bool = False,
+        grad_leaf: bool = False,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -126,8 +132,8 @@ class HookManager:
             raise ValueError("layers must name at least one layer of the model")
         if on_repeat not in ("error", "list"):
             raise ValueError(f"on_repeat must be 'error' or 'list', got {on_repeat!r}")
-        if detach and capture_grads:
-            raise ValueError("detach=True drops the graph, so capture_grads=True cannot work: pick one")
+        if detach and (capture_grads or grad_leaf):
+            raise ValueError("detach=True drops the graph, so capture_grads/grad_leaf cannot work: pick one")
         self.model = model
         self.layers: list[str] = layers
         self.modules = resolve_modules(model, layers)
@@ -136,6 +142,7 @@ class HookManager:
         self.early_stop = early_stop
         self.on_repeat = on_repeat
         self.detach = detach
+        self.grad_leaf = grad_leaf
         self.outputs: dict[str, Any] = {}
         self.grads: dict[str, Any] = {}
         self._handles: list[RemovableHandle] = []
@@ -172,7 +179,11 @@ class HookManager:
         passed_on = None
         record = output
         if isinstance(output, torch.Tensor):
-            if self.detach:
+            if self.grad_leaf:
+                record = output.detach().requires_grad_(True)
+                torch.set_grad_enabled(True)
+                passed_on = record.clone()
+            elif self.detach:
                 record = output.detach()
                 if self.clone:
                     record = record.clone()

@@ -75,6 +75,10 @@ class Cancelled(RuntimeError):  # noqa: N818 - reads naturally: `except Cancelle
         self.history = history
 
 
+class _BudgetSpent(Exception):  # noqa: N818 - control flow inside _optimize
+    """The step budget ran out inside an L-BFGS line search."""
+
+
 class InsufficientMemoryError(MemoryError):
     """A run would not fit in the device's free memory; the message gives a size that fits."""
 
@@ -590,9 +594,9 @@ class StyleTransfer:
                         hooks, x, targets, plan, si, n_steps, history, total_steps, t0, c_full, progress, bar
                     )
         except Cancelled as e:
-            raise Cancelled(
-                self._finish(x, content, plan, history, t0) if x is not None else None, history
-            ) from e
+            partial = e.image if isinstance(e.image, torch.Tensor) else x
+            image = self._finish(partial, content, plan, history, t0) if partial is not None else None
+            raise Cancelled(image, history) from e
         finally:
             bar.close()
         return self._finish(x, content, plan, history, t0)
@@ -634,7 +638,8 @@ class StyleTransfer:
         progress: Callable[[StepInfo], bool | None] | None,
         bar: tqdm,
     ) -> torch.Tensor:
-        if plan.optimizer == "lbfgs":
+        lbfgs = plan.optimizer == "lbfgs"
+        if lbfgs:
             opt: torch.optim.Optimizer = torch.optim.LBFGS(
                 [x],
                 lr=plan.lr,
@@ -643,21 +648,31 @@ class StyleTransfer:
                 history_size=plan.history_size,
                 tolerance_grad=0.0,
                 tolerance_change=0.0,
+                line_search_fn="strong_wolfe",
             )
         else:
             opt = torch.optim.Adam([x], lr=plan.lr)
         done = 0
+        best: list = [math.inf, x.detach().clone()]
         size = (x.shape[-1], x.shape[-2])
 
         def closure() -> torch.Tensor:
             nonlocal done
-            with torch.no_grad():
-                x.clamp_(0, 1)
+            if done >= n_steps:  # the line search wants more than the budget allows
+                raise _BudgetSpent
             opt.zero_grad(set_to_none=True)
-            losses = self._losses(hooks, x, targets, plan)
+            # L-BFGS sees the image through a clamp, so every point it evaluates is a valid image and
+            # its line search sees one consistent function; Adam's iterate is projected instead.
+            if not lbfgs:
+                with torch.no_grad():
+                    x.clamp_(0, 1)
+            losses = self._losses(hooks, x.clamp(0, 1) if lbfgs else x, targets, plan)
             losses["total"].backward()
             done += 1
             values = {k: float(v.detach()) for k, v in losses.items()}
+            if values["total"] < best[0]:
+                best[0] = values["total"]
+                best[1] = x.detach().clamp(0, 1)
             history.append({"step": len(history) + 1, "scale": scale, **values})
             bar.update(1)
             bar.set_postfix(loss=f"{values['total']:.4g}", refresh=False)
@@ -665,22 +680,23 @@ class StyleTransfer:
                 step = len(history)
                 preview = None
                 if plan.preview_every and (step % plan.preview_every == 0 or step == total_steps):
-                    preview = self._to_output(x.detach().clamp(0, 1), c_full, plan)
+                    preview = self._to_output(best[1], c_full, plan)
                 info = StepInfo(step, total_steps, scale, size, values, preview, time.perf_counter() - t0)
                 if progress(info) is False:
-                    raise Cancelled(None, history)
+                    raise Cancelled(best[1], history)
             return losses["total"]
 
-        if plan.optimizer == "lbfgs":
-            while done < n_steps:  # LBFGS.step does exactly max_eval evaluations unless it stops early
-                opt.param_groups[0]["max_iter"] = opt.param_groups[0]["max_eval"] = n_steps - done
-                opt.step(closure)
-        else:
-            for _ in range(n_steps):
-                opt.step(closure)
-        with torch.no_grad():
-            x.clamp_(0, 1)
-        return x.detach()
+        try:
+            if lbfgs:
+                while done < n_steps:  # each LBFGS.step stops at max_eval evaluations
+                    opt.param_groups[0]["max_iter"] = opt.param_groups[0]["max_eval"] = n_steps - done
+                    opt.step(closure)
+            else:
+                for _ in range(n_steps):
+                    opt.step(closure)
+        except _BudgetSpent:
+            pass
+        return best[1]
 
     def _losses(
         self, hooks: VGGFeatureHooks, x: torch.Tensor, targets: _Targets, plan: _Plan

@@ -68,3 +68,34 @@ def test_console_entry_point_help():
         [sys.executable, "-m", "nstcam", "stylize", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "--preserve-color" in out.stdout and "--style-weights" in out.stdout
+
+
+def test_cam_cli_writes_overlays_and_json(tmp_path, caplog):
+    a = _img(tmp_path / "a.png", 1)
+    bad = tmp_path / "b.png"
+    bad.write_bytes(b"")
+    out = tmp_path / "cam"
+    rc = main(
+        [
+            "cam",
+            str(a),
+            str(bad),
+            "-o",
+            str(out),
+            "--arch",
+            "resnet18",
+            "--weights",
+            "random",
+            "--top-k",
+            "2",
+            "--method",
+            "gradcam++",
+        ]
+    )
+    assert rc == 1 and "b.png" in caplog.text and "empty" in caplog.text
+    meta = json.loads((out / "a_cam.json").read_text())
+    assert [c["rank"] for c in meta["classes"]] == [1, 2]
+    assert meta["classes"][0]["score"] >= meta["classes"][1]["score"]
+    assert all(c["random_weights"] and c["method"] == "gradcam++" for c in meta["classes"])
+    for c in meta["classes"]:
+        assert Image.open(c["overlay"]).size == (56, 40)

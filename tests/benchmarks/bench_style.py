@@ -1,0 +1,300 @@
+"""Style-transfer benchmark: nstcam against a PyTorch-tutorial-style reference, in the same run.
+
+The reference is written the way the PyTorch NST tutorial does it: a rebuilt ``nn.Sequential`` of
+VGG16_bn with loss modules inserted after the same layers, trimmed after the last one, optimised with
+Adam. It uses the same loss code as nstcam (``nstcam._losses``), and one judge scores both.
+
+    python tests/benchmarks/bench_style.py                 # CPU (and CUDA when present)
+    python tests/benchmarks/bench_style.py --weights imagenet --device cuda --sizes 512,2048
+
+Reports per-step cost and peak memory at each size, and time to quality: the wall time nstcam needs
+to reach the total loss the reference reaches after 300 Adam steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+from PIL import Image
+from torch import nn
+
+from nstcam import StyleTransfer, build_model, load_image
+from nstcam._losses import content_loss, gram, style_loss, total_variation
+from nstcam._vgg import VGG_LAYERS
+from nstcam.image import image_to_tensor, normalize, resize_long_side
+from nstcam.style import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS, Cancelled
+
+SAMPLES = "nstcam/assets/samples"
+CONTENT, STYLE = f"{SAMPLES}/chelsea.png", f"{SAMPLES}/hubble_deep_field.jpg"
+W = dict(style_weight=50.0, content_weight=1.0, tv_weight=5.0)
+
+
+# -- the reference, tutorial style --------------------------------------------------------------
+class ContentLoss(nn.Module):
+    def __init__(self, target):
+        super().__init__()
+        self.target = target.detach()
+        self.loss = torch.zeros(())
+
+    def forward(self, x):
+        self.loss = content_loss(x, self.target)
+        return x
+
+
+class StyleLoss(nn.Module):
+    def __init__(self, target_feature):
+        super().__init__()
+        self.target = gram(target_feature).detach()
+        self.g = None
+
+    def forward(self, x):
+        self.g = gram(x)
+        return x
+
+
+class Normalization(nn.Module):
+    def forward(self, x):
+        return normalize(x)
+
+
+def build_reference(vgg, content, style):
+    """Tutorial-style model: copy layers one by one, insert loss modules after the chosen ReLUs."""
+    idx_to_name = {v: k for k, v in VGG_LAYERS.items()}
+    model = nn.Sequential()
+    model.add_module("normalize", Normalization())
+    content_losses, style_losses = [], {}
+    deepest = max(VGG_LAYERS[n] for n in (*DEFAULT_STYLE_LAYERS, *DEFAULT_CONTENT_LAYERS))
+    for i, layer in enumerate(vgg.features[: deepest + 1]):
+        layer = nn.ReLU(inplace=False) if isinstance(layer, nn.ReLU) else layer
+        model.add_module(str(i), layer)
+        name = idx_to_name.get(i)
+        if name in DEFAULT_CONTENT_LAYERS:
+            cl = ContentLoss(model(content))
+            model.add_module(f"content_{name}", cl)
+            content_losses.append(cl)
+        if name in DEFAULT_STYLE_LAYERS:
+            sl = StyleLoss(model(style))
+            model.add_module(f"style_{name}", sl)
+            style_losses[name] = sl
+    return model.eval().requires_grad_(False), content_losses, style_losses
+
+
+def run_reference(vgg, c, s, steps, on_step=None):
+    model, cls, sls = build_reference(vgg, c, s)
+    x = c.clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=0.02)
+    weights = dict.fromkeys(DEFAULT_STYLE_LAYERS, 1.0)
+    for k in range(steps):
+        with torch.no_grad():
+            x.clamp_(0, 1)
+        opt.zero_grad()
+        model(x)
+        sl = style_loss({n: m.g for n, m in sls.items()}, {n: m.target for n, m in sls.items()}, weights)
+        loss = (
+            W["content_weight"] * cls[0].loss + W["style_weight"] * sl + W["tv_weight"] * total_variation(x)
+        )
+        loss.backward()
+        opt.step()
+        if on_step:
+            on_step(k)
+    with torch.no_grad():
+        x.clamp_(0, 1)
+    return x.detach()
+
+
+# -- the judge ------------------------------------------------------------------------------------
+class Judge:
+    """Scores an image with nstcam's loss code against fixed targets (unfolded VGG16_bn)."""
+
+    def __init__(self, vgg, c, s):
+        self.model, self.cls, self.sls = build_reference(vgg, c, s)
+
+    @torch.no_grad()
+    def __call__(self, x):
+        self.model(x.clamp(0, 1))
+        weights = dict.fromkeys(DEFAULT_STYLE_LAYERS, 1.0)
+        sl = style_loss(
+            {n: m.g for n, m in self.sls.items()}, {n: m.target for n, m in self.sls.items()}, weights
+        )
+        return float(
+            W["content_weight"] * self.cls[0].loss
+            + W["style_weight"] * sl
+            + W["tv_weight"] * total_variation(x.clamp(0, 1))
+        )
+
+
+def pil_images(size):
+    """Content at ``size`` long side, style resized to exactly the content's size (as the tutorial does)."""
+    c = resize_long_side(load_image(CONTENT), size)
+    return c, load_image(STYLE).resize(c.size, Image.Resampling.LANCZOS)
+
+
+def images(size, device):
+    c, s = pil_images(size)
+    return image_to_tensor(c, device), image_to_tensor(s, device)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def per_step(impl, size, steps, device, weights):
+    """Seconds per step (after warm-up) and peak memory in MiB; run in a fresh process on CPU."""
+    vgg = build_model("vgg16_bn", weights).to(device)
+    c, s = images(size, device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if impl == "nstcam":
+        st = StyleTransfer(model=vgg, device=device)
+        cimg, simg = pil_images(size)
+        st.stylize(cimg, simg, size=size, steps=2, scales=[size], **W)  # warm-up
+        sync(device)
+        t = time.perf_counter()
+        st.stylize(cimg, simg, size=size, steps=steps, scales=[size], **W)
+    else:
+        run_reference(vgg, c, s, 2)
+        sync(device)
+        t = time.perf_counter()
+        run_reference(vgg, c, s, steps)
+    sync(device)
+    dt = (time.perf_counter() - t) / steps
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    return dt, peak
+
+
+def time_to_quality(size, device, weights, ref_steps, scales):
+    vgg = build_model("vgg16_bn", weights).to(device)
+    c, s = images(size, device)
+    judge = Judge(vgg, c, s)
+    sync(device)
+    t = time.perf_counter()
+    ref = run_reference(vgg, c, s, ref_steps)
+    sync(device)
+    t_ref = time.perf_counter() - t
+    target = judge(ref)
+
+    st = StyleTransfer(model=vgg, device=device)
+    cimg, simg = pil_images(size)
+    st.stylize(cimg, simg, size=64, steps=2)  # warm-up
+    final = len(scales) - 1
+    reached = {}
+
+    def stop_when_there(info):
+        if info.scale == final and info.losses["total"] <= target:
+            reached["step"] = info.step
+            return False
+        return None
+
+    sync(device)
+    t = time.perf_counter()
+    try:
+        img = st.stylize(
+            cimg,
+            simg,
+            size=size,
+            scales=scales,
+            steps=[max(1, ref_steps // 3)] * (len(scales) - 1) + [ref_steps],
+            progress=stop_when_there,
+            **W,
+        )
+    except Cancelled as e:
+        img = e.image
+    sync(device)
+    t_ours = time.perf_counter() - t
+    ours = judge(image_to_tensor(img, device))
+    return dict(
+        size=size,
+        ref_steps=ref_steps,
+        ref_seconds=t_ref,
+        ref_loss=target,
+        scales=scales,
+        ours_seconds=t_ours,
+        ours_loss=ours,
+        ours_steps=reached.get("step"),
+        reached=bool(reached),
+        speedup=t_ref / t_ours,
+    )
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--weights", default="random")
+    p.add_argument("--sizes", default="256,512")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per size (per-step cost)")
+    p.add_argument("--quality-size", type=int, default=None, help="default: 256 on CPU, 512 on GPU")
+    p.add_argument("--ref-steps", type=int, default=300)
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--_one", nargs=2, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    device = torch.device(a.device)
+    torch.manual_seed(0)
+    if a._one:  # child process: one per-step measurement
+        dt, peak = per_step(a._one[0], int(a._one[1]), a.steps, device, a.weights)
+        print(json.dumps({"dt": dt, "peak": peak}))
+        return
+
+    hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"device: {device} ({hw}), torch {torch.__version__}, weights: {a.weights}")
+    rows = []
+    for size in [int(v) for v in a.sizes.split(",")]:
+        res = {}
+        for impl in ("reference", "nstcam"):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--device",
+                    a.device,
+                    "--weights",
+                    a.weights,
+                    "--steps",
+                    str(a.steps),
+                    "--_one",
+                    impl,
+                    str(size),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            res[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append((size, res))
+    print("\n| size | reference s/step | nstcam s/step | ratio | reference peak MiB | nstcam peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for size, r in rows:
+        print(
+            f"| {size} | {r['reference']['dt']:.3f} | {r['nstcam']['dt']:.3f} | "
+            f"{r['reference']['dt'] / r['nstcam']['dt']:.2f}x | {r['reference']['peak']:.0f} | "
+            f"{r['nstcam']['peak']:.0f} |"
+        )
+
+    qsize = a.quality_size or (512 if device.type == "cuda" else 256)
+    scales = [qsize // 2, qsize]
+    q = time_to_quality(qsize, device, a.weights, a.ref_steps, scales)
+    print(
+        f"\ntime to quality at {qsize} px: reference (Adam, {a.ref_steps} steps) {q['ref_seconds']:.1f} s "
+        f"-> loss {q['ref_loss']:.4f}; nstcam (L-BFGS, scales {scales}) reached "
+        f"{q['ours_loss']:.4f} in {q['ours_seconds']:.1f} s ({q['ours_steps']} steps): "
+        f"{q['speedup']:.1f}x faster"
+        if q["reached"]
+        else "\nnstcam did not reach the reference's loss"
+    )
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"per_step": rows, "quality": q}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
