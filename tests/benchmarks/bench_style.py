@@ -146,26 +146,33 @@ def sync(device):
 
 
 def per_step(impl, size, steps, device, weights):
-    """Seconds per step (after warm-up) and peak memory in MiB; run in a fresh process on CPU."""
+    """Marginal seconds per step (a run of 2*steps minus a run of steps, so set-up cancels out) and
+    peak memory in MiB (CUDA: max allocated; CPU: growth of the fresh process's peak RSS)."""
     vgg = build_model("vgg16_bn", weights).to(device)
     c, s = images(size, device)
+    cimg, simg = pil_images(size)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if impl == "nstcam":
         st = StyleTransfer(model=vgg, device=device)
-        cimg, simg = pil_images(size)
-        st.stylize(cimg, simg, size=size, steps=2, scales=[size], **W)  # warm-up
-        sync(device)
-        t = time.perf_counter()
-        st.stylize(cimg, simg, size=size, steps=steps, scales=[size], **W)
+
+        def run(n):
+            st.stylize(cimg, simg, size=size, steps=n, scales=[size], **W)
     else:
-        run_reference(vgg, c, s, 2)
+
+        def run(n):
+            run_reference(vgg, c, s, n)
+
+    run(2)  # warm-up
+    times = {}
+    for n in (steps, 2 * steps):
         sync(device)
         t = time.perf_counter()
-        run_reference(vgg, c, s, steps)
-    sync(device)
-    dt = (time.perf_counter() - t) / steps
+        run(n)
+        sync(device)
+        times[n] = time.perf_counter() - t
+    dt = (times[2 * steps] - times[steps]) / steps
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**20
     else:
