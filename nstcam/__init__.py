@@ -13,12 +13,19 @@ from nstcam.image import (
     save_image,
     tensor_to_image,
 )
+from nstcam.mask import heatmap_to_mask, load_mask
 from nstcam.style import (
     BatchResult,
     Cancelled,
     InsufficientMemoryError,
     StepInfo,
     StyleTransfer,
+)
+from nstcam.subject import (
+    RecognitionReport,
+    SubjectAwareResult,
+    recognition_report,
+    subject_aware_stylize,
 )
 from nstcam.weights import (
     WeightsInfo,
@@ -29,6 +36,12 @@ from nstcam.weights import (
 )
 
 __all__ = [
+    "RecognitionReport",
+    "SubjectAwareResult",
+    "heatmap_to_mask",
+    "load_mask",
+    "recognition_report",
+    "subject_aware_stylize",
     "CamResult",
     "GradCAM",
     "overlay_heatmap",

@@ -63,6 +63,24 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         return 1
     _warn_random(st.weights)
     contents = args.content[0] if len(args.content) == 1 else args.content
+    cam = None
+    style_mask = args.mask
+    if args.subject_aware or args.report:
+        from nstcam.cam import GradCAM
+
+        try:
+            cam = GradCAM(args.cam_arch, weights=args.weights, device=args.device)
+        except (WeightsUnavailableError, ValueError) as e:
+            logger.error("%s", e)
+            return 1
+    if args.subject_aware:
+        from nstcam.mask import heatmap_to_mask
+
+        def style_mask(img):
+            heat = cam.explain(img)[0].heatmap
+            subject = heatmap_to_mask(heat, threshold=args.threshold, feather=args.feather)
+            return 1.0 - subject if args.subject_aware == "background" else subject
+
     params = dict(
         size=args.size,
         steps=args.steps,
@@ -79,13 +97,29 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     )
     try:
         res = st.stylize_batch(
-            contents, args.style, args.output, overwrite=args.overwrite, ext=args.ext, **params
+            contents,
+            args.style,
+            args.output,
+            overwrite=args.overwrite,
+            ext=args.ext,
+            style_mask=style_mask,
+            mask_mode=args.mask_mode,
+            **params,
         )
     except (ValueError, FileNotFoundError) as e:
         logger.error("%s", e)
         return 1
     for p in res.written:
         print(p)
+        if args.report:
+            import json
+
+            from nstcam.subject import recognition_report
+
+            meta = json.loads(p.with_suffix(".json").read_text())
+            rep = recognition_report(meta["input"], p, cam)
+            p.with_name(p.stem + "_report.json").write_text(json.dumps(rep.to_dict(), indent=2))
+            logger.info("%s: %s", p.name, rep.summary())
     return 1 if res.failed else 0
 
 
@@ -167,6 +201,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")
     s.add_argument("--overwrite", action="store_true", help="redo outputs that exist")
+    s.add_argument("--mask", help="style mask image (white = styled, black = content kept), any size")
+    s.add_argument(
+        "--mask-mode",
+        choices=["optimize", "blend"],
+        default="optimize",
+        help="masked losses inside the optimisation (default) or a blend afterwards",
+    )
+    s.add_argument(
+        "--subject-aware",
+        choices=["background", "subject"],
+        help="mask from Grad-CAM: stylise the background or only the subject",
+    )
+    s.add_argument("--threshold", type=float, default=0.4, help="saliency threshold of the subject (0-1)")
+    s.add_argument("--feather", type=float, default=8.0, help="mask edge softness in px")
+    s.add_argument("--cam-arch", default="resnet50", help="classifier for --subject-aware and --report")
+    s.add_argument(
+        "--report",
+        action="store_true",
+        help="write <output>_report.json: is the subject still recognised after stylisation?",
+    )
     s.set_defaults(func=_cmd_stylize)
 
     c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
@@ -40,6 +41,7 @@ from nstcam.image import (
     save_image,
     tensor_to_image,
 )
+from nstcam.mask import MaskSource, load_mask, resize_mask
 from nstcam.weights import WeightsInfo, build_model, weights_info
 
 __all__ = [
@@ -56,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
+_KEEP = 10.0  # with a style mask: content loss weight where the mask is 0, relative to where it is 1
+_PIXEL_KEEP = 100.0  # with a style mask: weight of the pixel-space content anchor where the mask is 0
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 OPTIMIZERS = ("lbfgs", "adam")
 INITS = ("content", "noise", "style")
@@ -126,6 +130,15 @@ class BatchResult(list):
 class _Targets:
     content: dict[str, torch.Tensor]
     style: dict[str, torch.Tensor]
+    mask: torch.Tensor | None = None  # (1, 1, h, w) style mask at this scale, in-optimisation mode only
+    pixels: torch.Tensor | None = None  # the content image at this scale (for the masked pixel anchor)
+    layer_masks: dict = field(default_factory=dict)  # feature shape -> mask resized to it
+
+    def mask_for(self, f: torch.Tensor) -> torch.Tensor:
+        key = tuple(f.shape[-2:])
+        if key not in self.layer_masks:
+            self.layer_masks[key] = resize_mask(self.mask, key, device=f.device)
+        return self.layer_masks[key]
 
 
 @dataclass
@@ -245,6 +258,8 @@ class StyleTransfer:
         content_layers: Sequence[str] | None = None,
         style_scale: float = 1.0,
         preserve_color: bool = False,
+        style_mask: MaskSource | None = None,
+        mask_mode: str = "optimize",
         scales: Sequence[int] | None = None,
         seed: int | None = None,
         lr: float | None = None,
@@ -273,6 +288,13 @@ class StyleTransfer:
             content_layers: content layers (default: relu4_2).
             style_scale: size of the style image relative to the output (1 = same long side).
             preserve_color: transfer luminance only and keep the content's colours.
+            style_mask: H x W values in [0, 1] (any size; array, tensor, image or path): 1 where the
+                style goes, 0 where the content is kept.
+            mask_mode: ``"optimize"`` weights the losses by the mask inside the optimisation (style
+                Gram matrices over the masked region, content loss 10x stronger where the mask is 0,
+                the mask resized to each layer, plus a pixel-space content anchor where the mask is
+                0, since deep layers see across the mask edge); ``"blend"`` stylises everything, then blends
+                ``mask * stylised + (1 - mask) * content``.
             scales: long sides to optimise at, coarse to fine; each starts from the previous result
                 upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
             seed: seed of the noise initialisation (recorded in the result either way).
@@ -295,12 +317,13 @@ class StyleTransfer:
             ValueError: a parameter is out of range.
         """
         params = dict(locals())
-        for k in ("self", "content", "style", "progress", "progress_bar"):
+        for k in ("self", "content", "style", "progress", "progress_bar", "style_mask"):
             params.pop(k)
         content_img = load_image(content)
         style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+        mask = load_mask(style_mask) if style_mask is not None else None
         plan = self._plan(n_styles=len(style_imgs), **params)
-        return self._run(content_img, style_imgs, plan, progress, progress_bar, cache={})
+        return self._run(content_img, style_imgs, plan, progress, progress_bar, cache={}, mask=mask)
 
     def stylize_batch(
         self,
@@ -323,7 +346,8 @@ class StyleTransfer:
             overwrite: redo inputs whose output already exists.
             ext: ``".png"`` or ``".jpg"``.
             progress_bar: show a tqdm bar over the images.
-            **params: any keyword of :meth:`stylize` except ``progress_bar``.
+            **params: any keyword of :meth:`stylize` except ``progress_bar``. ``style_mask`` may also be
+                a callable that takes each content image (PIL) and returns its mask.
 
         Returns:
             The output paths (a :class:`BatchResult`; ``.failed`` maps each bad input to its error).
@@ -338,6 +362,8 @@ class StyleTransfer:
         style_imgs = [load_image(s) for s in style_list]
         progress = params.pop("progress", None)
         params.pop("progress_bar", None)
+        style_mask = params.pop("style_mask", None)
+        fixed_mask = load_mask(style_mask) if style_mask is not None and not callable(style_mask) else None
         plan_kwargs = {**_stylize_defaults(), **params}
         plan = self._plan(n_styles=len(style_imgs), **plan_kwargs)
         cache: dict = {}
@@ -354,7 +380,11 @@ class StyleTransfer:
                 result.skipped.append(out)
                 continue
             try:
-                img = self._run(load_image(item), style_imgs, plan, progress, False, cache)
+                content_img = load_image(item)
+                mask = fixed_mask
+                if callable(style_mask):
+                    mask = load_mask(style_mask(content_img))
+                img = self._run(content_img, style_imgs, plan, progress, False, cache, mask=mask)
             except Cancelled:
                 raise
             except (ImageError, FileNotFoundError, InsufficientMemoryError, OSError) as e:
@@ -413,6 +443,7 @@ class StyleTransfer:
         content_layers: Sequence[str] | None,
         style_scale: float,
         preserve_color: bool,
+        mask_mode: str,
         scales: Sequence[int] | None,
         seed: int | None,
         lr: float | None,
@@ -488,6 +519,9 @@ class StyleTransfer:
             preview_every=int(preview_every),
         )
         plan.extra["on_memory"] = on_memory
+        if mask_mode not in ("optimize", "blend"):
+            raise ValueError(f"mask_mode must be 'optimize' or 'blend', got {mask_mode!r}")
+        plan.extra["mask_mode"] = mask_mode
         return plan
 
     def _check_memory(self, plan: _Plan, content: Image.Image) -> None:
@@ -567,8 +601,10 @@ class StyleTransfer:
         progress: Callable[[StepInfo], bool | None] | None,
         progress_bar: bool,
         cache: dict,
+        mask: np.ndarray | None = None,
     ) -> Image.Image:
         plan = copy.deepcopy(plan)
+        plan.extra["style_mask"] = None if mask is None else f"{mask.shape[1]}x{mask.shape[0]}"
         self._check_memory(plan, content)
         layers = list(dict.fromkeys([*plan.style_layers, *plan.content_layers]))
         history: list[dict[str, float]] = []
@@ -584,22 +620,28 @@ class StyleTransfer:
                     c_in = luminance_only(c_full) if plan.preserve_color else c_full
                     with torch.no_grad():
                         cf = self._features(hooks, c_in)
+                        in_loss = mask is not None and plan.extra["mask_mode"] == "optimize"
                         targets = _Targets(
                             content={n: cf[n].detach().float() for n in plan.content_layers},
                             style=self._style_targets(hooks, styles, plan, side, c_in, cache),
+                            mask=resize_mask(mask, tuple(c_in.shape[-2:]), self.device) if in_loss else None,
+                            pixels=c_in if in_loss else None,
                         )
                         del cf
                     x = self._init_image(x, c_in, styles, plan, gen)
+                    if si > 0 and targets.mask is not None:  # upscaling blurred the kept region: restore it
+                        with torch.no_grad():
+                            x.copy_(targets.mask * x + (1 - targets.mask) * c_in)
                     x = self._optimize(
                         hooks, x, targets, plan, si, n_steps, history, total_steps, t0, c_full, progress, bar
                     )
         except Cancelled as e:
             partial = e.image if isinstance(e.image, torch.Tensor) else x
-            image = self._finish(partial, content, plan, history, t0) if partial is not None else None
+            image = self._finish(partial, content, plan, history, t0, mask) if partial is not None else None
             raise Cancelled(image, history) from e
         finally:
             bar.close()
-        return self._finish(x, content, plan, history, t0)
+        return self._finish(x, content, plan, history, t0, mask)
 
     def _init_image(
         self,
@@ -702,9 +744,22 @@ class StyleTransfer:
         self, hooks: VGGFeatureHooks, x: torch.Tensor, targets: _Targets, plan: _Plan
     ) -> dict[str, torch.Tensor]:
         feats = self._features(hooks, x)
-        c = sum(content_loss(feats[n], targets.content[n]) for n in plan.content_layers)
+        if targets.mask is None:
+            c = sum(content_loss(feats[n], targets.content[n]) for n in plan.content_layers)
+            grams = {n: gram(feats[n]) for n in plan.style_layers}
+        else:  # style where the mask is 1; content kept KEEP times harder where it is 0
+            c = sum(
+                content_loss(
+                    feats[n], targets.content[n], mask=1 + (_KEEP - 1) * (1 - targets.mask_for(feats[n]))
+                )
+                for n in plan.content_layers
+            )
+            grams = {n: gram(feats[n], mask=targets.mask_for(feats[n])) for n in plan.style_layers}
+            c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
+                x, targets.pixels, mask=1 - targets.mask
+            )
         c = c / len(plan.content_layers)
-        s = style_loss({n: gram(feats[n]) for n in plan.style_layers}, targets.style, plan.style_layers)
+        s = style_loss(grams, targets.style, plan.style_layers)
         tv = total_variation(x)
         total = plan.content_weight * c + plan.style_weight * s + plan.tv_weight * tv
         return {
@@ -720,12 +775,24 @@ class StyleTransfer:
         return tensor_to_image(x)
 
     def _finish(
-        self, x: torch.Tensor, content: Image.Image, plan: _Plan, history: list, t0: float
+        self,
+        x: torch.Tensor,
+        content: Image.Image,
+        plan: _Plan,
+        history: list,
+        t0: float,
+        mask: np.ndarray | None = None,
     ) -> Image.Image:
         c_full = image_to_tensor(resize_long_side(content, plan.size), self.device)
         if x.shape[-2:] != c_full.shape[-2:]:
             x = F.interpolate(x, size=c_full.shape[-2:], mode="bicubic", align_corners=False)
-        img = self._to_output(x.clamp(0, 1), c_full, plan)
+        y = x.clamp(0, 1)
+        if plan.preserve_color:
+            y = merge_luminance(y, c_full)
+        if mask is not None and plan.extra["mask_mode"] == "blend":
+            m = resize_mask(mask, tuple(c_full.shape[-2:]), self.device)
+            y = m * y + (1 - m) * c_full
+        img = tensor_to_image(y)
         img.info["nstcam"] = {
             "nstcam": __version__,
             "weights": self.weights.notice,
@@ -752,7 +819,7 @@ def _stylize_defaults() -> dict[str, Any]:
     return {
         k: p.default
         for k, p in sig.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in ("progress", "progress_bar")
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in ("progress", "progress_bar", "style_mask")
     }
 
 

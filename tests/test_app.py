@@ -10,7 +10,15 @@ import pytest
 from PIL import Image
 
 from nstcam import count_hooks
-from nstcam.webapp import AppConfig, Models, build_demo, cam_handler, layer_choices, stylize_handler
+from nstcam.webapp import (
+    AppConfig,
+    Models,
+    build_demo,
+    cam_handler,
+    layer_choices,
+    stylize_handler,
+    subject_handler,
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +101,7 @@ def test_layer_choices_and_demo_endpoints(models):
     assert "layer4.2" in layer_choices("resnet50")
     demo = build_demo(models.config, models)
     names = {fn.api_name for fn in demo.fns.values()}
-    assert {"stylize", "gradcam"} <= names
+    assert {"stylize", "gradcam", "subject_aware"} <= names
 
 
 def test_limits_follow_device(monkeypatch):
@@ -102,3 +110,16 @@ def test_limits_follow_device(monkeypatch):
     assert cfg.max_size == 512 and cfg.max_steps == 300
     monkeypatch.setenv("NSTCAM_MAX_SIZE", "256")
     assert AppConfig(device="cpu").max_size == 256
+
+
+def test_subject_handler_outputs(models, files):
+    c, s, bad = files
+    mask, result, before, after, md = subject_handler(
+        models, str(c), str(s), "background", 0.5, 4.0, 64, 3, "resnet18"
+    )
+    assert mask.size == (90, 60) and mask.mode == "L"
+    assert result.size == (64, 43)
+    assert len(before) == 3 and len(after) == 3 and before[0][1].startswith("before: ")
+    assert "map IoU" in md and "RANDOM" in md
+    with pytest.raises(gr.Error, match="Bad image"):
+        subject_handler(models, str(bad), str(s), size=64, steps=2, arch="resnet18")

@@ -99,3 +99,65 @@ def test_cam_cli_writes_overlays_and_json(tmp_path, caplog):
     assert all(c["random_weights"] and c["method"] == "gradcam++" for c in meta["classes"])
     for c in meta["classes"]:
         assert Image.open(c["overlay"]).size == (56, 40)
+
+
+def test_stylize_cli_subject_aware_with_report(tmp_path):
+    a = _img(tmp_path / "a.png", 1)
+    s = _img(tmp_path / "s.png", 2)
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "stylize",
+            str(a),
+            "--style",
+            str(s),
+            "-o",
+            str(out),
+            "--size",
+            "32",
+            "--steps",
+            "2",
+            "--weights",
+            "random",
+            "--subject-aware",
+            "background",
+            "--cam-arch",
+            "resnet18",
+            "--report",
+        ]
+    )
+    assert rc == 0
+    meta = json.loads((out / "a_stylized.json").read_text())
+    assert meta["params"]["style_mask"] == "56x40" and meta["params"]["mask_mode"] == "optimize"
+    rep = json.loads((out / "a_stylized_report.json").read_text())
+    assert {"iou", "same_top1", "kept_in_top_k", "before", "after"} <= set(rep)
+    assert 0 <= rep["iou"] <= 1 and len(rep["before"]) == 3
+
+
+def test_stylize_cli_mask_file(tmp_path):
+    a = _img(tmp_path / "a.png", 1)
+    m = tmp_path / "mask.png"
+    Image.new("L", (10, 10), 255).save(m)
+    rc = main(
+        [
+            "stylize",
+            str(a),
+            "--style",
+            str(a),
+            "-o",
+            str(tmp_path / "o"),
+            "--size",
+            "32",
+            "--steps",
+            "1",
+            "--weights",
+            "random",
+            "--mask",
+            str(m),
+            "--mask-mode",
+            "blend",
+        ]
+    )
+    assert rc == 0
+    meta = json.loads((tmp_path / "o" / "a_stylized.json").read_text())
+    assert meta["params"]["mask_mode"] == "blend" and meta["params"]["style_mask"] == "10x10"

@@ -110,6 +110,20 @@ def test_endpoints_through_gradio_client(server, images):
     img_path, status, png = result
     assert Image.open(img_path).size == (64, 43) and "RANDOM" in status and png
 
+    mask, result, before, after, md = client.predict(
+        handle_file(str(c)),
+        handle_file(str(c)),
+        "subject",
+        0.5,
+        4,
+        64,
+        2,
+        "resnet18",
+        api_name="/subject_aware",
+    )
+    assert Image.open(mask).size == (72, 48) and Image.open(result).size == (64, 43)
+    assert len(before) == 3 and len(after) == 3 and "map IoU" in md
+
     with pytest.raises(AppError, match="Bad image"):
         client.predict(handle_file(str(bad)), "resnet18", "layer4", "gradcam", 1, api_name="/gradcam")
     gallery, _, _ = client.predict(
