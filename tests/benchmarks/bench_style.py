@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -145,39 +146,48 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def per_step(impl, size, steps, device, weights):
-    """Marginal seconds per step (a run of 2*steps minus a run of steps, so set-up cancels out) and
-    peak memory in MiB (CUDA: max allocated; CPU: growth of the fresh process's peak RSS)."""
-    vgg = build_model("vgg16_bn", weights).to(device)
+def _runner(impl, vgg, size, device):
     c, s = images(size, device)
     cimg, simg = pil_images(size)
+    if impl == "nstcam":
+        st = StyleTransfer(model=vgg, device=device)
+        return lambda n: st.stylize(cimg, simg, size=size, steps=n, scales=[size], **W)
+    return lambda n: run_reference(vgg, c, s, n)
+
+
+def peak_memory(impl, size, steps, device, weights):
+    """Peak memory of ``steps`` steps in MiB (CUDA: max allocated; CPU: growth of this fresh process's
+    peak RSS, so run it in a child process)."""
+    vgg = build_model("vgg16_bn", weights).to(device)
+    run = _runner(impl, vgg, size, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if impl == "nstcam":
-        st = StyleTransfer(model=vgg, device=device)
-
-        def run(n):
-            st.stylize(cimg, simg, size=size, steps=n, scales=[size], **W)
-    else:
-
-        def run(n):
-            run_reference(vgg, c, s, n)
-
-    run(2)  # warm-up
-    times = {}
-    for n in (steps, 2 * steps):
-        sync(device)
-        t = time.perf_counter()
-        run(n)
-        sync(device)
-        times[n] = time.perf_counter() - t
-    dt = (times[2 * steps] - times[steps]) / steps
+    run(steps)
     if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated() / 2**20
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
-    return dt, peak
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+
+
+def per_step_times(size, steps, device, weights, repeats=3):
+    """Marginal seconds per step of each implementation: (time of 2*steps - time of steps) / steps,
+    so set-up cancels out; the two alternate in one process and the median of ``repeats`` is kept."""
+    vgg = build_model("vgg16_bn", weights).to(device)
+    runs = {impl: _runner(impl, vgg, size, device) for impl in ("reference", "nstcam")}
+    for run in runs.values():
+        run(2)  # warm-up
+    out = {impl: [] for impl in runs}
+    for _ in range(repeats):
+        for impl, run in runs.items():
+            t = {}
+            for n in (steps, 2 * steps):
+                sync(device)
+                t0 = time.perf_counter()
+                run(n)
+                sync(device)
+                t[n] = time.perf_counter() - t0
+            out[impl].append((t[2 * steps] - t[steps]) / steps)
+    return {impl: statistics.median(v) for impl, v in out.items()}
 
 
 def time_to_quality(size, device, weights, ref_steps, scales):
@@ -247,9 +257,8 @@ def main():
     a = p.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
-    if a._one:  # child process: one per-step measurement
-        dt, peak = per_step(a._one[0], int(a._one[1]), a.steps, device, a.weights)
-        print(json.dumps({"dt": dt, "peak": peak}))
+    if a._one:  # child process: one peak-memory measurement
+        print(json.dumps({"peak": peak_memory(a._one[0], int(a._one[1]), a.steps, device, a.weights)}))
         return
 
     hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
@@ -277,6 +286,8 @@ def main():
                 check=True,
             )
             res[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+        for impl, dt in per_step_times(size, a.steps, device, a.weights).items():
+            res[impl]["dt"] = dt
         rows.append((size, res))
     print("\n| size | reference s/step | nstcam s/step | ratio | reference peak MiB | nstcam peak MiB |")
     print("| --- | --- | --- | --- | --- | --- |")
