@@ -26,6 +26,7 @@ from nstcam.subject import (
     SubjectAwareResult,
     recognition_report,
     subject_aware_stylize,
+    subject_mask,
 )
 from nstcam.weights import (
     WeightsInfo,
@@ -42,6 +43,7 @@ __all__ = [
     "load_mask",
     "recognition_report",
     "subject_aware_stylize",
+    "subject_mask",
     "CamResult",
     "GradCAM",
     "overlay_heatmap",

@@ -74,12 +74,12 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
             logger.error("%s", e)
             return 1
     if args.subject_aware:
-        from nstcam.mask import heatmap_to_mask
+        from nstcam.subject import subject_mask
 
         def style_mask(img):
-            heat = cam.explain(img)[0].heatmap
-            subject = heatmap_to_mask(heat, threshold=args.threshold, feather=args.feather)
-            return 1.0 - subject if args.subject_aware == "background" else subject
+            return subject_mask(
+                img, cam, mode=args.subject_aware, threshold=args.threshold, feather=args.feather
+            )[0]
 
     params = dict(
         size=args.size,

@@ -191,8 +191,9 @@ class StyleTransfer:
         model: a ready torchvision ``vgg16_bn`` instance.
         device: where to run; default CUDA, else MPS, else CPU.
         fold_bn: fold BatchNorm into the convolutions.
-        amp: bfloat16 autocast for the forward pass (Gram matrices and losses stay float32);
-            default on for CUDA.
+        amp: bfloat16 autocast for the forward pass on CUDA (Gram matrices and losses stay float32).
+            Off by default: L-BFGS's line search needs consistent loss values, and bf16's effect
+            on quality has not been measured yet.
         channels_last: channels-last memory format; default on for CUDA.
         seed: seed of random weights.
 
@@ -210,7 +211,7 @@ class StyleTransfer:
         device: torch.device | str | None = None,
         *,
         fold_bn: bool = True,
-        amp: bool | None = None,
+        amp: bool = False,
         channels_last: bool | None = None,
         seed: int = 0,
     ) -> None:
@@ -231,7 +232,7 @@ class StyleTransfer:
         features.train(was_training)
         net.eval().requires_grad_(False)
         self.channels_last = self.device.type == "cuda" if channels_last is None else channels_last
-        self.amp = self.device.type == "cuda" if amp is None else amp
+        self.amp = bool(amp) and self.device.type == "cuda"
         net.to(self.device)
         if self.channels_last:
             net.to(memory_format=torch.channels_last)

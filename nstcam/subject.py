@@ -130,6 +130,29 @@ class SubjectAwareResult:
     report: RecognitionReport | None
 
 
+def subject_mask(
+    image: ImageSource,
+    cam: GradCAM,
+    *,
+    target: int | None = None,
+    mode: str = "background",
+    threshold: float = 0.4,
+    feather: float = 8.0,
+    dilate: int = 4,
+) -> tuple[np.ndarray, CamResult]:
+    """The style mask (float32 H x W, 1 = styled) that Grad-CAM's saliency gives, and that saliency.
+
+    ``mode="background"`` styles everything but the subject, ``"subject"`` only the subject; see
+    :func:`nstcam.heatmap_to_mask` for ``threshold``, ``feather`` and ``dilate``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'background' or 'subject', got {mode!r}")
+    saliency = cam.explain(image, target=target, top_k=1)[0]
+    subject = heatmap_to_mask(saliency.heatmap, threshold=threshold, dilate=dilate, feather=feather)
+    mask = 1.0 - subject if mode == "background" else subject
+    return mask.astype(np.float32), saliency
+
+
 def subject_aware_stylize(
     content: ImageSource,
     style: ImageSource | list[ImageSource],
@@ -169,9 +192,9 @@ def subject_aware_stylize(
     img = load_image(content)
     engine = engine or StyleTransfer(weights)
     cam = cam or GradCAM("resnet50", weights=weights)
-    saliency = cam.explain(img, target=target, top_k=1)[0]
-    subject = heatmap_to_mask(saliency.heatmap, threshold=threshold, dilate=dilate, feather=feather)
-    mask = 1.0 - subject if mode == "background" else subject
+    mask, saliency = subject_mask(
+        img, cam, target=target, mode=mode, threshold=threshold, feather=feather, dilate=dilate
+    )
     out = engine.stylize(img, style, style_mask=mask, **stylize_params)
     out.info["nstcam"]["subject_aware"] = {
         "mode": mode,
@@ -182,4 +205,4 @@ def subject_aware_stylize(
         "label": saliency.label,
     }
     rep = recognition_report(img, out, cam, top_k=top_k) if report else None
-    return SubjectAwareResult(out, mask.astype(np.float32), saliency, rep)
+    return SubjectAwareResult(out, mask, saliency, rep)

@@ -168,6 +168,12 @@ def _check(value: float | None, name: str, lo: float, hi: float) -> None:
         raise gr.Error(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
 
 
+def _check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
+    """The server's limits on a style-transfer request."""
+    _check(size, "size", 64, cfg.max_size)
+    _check(steps, "steps", 1, cfg.max_steps)
+
+
 def _weights_note(random: bool) -> str:
     return " — RANDOM weights: not meaningful" if random else ""
 
@@ -198,8 +204,7 @@ def stylize_handler(
     try:
         if content is None or style_a is None:
             raise gr.Error("Upload a content image and at least one style image.")
-        _check(size, "size", 64, cfg.max_size)
-        _check(steps, "steps", 1, cfg.max_steps)
+        _check_run(cfg, size, steps)
         _check(blend, "blend", 0, 1)
         content_img = load_image(content)
         styles = [load_image(style_a)]
@@ -329,8 +334,7 @@ def subject_handler(
     try:
         if content is None or style is None:
             raise gr.Error("Upload a content image and a style image.")
-        _check(size, "size", 64, cfg.max_size)
-        _check(steps, "steps", 1, cfg.max_steps)
+        _check_run(cfg, size, steps)
         _check(threshold, "threshold", 0, 1)
         _check(feather, "feather", 0, 64)
         res = gpu(subject_aware_stylize)(
