@@ -187,7 +187,8 @@ class GradCAM:
         self.device = pick_device(device)
         self.model = model.to(self.device)
         resolve_modules(self.model, [target_layer])  # fail early, listing close names
-        self.arch = arch
+        info = weights_info(model)
+        self.arch = info.arch if info is not None else type(model).__name__
         self.target_layer = target_layer
         self.method = method
         self.input_size = int(input_size)
