@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from nstcam.hooks import HookManager
+from nstcam.hooks import HookManager, closest_names
 
 __all__ = ["VGG_LAYERS", "VGGFeatureHooks", "fold_batchnorm", "layer_index"]
 
@@ -35,8 +35,6 @@ def layer_index(name: str) -> int:
     try:
         return VGG_LAYERS[name]
     except KeyError:
-        from nstcam.hooks import closest_names
-
         hint = closest_names(name, VGG_LAYERS)
         tip = f" (closest: {', '.join(hint)})" if hint else ""
         raise ValueError(f"unknown VGG16_bn layer {name!r}{tip}; valid: {', '.join(VGG_LAYERS)}") from None

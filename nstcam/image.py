@@ -30,6 +30,7 @@ __all__ = [
     "denormalize",
     "image_to_tensor",
     "load_image",
+    "long_side_size",
     "normalize",
     "resize_long_side",
     "save_image",
@@ -233,6 +234,13 @@ def _from_array(a: np.ndarray, max_pixels: int | None) -> Image.Image:
 
 
 # -- resizing and tensors ---------------------------------------------------------------------
+def long_side_size(size: tuple[int, int], long_side: int) -> tuple[int, int]:
+    """(width, height) of an image of ``size`` scaled so its longer side is ``long_side`` px."""
+    w, h = size
+    scale = long_side / max(w, h)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
 def resize_long_side(img: Image.Image, long_side: int, *, upscale: bool = True) -> Image.Image:
     """Resizes so that the longer side is ``long_side`` px, keeping the aspect ratio (Lanczos).
 
@@ -247,8 +255,11 @@ def resize_long_side(img: Image.Image, long_side: int, *, upscale: bool = True) 
     scale = long_side / max(w, h)
     if scale == 1 or (scale > 1 and not upscale):
         return img.copy()
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return img.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0 if scale < 0.5 else None)
+    return img.resize(
+        long_side_size(img.size, long_side),
+        Image.Resampling.LANCZOS,
+        reducing_gap=3.0 if scale < 0.5 else None,
+    )
 
 
 def image_to_tensor(

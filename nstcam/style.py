@@ -36,6 +36,7 @@ from nstcam.image import (
     ImageSource,
     image_to_tensor,
     load_image,
+    long_side_size,
     normalize,
     resize_long_side,
     save_image,
@@ -532,7 +533,7 @@ class StyleTransfer:
         deepest = max([*plan.style_layers, *plan.content_layers], key=layer_index)
 
         def need(long_side: int) -> int:
-            w, h = _fit(content.size, long_side)
+            w, h = long_side_size(content.size, long_side)
             return self.estimate_memory(
                 w, h, optimizer=plan.optimizer, history_size=plan.history_size, deepest=deepest
             )
@@ -770,10 +771,17 @@ class StyleTransfer:
             "tv": plan.tv_weight * tv,
         }
 
-    def _to_output(self, x: torch.Tensor, c_full: torch.Tensor, plan: _Plan) -> Image.Image:
+    def _to_output(
+        self, x: torch.Tensor, c_full: torch.Tensor, plan: _Plan, mask: np.ndarray | None = None
+    ) -> Image.Image:
+        """The image a user sees: colours restored if asked, and the post-hoc mask blend if asked."""
+        y = x.clamp(0, 1)
         if plan.preserve_color:
-            x = merge_luminance(x, c_full)
-        return tensor_to_image(x)
+            y = merge_luminance(y, c_full)
+        if mask is not None and plan.extra["mask_mode"] == "blend":
+            m = resize_mask(mask, tuple(c_full.shape[-2:]), self.device)
+            y = m * y + (1 - m) * c_full
+        return tensor_to_image(y)
 
     def _finish(
         self,
@@ -787,13 +795,7 @@ class StyleTransfer:
         c_full = image_to_tensor(resize_long_side(content, plan.size), self.device)
         if x.shape[-2:] != c_full.shape[-2:]:
             x = F.interpolate(x, size=c_full.shape[-2:], mode="bicubic", align_corners=False)
-        y = x.clamp(0, 1)
-        if plan.preserve_color:
-            y = merge_luminance(y, c_full)
-        if mask is not None and plan.extra["mask_mode"] == "blend":
-            m = resize_mask(mask, tuple(c_full.shape[-2:]), self.device)
-            y = m * y + (1 - m) * c_full
-        img = tensor_to_image(y)
+        img = self._to_output(x, c_full, plan, mask)
         img.info["nstcam"] = {
             "nstcam": __version__,
             "weights": self.weights.notice,
@@ -805,12 +807,6 @@ class StyleTransfer:
             "history": history,
         }
         return img
-
-
-def _fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:
-    w, h = size
-    s = long_side / max(w, h)
-    return max(1, round(w * s)), max(1, round(h * s))
 
 
 def _stylize_defaults() -> dict[str, Any]:
