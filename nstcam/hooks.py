@@ -4,6 +4,23 @@
 (and optionally their gradients), can skip the rest of a forward pass once every requested layer has
 fired, and removes every handle it registered on exit, even when the body raises.
 
+Many callers, one network (re-entrancy):
+    A network is often shared: one ``StyleTransfer`` or ``GradCAM`` serves every request of a web
+    app, and API users call it from thread pools. Hooks live on the *module*, so every pass through
+    it, whoever runs it, fires every manager's hooks. Each manager therefore records only the passes
+    of its own caller. On creation it draws a unique token and adds it to a context variable
+    (``contextvars``: one value per thread, and per asyncio task); its root pre-hook, its forward
+    hooks and its early stop do nothing unless the token is in the *current* context, i.e. unless
+    the pass runs in the thread (or task) that created the manager. :meth:`HookManager.run` adds the
+    token for the duration of its call, so ``run`` records from any thread. Gradient hooks sit on
+    the recorded tensors, which belong to one call already. The cost is one context-variable lookup
+    per hooked module per pass; no lock is taken on the forward path.
+
+    So any number of managers, in any number of threads, may hook the same modules at once: each
+    sees exactly its own passes, and a repeat it reports (:class:`RepeatedCallError`) happened
+    inside one of its own passes. One manager object is one caller's: its ``outputs`` are not meant
+    to be shared between threads (the engines make one per call).
+
 Example:
     >>> with HookManager(model, ["features.2", "features.5"], early_stop=True) as hooks:
     ...     feats = hooks.run(x)          # dict name -> tensor; layers after features.5 never run
@@ -11,7 +28,9 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import difflib
+import itertools
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
@@ -29,7 +48,29 @@ OnRepeat = Literal["error", "list"]
 
 
 class RepeatedCallError(RuntimeError):
-    """A hooked module fired more than once in one forward pass while ``on_repeat="error"``."""
+    """A hooked module fired more than once in one forward pass while ``on_repeat="error"``.
+
+    Passes run by other threads are never seen by a manager, so the only cause is a module that the
+    model's ``forward`` calls more than once (a reused block)."""
+
+
+_OWNED: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "nstcam_hook_owners", default=frozenset()
+)
+"""Tokens of the managers that record passes run in the current context (thread or asyncio task)."""
+_TOKENS = itertools.count(1)  # never reused, so a stale token left in a dead context matches nothing
+
+
+def _own(token: int) -> None:
+    owned = _OWNED.get()
+    if token not in owned:
+        _OWNED.set(owned | {token})
+
+
+def _disown(token: int) -> None:
+    owned = _OWNED.get()
+    if token in owned:
+        _OWNED.set(owned - {token})
 
 
 class _StopForward(Exception):  # noqa: N818 - control flow, never escapes HookManager.run
@@ -81,6 +122,10 @@ class HookManager:
 
     A *pass* is one call of the root ``model``: a forward pre-hook on the root clears what the
     previous pass recorded. Call :meth:`reset` yourself when you call submodules directly.
+
+    Only passes run in the thread (or asyncio task) that created the manager, or inside its
+    :meth:`run`, are recorded; other callers' passes through the same modules go by untouched (see
+    the module docstring).
 
     Args:
         model: the network to hook. It is not copied and its training mode is left alone.
@@ -148,16 +193,22 @@ class HookManager:
         self._handles: list[RemovableHandle] = []
         self._tensor_handles: list[RemovableHandle] = []
         self._active = False
+        self._token = next(_TOKENS)
         self._register()
 
     # -- registration -------------------------------------------------------------------------
     def _register(self) -> None:
         ref = weakref.ref(self)  # hooks must not keep the manager (and its records) alive
+        token = self._token
 
         def pre_root(_module: nn.Module, _args: Any) -> None:
+            if token not in _OWNED.get():  # another caller's pass
+                return
             mgr = ref()
             if mgr is not None:
                 mgr.reset()
+
+        _own(token)
 
         self._handles.append(self.model.register_forward_pre_hook(pre_root))
         for name, module in self.modules.items():
@@ -165,9 +216,12 @@ class HookManager:
         self._active = True
         logger.debug("registered %d hooks on %s", len(self._handles), type(self.model).__name__)
 
-    @staticmethod
-    def _make_hook(ref: weakref.ref, name: str):
+    def _make_hook(self, ref: weakref.ref, name: str):
+        token = self._token
+
         def hook(_module: nn.Module, _inputs: Any, output: Any) -> Any:
+            if token not in _OWNED.get():  # another caller's pass: not ours to record or stop
+                return None
             mgr = ref()
             if mgr is None:
                 return None
@@ -194,8 +248,9 @@ class HookManager:
         if name in self.outputs:
             if self.on_repeat == "error":
                 raise RepeatedCallError(
-                    f"layer {name!r} fired twice in one forward pass; use on_repeat='list' to record "
-                    "every call, or hook a module that runs once"
+                    f"layer {name!r} fired twice in one forward pass: {type(self.model).__name__}.forward "
+                    f"calls that module more than once (passes of other threads are never counted). "
+                    "Use on_repeat='list' to record every call, or hook a module that runs once per pass"
                 )
             prev = self.outputs[name]
             self.outputs[name] = [*prev, record] if isinstance(prev, list) else [prev, record]
@@ -231,10 +286,15 @@ class HookManager:
         """
         if not self._active:
             raise RuntimeError("this HookManager was removed; create a new one")
+        owned = _OWNED.get()
+        bound = None if self._token in owned else _OWNED.set(owned | {self._token})
         try:
             self.model(*args, **kwargs)
         except _StopForward:
             pass
+        finally:
+            if bound is not None:
+                _OWNED.reset(bound)
         missing = [n for n in self.layers if n not in self.outputs]
         if missing:
             raise RuntimeError(
@@ -256,6 +316,7 @@ class HookManager:
         handles, self._handles = self._handles, []
         for h in handles:
             h.remove()
+        _disown(self._token)
         self.reset()
         if self._active:
             logger.debug("removed hooks from %s", type(self.model).__name__)

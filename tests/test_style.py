@@ -10,11 +10,17 @@ import torch
 from PIL import Image
 
 from nstcam import count_hooks
-from nstcam._color import rgb_to_yuv
-from nstcam._losses import gram
-from nstcam._vgg import VGG_LAYERS, VGGFeatureHooks, fold_batchnorm
 from nstcam.image import image_to_tensor, normalize
-from nstcam.style import Cancelled, InsufficientMemoryError, StyleTransfer
+from nstcam.style import (
+    VGG_LAYERS,
+    Cancelled,
+    InsufficientMemoryError,
+    StyleTransfer,
+    VGGFeatureHooks,
+    fold_batchnorm,
+)
+from nstcam.style._color import rgb_to_yuv
+from nstcam.style._losses import gram
 
 
 def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
@@ -174,7 +180,7 @@ def test_multiscale_coarse_to_fine(st, content, style):
     assert [h["scale"] for h in hist] == [0] * 4 + [1] * 3
     assert img.size == (64, 48)
     assert img.info["nstcam"]["params"]["scales"] == [32, 64]
-    from nstcam.style import _auto_scales
+    from nstcam.style._plan import auto_scales as _auto_scales
 
     assert _auto_scales(512) == [512] and _auto_scales(2048) == [256, 512, 1024, 2048]
 
@@ -240,7 +246,7 @@ def test_memory_estimate_refuses_or_reduces(st, content, style, monkeypatch):
     small = st.estimate_memory(64, 64)
     big = st.estimate_memory(128, 128)
     assert 3.0 < (big - st.estimate_memory(1, 1)) / (small - st.estimate_memory(1, 1)) < 5.0
-    import nstcam.style as S
+    import nstcam.style._memory as S
 
     monkeypatch.setattr(S, "available_memory", lambda device: int(st.estimate_memory(40, 30) / 0.9) + 1)
     with pytest.raises(InsufficientMemoryError, match=r"64 px needs about .* GiB .* use size=\d+ or less"):

@@ -2,7 +2,7 @@
 
 The reference is written the way the PyTorch NST tutorial does it: a rebuilt ``nn.Sequential`` of
 VGG16_bn with loss modules inserted after the same layers, trimmed after the last one, optimised with
-Adam. It uses the same loss code as nstcam (``nstcam._losses``), and one judge scores both.
+Adam. It uses the same loss code as nstcam (``nstcam.style._losses``), and one judge scores both.
 
     python tests/benchmarks/bench_style.py                 # CPU (and CUDA when present)
     python tests/benchmarks/bench_style.py --weights imagenet --device cuda --sizes 512,2048
@@ -26,10 +26,10 @@ from PIL import Image
 from torch import nn
 
 from nstcam import StyleTransfer, build_model, load_image
-from nstcam._losses import content_loss, gram, style_loss, total_variation
-from nstcam._vgg import VGG_LAYERS
 from nstcam.image import image_to_tensor, normalize, resize_long_side
 from nstcam.style import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS, Cancelled
+from nstcam.style._losses import content_loss, gram, style_loss, total_variation
+from nstcam.style.vgg import VGG_LAYERS
 
 SAMPLES = "nstcam/assets/samples"
 CONTENT, STYLE = f"{SAMPLES}/chelsea.png", f"{SAMPLES}/hubble_deep_field.jpg"

@@ -1,16 +1,16 @@
-"""VGG16_bn for style transfer: human layer names, BatchNorm folding, and the feature hook manager."""
+"""VGG16_bn for style transfer: human layer names and BatchNorm folding."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from nstcam.hooks import HookManager, closest_names
+from nstcam.hooks import closest_names
 
-__all__ = ["VGG_LAYERS", "VGGFeatureHooks", "fold_batchnorm", "layer_index"]
+__all__ = ["VGG_LAYERS", "deepest_layer", "fold_batchnorm", "layer_index"]
 
 VGG_LAYERS: dict[str, int] = {
     "relu1_1": 2,
@@ -40,6 +40,11 @@ def layer_index(name: str) -> int:
         raise ValueError(f"unknown VGG16_bn layer {name!r}{tip}; valid: {', '.join(VGG_LAYERS)}") from None
 
 
+def deepest_layer(names: Iterable[str]) -> str:
+    """The name, among ``names``, of the layer deepest in the network."""
+    return max(names, key=layer_index)
+
+
 def fold_batchnorm(features: nn.Sequential) -> nn.Sequential:
     """Returns a copy of ``features`` with each eval-mode BatchNorm folded into the conv before it.
 
@@ -62,22 +67,3 @@ def fold_batchnorm(features: nn.Sequential) -> nn.Sequential:
                 conv.bias.copy_(new_bias)
         out[i] = nn.Identity()
     return out
-
-
-class VGGFeatureHooks(HookManager):
-    """Records VGG16_bn ReLU outputs by human name and stops the forward at the deepest one.
-
-    Args:
-        features: ``vgg16_bn().features`` (or a folded copy from :func:`fold_batchnorm`).
-        layers: human names such as ``"relu1_1"``.
-    """
-
-    def __init__(self, features: nn.Sequential, layers: Sequence[str]) -> None:
-        self.names = list(dict.fromkeys(layers))
-        self._index = {n: str(layer_index(n)) for n in self.names}
-        super().__init__(features, list(self._index.values()), early_stop=True)
-
-    def features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Runs ``x`` through the network up to the deepest layer; returns human name -> output."""
-        rec = self.run(x)
-        return {n: rec[i] for n, i in self._index.items()}

@@ -1,0 +1,24 @@
+"""The Grad-CAM engine: class activation maps through a forward hook and a gradient hook.
+
+Layout: ``engine`` (:class:`GradCAM`), ``hooks`` (its hook manager and the eval-mode view that
+leaves a shared model's flags alone), ``methods`` (the CAM formulas), ``layers`` (which layers to
+offer), ``result`` (:class:`CamResult`) and ``overlay``; ``_maps`` and ``_targets`` are helpers.
+"""
+
+from nstcam.cam.engine import GradCAM
+from nstcam.cam.hooks import CamHooks, eval_view
+from nstcam.cam.layers import CAM_ARCHS, candidate_layers
+from nstcam.cam.methods import METHODS
+from nstcam.cam.overlay import overlay_heatmap
+from nstcam.cam.result import CamResult
+
+__all__ = [
+    "CAM_ARCHS",
+    "METHODS",
+    "CamHooks",
+    "CamResult",
+    "GradCAM",
+    "candidate_layers",
+    "eval_view",
+    "overlay_heatmap",
+]

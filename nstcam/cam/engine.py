@@ -1,0 +1,224 @@
+"""The Grad-CAM engine: :class:`GradCAM`, CAM maps for ResNets (or any CNN) through a forward hook
+and a gradient hook on the recorded activation.
+
+Example:
+    >>> cam = GradCAM("resnet50", weights="imagenet")
+    >>> for r in cam.explain("cat.jpg", top_k=3):
+    ...     print(r.label, r.score); r.overlay.save(f"{r.label}.png")
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+from torch import nn
+
+from nstcam._device import pick_device
+from nstcam.cam._maps import scorecam, upsample_maps
+from nstcam.cam._targets import resolve_targets
+from nstcam.cam.hooks import CamHooks, eval_view
+from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
+from nstcam.cam.methods import GRADIENT_METHODS, METHODS
+from nstcam.cam.result import CamResult
+from nstcam.image import ImageSource, image_to_tensor, load_image, normalize
+from nstcam.weights import build_model, weights_info
+
+__all__ = ["GradCAM"]
+
+logger = logging.getLogger(__name__)
+
+
+class GradCAM:
+    """Class activation maps for a CNN classifier.
+
+    The forward pass runs without autograd up to the target layer; a forward hook records that
+    layer's output as a fresh leaf and a gradient hook on it receives d(score)/d(activation), so the
+    backward pass stops at the target layer and costs little more than one forward pass. Parameters'
+    ``.grad`` are never touched, and it works inside ``torch.no_grad()`` or ``torch.inference_mode()``.
+
+    Thread safety: a call changes nothing that another call can see. Its hooks record only its own
+    passes, and the model's training flags are never flipped (a model with modules in training mode
+    is explained through an eval-mode twin that shares its tensors), so any number of threads may
+    call one ``GradCAM``, or several ``GradCAM`` objects sharing one network, at once.
+
+    Args:
+        arch: ``"resnet18"``, ``"resnet34"``, ``"resnet50"``, ``"resnet101"`` or ``"resnet152"``.
+        weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`).
+        target_layer: a name from ``model.named_modules()``, e.g. ``"layer4"`` or ``"layer3.1"``.
+        method: one of ``"gradcam"``, ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``,
+            ``"hirescam"``, ``"scorecam"``.
+        device: where to run; default CUDA, else MPS, else CPU.
+        model: any classifier ``nn.Module`` returning logits (N, classes); replaces ``arch``.
+        input_size: images are resized so their shorter side has this many pixels.
+        scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
+        colormap: matplotlib colormap of overlays.
+        alpha: opacity of the heatmap in overlays.
+    """
+
+    def __init__(
+        self,
+        arch: str = "resnet50",
+        weights: str | Path = "imagenet",
+        target_layer: str = "layer4",
+        method: str = "gradcam",
+        device: torch.device | str | None = None,
+        model: nn.Module | None = None,
+        *,
+        input_size: int = 224,
+        scorecam_batch: int = 32,
+        colormap: str = "jet",
+        alpha: float = 0.5,
+    ) -> None:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        if model is None:
+            if arch not in CAM_ARCHS:
+                raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
+            model = build_model(arch, weights)
+        self.device = pick_device(device)
+        self.model = model.to(self.device)
+        check_layer(self.model, target_layer)  # fail early, listing close names
+        info = weights_info(model)
+        self.arch = info.arch if info is not None else type(model).__name__
+        self.target_layer = target_layer
+        self.method = method
+        self.input_size = int(input_size)
+        self.scorecam_batch = int(scorecam_batch)
+        self.colormap = colormap
+        self.alpha = alpha
+        self.weights = weights_info(model)
+        if self.weights is not None:
+            self.categories = list(self.weights.categories)
+        else:
+            from torchvision.models import ResNet50_Weights
+
+            self.categories = list(ResNet50_Weights.DEFAULT.meta["categories"])
+        if self.weights is not None and self.weights.is_random:
+            logger.warning("%s", self.weights.notice)
+
+    # -- public API ---------------------------------------------------------------------------
+    def explain(self, image: ImageSource, target: int | None = None, top_k: int = 1) -> list[CamResult]:
+        """Explains one image: the top-``top_k`` classes, or the class ``target``.
+
+        Returns:
+            One :class:`CamResult` per class, highest score first (or the single ``target``).
+        """
+        img = load_image(image)
+        x = self.preprocess(img)
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        maps, raw, probs, classes = self._run(
+            x, targets=target, top_k=top_k, out_size=(img.height, img.width)
+        )
+        results = []
+        for j, cls in enumerate(classes[0]):
+            results.append(
+                CamResult(
+                    heatmap=maps[j][0].float().cpu().numpy(),
+                    raw=raw[j][0].float().cpu().numpy(),
+                    class_index=int(cls),
+                    label=self.label(int(cls)),
+                    score=float(probs[0, cls]),
+                    image=img,
+                    method=self.method,
+                    layer=self.target_layer,
+                    weights=self.weights,
+                    colormap=self.colormap,
+                    alpha=self.alpha,
+                )
+            )
+        return results
+
+    def compute(
+        self, x: torch.Tensor, targets: int | Sequence[int] | torch.Tensor | None = None, *, raw: bool = False
+    ) -> torch.Tensor:
+        """Maps for an already normalised batch ``x`` (N, 3, H, W).
+
+        Args:
+            x: the batch, ImageNet-normalised.
+            targets: None for each image's top-1 class, one class for all, or one class per image.
+            raw: return the maps at the layer's resolution (ReLU only) instead.
+
+        Returns:
+            (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps).
+        """
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
+        maps, raws, _, _ = self._run(x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]))
+        return raws[0] if raw else maps[0]
+
+    def preprocess(self, img: Image.Image) -> torch.Tensor:
+        """Resizes (shorter side to ``input_size``) and normalises one image into a (1, 3, H, W) batch."""
+        w, h = img.size
+        s = self.input_size / min(w, h)
+        size = (max(1, round(w * s)), max(1, round(h * s)))
+        return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), self.device))
+
+    def label(self, index: int) -> str:
+        """The name of class ``index``."""
+        return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
+
+    @property
+    def layers(self) -> list[str]:
+        """Layers of the model that make sense as targets."""
+        return candidate_layers(self.model)
+
+    # -- the work -----------------------------------------------------------------------------
+    def _run(
+        self, x: torch.Tensor, *, targets: Any = None, top_k: int = 1, out_size: tuple[int, int]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        model = eval_view(self.model)
+        with torch.inference_mode(False), torch.no_grad(), CamHooks(model, self.target_layer) as hooks:
+            x = x.clone() if x.is_inference() else x
+            logits = model(x)  # grad mode switches on at the target layer
+            act = self._activation(hooks, logits)
+            classes = resolve_targets(logits.detach(), targets, top_k)
+            probs = logits.detach().float().softmax(1)
+            raws = [] if self.method == "scorecam" else self._gradient_maps(hooks, logits, act, classes)
+            act = act.detach()
+            del logits
+        if self.method == "scorecam":  # forward passes only, with the hooks gone
+            with torch.inference_mode(False), torch.no_grad():
+                raws = [
+                    torch.relu(scorecam(model, x, act, classes[j], self.scorecam_batch))
+                    for j in range(classes.shape[0])
+                ]
+        maps = [upsample_maps(r, out_size) for r in raws]
+        return maps, raws, probs, classes.T.cpu()
+
+    def _activation(self, hooks: CamHooks, logits: torch.Tensor) -> torch.Tensor:
+        if hooks.outputs.get(self.target_layer) is None:
+            raise RuntimeError(f"layer {self.target_layer!r} did not run in the forward pass")
+        if logits.ndim != 2:
+            raise ValueError(f"the model must return logits of shape (N, classes), got {tuple(logits.shape)}")
+        act = hooks.activation
+        if act.ndim != 4:
+            raise ValueError(
+                f"layer {self.target_layer!r} outputs shape {tuple(act.shape)}; CAM needs "
+                "(N, C, h, w): choose a convolutional layer"
+            )
+        return act
+
+    def _gradient_maps(
+        self, hooks: CamHooks, logits: torch.Tensor, act: torch.Tensor, classes: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """One raw map per row of ``classes``; autograd is asked for d(score)/d(act) only."""
+        raws = []
+        for j in range(classes.shape[0]):
+            with torch.enable_grad():
+                score = logits.gather(1, classes[j].view(-1, 1)).sum()
+                torch.autograd.grad(score, act, retain_graph=j < classes.shape[0] - 1)
+            cam = GRADIENT_METHODS[self.method](act.detach().float(), hooks.gradient.float())
+            raws.append(torch.relu(cam))
+        return raws
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
+            f"method={self.method!r}, device={str(self.device)!r})"
+        )

@@ -1,0 +1,62 @@
+"""What an explanation returns: :class:`CamResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from nstcam.cam.overlay import overlay_heatmap
+from nstcam.weights import WeightsInfo
+
+__all__ = ["CamResult"]
+
+
+@dataclass
+class CamResult:
+    """One class's explanation of one image.
+
+    Attributes:
+        heatmap: float32 H x W in [0, 1] at the original image's size.
+        raw: the map at the layer's resolution, before upsampling (ReLU applied, not normalised).
+        class_index: the class explained.
+        label: its name.
+        score: its softmax probability.
+        image: the input image (RGB).
+        method: the CAM method.
+        layer: the target layer.
+        weights: where the model's weights came from.
+    """
+
+    heatmap: np.ndarray
+    raw: np.ndarray
+    class_index: int
+    label: str
+    score: float
+    image: Image.Image = field(repr=False)
+    method: str = "gradcam"
+    layer: str = "layer4"
+    weights: WeightsInfo | None = field(default=None, repr=False)
+    colormap: str = "jet"
+    alpha: float = 0.5
+
+    @property
+    def overlay(self) -> Image.Image:
+        """The heatmap over the image (``colormap``, ``alpha``; see :func:`overlay_heatmap`)."""
+        return overlay_heatmap(self.image, self.heatmap, colormap=self.colormap, alpha=self.alpha)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no pixel data)."""
+        random = bool(self.weights and self.weights.is_random)
+        return {
+            "class_index": self.class_index,
+            "label": self.label,
+            "score": round(self.score, 6),
+            "method": self.method,
+            "layer": self.layer,
+            "heatmap_size": [int(self.heatmap.shape[1]), int(self.heatmap.shape[0])],
+            "random_weights": random,
+            "weights": self.weights.notice if self.weights else "custom model",
+        }

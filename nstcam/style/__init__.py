@@ -1,0 +1,28 @@
+"""The style engine: neural style transfer on VGG16_bn, features read by forward hooks.
+
+Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG16_bn hook manager),
+``vgg`` (layer names, BatchNorm folding) and private units for each stage of a call: ``_plan``
+(validation), ``_memory``, ``_targets``, ``_optimize`` (the loop), ``_progress``, ``_output``,
+``_run`` (one call) and ``_batch``; ``_losses`` and ``_color`` hold the maths.
+"""
+
+from nstcam.style._batch import BatchResult
+from nstcam.style._plan import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS
+from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
+from nstcam.style.engine import StyleTransfer
+from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.vgg import VGG_LAYERS, fold_batchnorm, layer_index
+
+__all__ = [
+    "DEFAULT_CONTENT_LAYERS",
+    "DEFAULT_STYLE_LAYERS",
+    "VGG_LAYERS",
+    "BatchResult",
+    "Cancelled",
+    "InsufficientMemoryError",
+    "StepInfo",
+    "StyleTransfer",
+    "VGGFeatureHooks",
+    "fold_batchnorm",
+    "layer_index",
+]

@@ -1,0 +1,128 @@
+"""Stylising many images: inputs expanded from folders or globs, output names, sidecars, and a
+batch that goes on past a bad file."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+from tqdm.auto import tqdm
+
+from nstcam.image import ImageError, ImageSource, load_image, save_image
+from nstcam.mask import load_mask
+from nstcam.style._plan import Plan
+from nstcam.style._run import run
+from nstcam.style._runtime import Runtime
+from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
+
+__all__ = ["IMAGE_EXTENSIONS", "BatchResult", "expand_contents", "output_names", "run_batch"]
+
+logger = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+class BatchResult(list):
+    """Output paths of :meth:`StyleTransfer.stylize_batch` (written and already present).
+
+    Attributes:
+        written: outputs written by this call.
+        skipped: outputs that existed already and were kept.
+        failed: input -> error message, for inputs that could not be stylised.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[Path] = []
+        self.skipped: list[Path] = []
+        self.failed: dict[str, str] = {}
+
+
+def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageSource]:
+    """A list of inputs from a list, a directory (its image files, sorted) or a glob pattern."""
+    if isinstance(contents, (str, Path)):
+        p = Path(contents)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file())
+            if not files:
+                raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in {p}")
+            return files
+        if any(ch in str(contents) for ch in "*?["):
+            files = sorted(Path(f) for f in glob.glob(str(contents), recursive=True) if Path(f).is_file())
+            if not files:
+                raise ValueError(f"no files match {contents!r}")
+            return files
+        return [p]
+    items = list(contents)
+    if not items:
+        raise ValueError("contents is empty")
+    return items
+
+
+def output_names(items: list[ImageSource], ext: str) -> list[str]:
+    """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        stem = Path(item).stem if isinstance(item, (str, Path)) else f"image{i:04d}"
+        name = f"{stem}_stylized{ext}"
+        if name in seen and isinstance(item, (str, Path)):
+            name = f"{stem}_{Path(item).suffix.lstrip('.')}_stylized{ext}"
+        k = 2
+        while name in seen:
+            name = f"{stem}_stylized_{k}{ext}"
+            k += 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def run_batch(
+    rt: Runtime,
+    items: list[ImageSource],
+    out_dir: Path,
+    styles: list[Image.Image],
+    plan: Plan,
+    *,
+    ext: str,
+    overwrite: bool,
+    style_mask: Any,
+    callback: Callable[[StepInfo], bool | None] | None,
+    progress_bar: bool,
+) -> BatchResult:
+    """Stylises ``items`` into ``out_dir`` with one style-target cache; see ``stylize_batch``."""
+    fixed_mask = load_mask(style_mask) if style_mask is not None and not callable(style_mask) else None
+    cache: dict = {}
+    result = BatchResult()
+    pairs = list(zip(items, output_names(items, ext), strict=True))
+    for item, name in tqdm(pairs, desc="stylize", unit="img", disable=not progress_bar):
+        out = out_dir / name
+        label = str(item) if isinstance(item, (str, Path)) else name
+        if out.exists() and not overwrite:
+            logger.info("skipping %s: %s exists (overwrite=True to redo)", label, out)
+            result.append(out)
+            result.skipped.append(out)
+            continue
+        try:
+            content_img = load_image(item)
+            mask = load_mask(style_mask(content_img)) if callable(style_mask) else fixed_mask
+            img = run(rt, content_img, styles, plan, callback, False, cache, mask=mask)
+        except Cancelled:
+            raise
+        except (ImageError, FileNotFoundError, InsufficientMemoryError, OSError) as e:
+            logger.error("skipping %s: %s", label, e)
+            result.failed[label] = str(e)
+            continue
+        save_image(img, out)
+        meta = dict(img.info["nstcam"], input=label, output=str(out))
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+        result.append(out)
+        result.written.append(out)
+    if result.failed:
+        logger.warning("%d of %d inputs failed", len(result.failed), len(items))
+    return result

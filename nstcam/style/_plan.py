@@ -1,0 +1,180 @@
+"""Planning a run: every parameter of :meth:`StyleTransfer.stylize` checked and resolved once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from nstcam.style.vgg import layer_index
+
+__all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
+
+DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
+DEFAULT_CONTENT_LAYERS = ("relu4_2",)
+OPTIMIZERS = ("lbfgs", "adam")
+INITS = ("content", "noise", "style")
+
+
+@dataclass
+class Plan:
+    """Everything a run needs, resolved and validated once. Each call works on its own copy."""
+
+    size: int
+    scales: list[int]
+    steps: list[int]
+    style_layers: dict[str, float]
+    content_layers: list[str]
+    style_weight: float
+    content_weight: float
+    tv_weight: float
+    optimizer: str
+    init: str
+    blend: list[float]
+    style_scale: float
+    preserve_color: bool
+    seed: int
+    lr: float
+    history_size: int
+    preview_every: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> list[str]:
+        """Style and content layers, each once."""
+        return list(dict.fromkeys([*self.style_layers, *self.content_layers]))
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d.update(self.extra)
+        return d
+
+
+def auto_scales(size: int) -> list[int]:
+    """``size`` alone up to 512 px; above, halving down to 256 px (coarse to fine)."""
+    scales = [size]
+    if size > 512:
+        while scales[0] // 2 >= 256:
+            scales.insert(0, scales[0] // 2)
+    return scales
+
+
+def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def _check_weights(**weights: float) -> None:
+    for name, v in weights.items():
+        if not (v >= 0 and math.isfinite(v)):
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+
+
+def _scales_and_steps(
+    size: int, scales: Sequence[int] | None, steps: int | Sequence[int]
+) -> tuple[list[int], list[int]]:
+    if not isinstance(size, int) or size < 16:
+        raise ValueError(f"size must be an int of at least 16 pixels, got {size!r}")
+    scales = list(scales) if scales else auto_scales(size)
+    if any(not isinstance(s, int) or s < 16 for s in scales) or scales != sorted(scales):
+        raise ValueError(f"scales must be increasing ints of at least 16 px, got {scales}")
+    steps_list = [steps] * len(scales) if isinstance(steps, int) else list(steps)
+    if len(steps_list) != len(scales) or any(not isinstance(s, int) or s < 1 for s in steps_list):
+        raise ValueError(f"steps must be an int >= 1 or one such int per scale {scales}, got {steps!r}")
+    return scales, steps_list
+
+
+def _blend(n_styles: int, style_weights: Sequence[float] | None) -> list[float]:
+    if style_weights is None:
+        return [1.0 / n_styles] * n_styles
+    blend = [float(w) for w in style_weights]
+    if len(blend) != n_styles:
+        raise ValueError(f"style_weights has {len(blend)} values for {n_styles} style images")
+    if any(w < 0 for w in blend) or sum(blend) <= 0:
+        raise ValueError(f"style_weights must be >= 0 with a positive sum, got {blend}")
+    return [w / sum(blend) for w in blend]
+
+
+def _layers(
+    style_layers: Sequence[str] | Mapping[str, float] | None, content_layers: Sequence[str] | None
+) -> tuple[dict[str, float], list[str]]:
+    if style_layers is None:
+        layers = dict.fromkeys(DEFAULT_STYLE_LAYERS, 1.0)
+    elif isinstance(style_layers, Mapping):
+        layers = {k: float(v) for k, v in style_layers.items()}
+    else:
+        layers = dict.fromkeys(style_layers, 1.0)
+    content = list(content_layers or DEFAULT_CONTENT_LAYERS)
+    for name in [*layers, *content]:
+        layer_index(name)
+    if not layers or sum(layers.values()) <= 0 or any(v < 0 for v in layers.values()):
+        raise ValueError(f"style_layers needs at least one layer with a positive weight, got {layers}")
+    return layers, content
+
+
+def make_plan(
+    *,
+    n_styles: int,
+    size: int,
+    steps: int | Sequence[int],
+    style_weight: float,
+    content_weight: float,
+    tv_weight: float,
+    optimizer: str,
+    init: str,
+    style_weights: Sequence[float] | None,
+    style_layers: Sequence[str] | Mapping[str, float] | None,
+    content_layers: Sequence[str] | None,
+    style_scale: float,
+    preserve_color: bool,
+    mask_mode: str,
+    scales: Sequence[int] | None,
+    seed: int | None,
+    lr: float | None,
+    history_size: int,
+    preview_every: int,
+    on_memory: str,
+) -> Plan:
+    """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
+
+    Raises:
+        ValueError: a parameter is out of range; the message names it and what it accepts.
+    """
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    _check_choice("init", init, INITS)
+    _check_choice("on_memory", on_memory, ("error", "reduce"))
+    _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
+    scales_list, steps_list = _scales_and_steps(size, scales, steps)
+    _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)
+    if not style_scale > 0:
+        raise ValueError(f"style_scale must be > 0, got {style_scale!r}")
+    layers, content = _layers(style_layers, content_layers)
+    if seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    if preview_every < 0 or history_size < 1:
+        raise ValueError("preview_every must be >= 0 and history_size >= 1")
+    plan = Plan(
+        size=scales_list[-1],
+        scales=scales_list,
+        steps=steps_list,
+        style_layers=layers,
+        content_layers=content,
+        style_weight=float(style_weight),
+        content_weight=float(content_weight),
+        tv_weight=float(tv_weight),
+        optimizer=optimizer,
+        init=init,
+        blend=_blend(n_styles, style_weights),
+        style_scale=float(style_scale),
+        preserve_color=bool(preserve_color),
+        seed=int(seed),
+        lr=float(lr if lr is not None else (1.0 if optimizer == "lbfgs" else 0.02)),
+        history_size=int(history_size),
+        preview_every=int(preview_every),
+    )
+    plan.extra["on_memory"] = on_memory
+    plan.extra["mask_mode"] = mask_mode
+    return plan

@@ -1,0 +1,82 @@
+"""The read-only part of a style engine that every call shares: the network and how to run it.
+
+Nothing here changes after construction except a thread-safe counter, so any number of threads
+can run on one :class:`Runtime`; everything that belongs to one call (plan, hooks, targets, the
+image being optimised, the optimiser) is made by that call.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from nstcam.image import normalize
+from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.vgg import fold_batchnorm
+from nstcam.weights import WeightsInfo
+
+__all__ = ["Counter", "Runtime", "prepare_features"]
+
+
+class Counter:
+    """A counter that threads may bump at once."""
+
+    def __init__(self) -> None:
+        self._value = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int = 1) -> None:
+        with self._lock:
+            self._value += n
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+
+def prepare_features(
+    features: nn.Sequential, device: torch.device, *, fold_bn: bool, channels_last: bool
+) -> nn.Sequential:
+    """A frozen, eval-mode copy of ``features`` on ``device`` (BatchNorm folded if asked).
+
+    The given module is only read: its training flags and parameters stay as they are.
+    """
+    net = fold_batchnorm(features) if fold_bn else copy.deepcopy(features)
+    net.eval().requires_grad_(False)
+    net.to(device)
+    if channels_last:
+        net.to(memory_format=torch.channels_last)
+    return net
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The network of a style engine and how to run it.
+
+    Attributes:
+        net: the frozen VGG16_bn features that run.
+        device: where they run.
+        amp: bfloat16 autocast on CUDA.
+        channels_last: inputs are made channels-last.
+        weights: where the weights came from.
+        style_targets: how many style images' Gram targets were computed (diagnostics).
+    """
+
+    net: nn.Sequential
+    device: torch.device
+    amp: bool
+    channels_last: bool
+    weights: WeightsInfo
+    style_targets: Counter = field(default_factory=Counter)
+
+    def features(self, hooks: VGGFeatureHooks, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Normalises an RGB batch in [0, 1] and reads the hooked layers (forward stopped early)."""
+        x = normalize(x)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            return hooks.features(x)

@@ -1,0 +1,294 @@
+"""The style engine: :class:`StyleTransfer`, Gatys-style neural style transfer on VGG16_bn.
+
+The class is a thin front: it checks arguments, makes a plan (``_plan``) and hands it to the
+per-call units: targets (``_targets``), the optimisation loop (``_optimize``), output
+(``_output``), one run (``_run``) and batches (``_batch``). Its only state is a read-only
+:class:`~nstcam.style._runtime.Runtime`, so one engine serves any number of threads at once.
+
+Example:
+    >>> st = StyleTransfer(weights="imagenet")
+    >>> img = st.stylize("cat.jpg", "starry.jpg", size=512, steps=300)
+    >>> img.save("cat_starry.png")
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+from torch import nn
+
+from nstcam._device import pick_device
+from nstcam.image import ImageSource, load_image
+from nstcam.mask import MaskSource, load_mask
+from nstcam.style._batch import BatchResult, expand_contents, run_batch
+from nstcam.style._memory import estimate_memory
+from nstcam.style._plan import make_plan
+from nstcam.style._run import run
+from nstcam.style._runtime import Runtime, prepare_features
+from nstcam.style._types import StepInfo
+from nstcam.weights import WeightsInfo, build_model, weights_info
+
+__all__ = ["StyleTransfer"]
+
+logger = logging.getLogger(__name__)
+
+
+class StyleTransfer:
+    """Neural style transfer (Gatys et al.) on VGG16_bn.
+
+    The engine runs a copy of ``model.features`` with BatchNorm folded into the convolutions (same
+    features, fewer ops), in eval mode, with every parameter frozen; a forward hook manager reads the
+    ReLU outputs and stops the forward pass at the deepest layer needed. The given model is only
+    read (its training flags are never touched).
+
+    Thread safety: every call makes its own plan, hooks, targets and optimiser, and the hooks
+    record only their own call's passes, so any number of threads may call one engine at once;
+    each gets what it would get alone (bit-identical on CPU).
+
+    Args:
+        weights: ``"imagenet"``, ``"random"`` or a path to a state dict (see
+            :func:`nstcam.build_model`). Ignored when ``model`` is given.
+        model: a ready torchvision ``vgg16_bn`` instance.
+        device: where to run; default CUDA, else MPS, else CPU.
+        fold_bn: fold BatchNorm into the convolutions.
+        amp: bfloat16 autocast for the forward pass on CUDA (Gram matrices and losses stay float32).
+            Off by default: L-BFGS's line search needs consistent loss values, and bf16's effect
+            on quality has not been measured yet.
+        channels_last: channels-last memory format; default on for CUDA.
+        seed: seed of random weights.
+
+    Attributes:
+        model: the VGG16_bn given or built.
+        net: the (folded, frozen) copy of ``model.features`` that runs.
+        weights: where the weights came from; ``weights.is_random`` means results are not meaningful.
+    """
+
+    def __init__(
+        self,
+        weights: str | Path = "imagenet",
+        model: nn.Module | None = None,
+        device: torch.device | str | None = None,
+        *,
+        fold_bn: bool = True,
+        amp: bool = False,
+        channels_last: bool | None = None,
+        seed: int = 0,
+    ) -> None:
+        device = pick_device(device)
+        if model is None:
+            model = build_model("vgg16_bn", weights, seed=seed)
+        features = getattr(model, "features", None)
+        if not isinstance(features, nn.Sequential) or len(features) != 44:
+            raise TypeError(
+                "model must be a torchvision vgg16_bn (model.features with 44 modules); "
+                "build one with torchvision.models.vgg16_bn() or nstcam.build_model('vgg16_bn')"
+            )
+        self.model = model
+        info = weights_info(model) or WeightsInfo("vgg16_bn", "custom", "user model")
+        channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
+        net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
+        self._rt = Runtime(net, device, bool(amp) and device.type == "cuda", channels_last, info)
+        if info.is_random:
+            logger.warning("%s", info.notice)
+
+    # -- read-only views of the runtime --------------------------------------------------------
+    @property
+    def net(self) -> nn.Sequential:
+        return self._rt.net
+
+    @property
+    def device(self) -> torch.device:
+        return self._rt.device
+
+    @property
+    def weights(self) -> WeightsInfo:
+        return self._rt.weights
+
+    @property
+    def amp(self) -> bool:
+        return self._rt.amp
+
+    @property
+    def channels_last(self) -> bool:
+        return self._rt.channels_last
+
+    @property
+    def style_target_computations(self) -> int:
+        """How many style images' Gram targets were computed, over all calls (diagnostics)."""
+        return self._rt.style_targets.value
+
+    # -- public API ---------------------------------------------------------------------------
+    def stylize(
+        self,
+        content: ImageSource,
+        style: ImageSource | Sequence[ImageSource],
+        *,
+        size: int = 512,
+        steps: int | Sequence[int] = 300,
+        style_weight: float = 50.0,
+        content_weight: float = 1.0,
+        tv_weight: float = 5.0,
+        optimizer: str = "lbfgs",
+        init: str = "content",
+        style_weights: Sequence[float] | None = None,
+        style_layers: Sequence[str] | Mapping[str, float] | None = None,
+        content_layers: Sequence[str] | None = None,
+        style_scale: float = 1.0,
+        preserve_color: bool = False,
+        style_mask: MaskSource | None = None,
+        mask_mode: str = "optimize",
+        scales: Sequence[int] | None = None,
+        seed: int | None = None,
+        lr: float | None = None,
+        history_size: int = 50,
+        progress: Callable[[StepInfo], bool | None] | None = None,
+        preview_every: int = 0,
+        progress_bar: bool = False,
+        on_memory: str = "error",
+    ) -> Image.Image:
+        """Stylises ``content`` with ``style``.
+
+        Args:
+            content: the content image (anything :func:`nstcam.load_image` takes).
+            style: one style image, or a list of them to blend.
+            size: long side of the output, in pixels.
+            steps: evaluations of the network (forward + backward) per scale, whatever the
+                optimiser; or one count per scale.
+            style_weight: weight of the style loss.
+            content_weight: weight of the content loss.
+            tv_weight: weight of the total-variation (smoothness) loss.
+            optimizer: ``"lbfgs"`` or ``"adam"``.
+            init: start from the ``"content"``, from ``"noise"``, or from the ``"style"``.
+            style_weights: blend weights of several style images (normalised to sum to 1).
+            style_layers: style layers, or a mapping layer -> weight (default: relu1_1 ... relu5_1,
+                equal weights).
+            content_layers: content layers (default: relu4_2).
+            style_scale: size of the style image relative to the output (1 = same long side).
+            preserve_color: transfer luminance only and keep the content's colours.
+            style_mask: H x W values in [0, 1] (any size; array, tensor, image or path): 1 where the
+                style goes, 0 where the content is kept.
+            mask_mode: ``"optimize"`` weights the losses by the mask inside the optimisation (style
+                Gram matrices over the masked region, content loss 10x stronger where the mask is 0,
+                the mask resized to each layer, plus a pixel-space content anchor where the mask is
+                0, since deep layers see across the mask edge); ``"blend"`` stylises everything, then blends
+                ``mask * stylised + (1 - mask) * content``.
+            scales: long sides to optimise at, coarse to fine; each starts from the previous result
+                upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
+            seed: seed of the noise initialisation (recorded in the result either way).
+            lr: learning rate (default 1 for L-BFGS, 0.02 for Adam).
+            history_size: L-BFGS history size.
+            progress: called after every step with a :class:`StepInfo`; return False to cancel.
+            preview_every: put a preview image in the :class:`StepInfo` every N steps (0: never).
+            progress_bar: show a tqdm progress bar.
+            on_memory: if the run would not fit in free memory, ``"error"`` raises
+                :class:`InsufficientMemoryError`, ``"reduce"`` lowers ``size`` until it fits.
+
+        Returns:
+            The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
+            the loss history (``history``, one dict per step) and the weights notice.
+
+        Raises:
+            Cancelled: the progress callback returned False; holds the partial result.
+            ImageError: an input is not a usable image.
+            InsufficientMemoryError: the run does not fit in memory and ``on_memory="error"``.
+            ValueError: a parameter is out of range.
+        """
+        params = dict(locals())
+        for k in ("self", "content", "style", "progress", "progress_bar", "style_mask"):
+            params.pop(k)
+        content_img = load_image(content)
+        style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+        mask = load_mask(style_mask) if style_mask is not None else None
+        plan = make_plan(n_styles=len(style_imgs), **params)
+        return run(self._rt, content_img, style_imgs, plan, progress, progress_bar, cache={}, mask=mask)
+
+    def stylize_batch(
+        self,
+        contents: str | Path | Sequence[ImageSource],
+        style: ImageSource | Sequence[ImageSource],
+        out_dir: str | Path,
+        *,
+        overwrite: bool = False,
+        ext: str = ".png",
+        progress_bar: bool = True,
+        **params: Any,
+    ) -> BatchResult:
+        """Stylises many content images with the same style; style targets are computed once.
+
+        Args:
+            contents: a list of images, a directory (its image files), or a glob pattern.
+            style: one style image or a list to blend (see :meth:`stylize`).
+            out_dir: where outputs go, as ``<stem>_stylized<ext>`` with a ``.json`` sidecar of the
+                parameters used.
+            overwrite: redo inputs whose output already exists.
+            ext: ``".png"`` or ``".jpg"``.
+            progress_bar: show a tqdm bar over the images.
+            **params: any keyword of :meth:`stylize` except ``progress_bar``. ``style_mask`` may also be
+                a callable that takes each content image (PIL) and returns its mask.
+
+        Returns:
+            The output paths (a :class:`BatchResult`; ``.failed`` maps each bad input to its error).
+            A bad input is logged and skipped; the rest complete.
+        """
+        if ext.lower() not in (".png", ".jpg", ".jpeg"):
+            raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {ext!r}")
+        items = expand_contents(contents)
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        style_list = list(style) if isinstance(style, (list, tuple)) else [style]
+        style_imgs = [load_image(s) for s in style_list]
+        callback = params.pop("progress", None)
+        params.pop("progress_bar", None)
+        style_mask = params.pop("style_mask", None)
+        plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
+        return run_batch(
+            self._rt,
+            items,
+            out_dir,
+            style_imgs,
+            plan,
+            ext=ext,
+            overwrite=overwrite,
+            style_mask=style_mask,
+            callback=callback,
+            progress_bar=progress_bar,
+        )
+
+    def estimate_memory(
+        self,
+        width: int,
+        height: int,
+        *,
+        optimizer: str = "lbfgs",
+        history_size: int = 50,
+        deepest: str = "relu5_1",
+    ) -> int:
+        """Rough peak bytes of one optimisation step at ``width`` x ``height`` (activations kept for
+        backward, their gradients, optimiser state, weights)."""
+        return estimate_memory(
+            self.net,
+            width,
+            height,
+            amp=self.amp,
+            optimizer=optimizer,
+            history_size=history_size,
+            deepest=deepest,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
+
+
+def _stylize_defaults() -> dict[str, Any]:
+    sig = inspect.signature(StyleTransfer.stylize)
+    return {
+        k: p.default
+        for k, p in sig.parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in ("progress", "progress_bar", "style_mask")
+    }
