@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -251,3 +254,102 @@ def test_detach_keeps_no_graph_and_training_mode_untouched():
     assert net.training
     with pytest.raises(ValueError, match="pick one"):
         HookManager(net, ["2"], detach=True, capture_grads=True)
+
+
+# -- many callers, one network -------------------------------------------------------------------
+def _in_thread(fn):
+    out: dict = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as e:
+            out["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def test_other_threads_passes_are_not_recorded_nor_stopped():
+    net = tiny_net().eval()
+    x = torch.randn(1, 3, 8, 8)
+    expected = net(x)
+    expected_4 = net[:5](x * 2)
+    net[4].calls = 0
+    with HookManager(net, ["2", "4"], early_stop=True) as h:
+        # another thread's pass runs to the end (no early stop) and leaves this manager's record alone
+        torch.testing.assert_close(_in_thread(lambda: net(x)), expected)
+        assert h.outputs == {}
+        assert net[4].calls == 1
+        rec = h.run(x)
+        assert set(rec) == {"2", "4"}
+        # run() records from any thread: it binds the manager to the caller for that call
+        other = _in_thread(lambda: h.run(x * 2))
+        torch.testing.assert_close(other["4"], expected_4)
+    assert count_hooks(net) == 0
+
+
+def test_managers_in_concurrent_threads_each_see_their_own_pass():
+    net = tiny_net().eval()
+    n_threads, rounds = 6, 20
+    barrier = threading.Barrier(n_threads)
+    inputs = [torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(n_threads)]
+    with torch.no_grad():
+        expected = [net[:3](x) for x in inputs]
+
+    def worker(i: int) -> int:
+        barrier.wait()
+        ok = 0
+        for _ in range(rounds):
+            with HookManager(net, ["2"], clone=True) as h, torch.no_grad():
+                net(inputs[i])
+                ok += torch.equal(h.outputs["2"], expected[i])
+        return ok
+
+    with ThreadPoolExecutor(n_threads) as ex:
+        assert list(ex.map(worker, range(n_threads))) == [rounds] * n_threads
+    assert count_hooks(net) == 0
+
+
+def test_repeat_message_names_a_reused_module_not_other_threads():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.block(self.block(x))
+
+    with (
+        HookManager(Twice(), ["block"]) as h,
+        pytest.raises(RepeatedCallError, match="Twice.forward calls that module more than once"),
+    ):
+        h.run(torch.randn(1, 4))
+
+
+def test_asyncio_tasks_are_callers_of_their_own():
+    net = tiny_net().eval()
+    x = torch.randn(1, 3, 8, 8)
+
+    async def owner(started: asyncio.Event, other_done: asyncio.Event) -> dict:
+        with HookManager(net, ["4"]) as h:
+            started.set()
+            await other_done.wait()
+            return dict(h.outputs)
+
+    async def other(started: asyncio.Event, other_done: asyncio.Event) -> None:
+        await started.wait()
+        net(x)  # runs in another task while the owner's manager is live
+        other_done.set()
+
+    async def main() -> dict:
+        started, other_done = asyncio.Event(), asyncio.Event()
+        rec, _ = await asyncio.gather(owner(started, other_done), other(started, other_done))
+        return rec
+
+    assert asyncio.run(main()) == {}
+    assert count_hooks(net) == 0

@@ -132,6 +132,42 @@ def test_endpoints_through_gradio_client(server, images):
     assert len(gallery) == 1  # the server kept serving after the bad upload
 
 
+def test_concurrent_requests_on_all_endpoints(server, images):
+    """/stylize, /gradcam and /subject_aware at once (each endpoint has its own queue, so the three
+    run together on the shared models): every request succeeds with what it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gradio_client import Client, handle_file
+
+    c, _ = images
+    calls = {
+        "stylize": (
+            (handle_file(str(c)), handle_file(str(c)), None, 0.0, 64, 3, 50.0, 1.0, 5.0, False, 1, "lbfgs"),
+            "/stylize",
+            0,
+        ),
+        "gradcam_layer4": ((handle_file(str(c)), "resnet18", "layer4", "gradcam", 2), "/gradcam", 1),
+        "gradcam_layer3": ((handle_file(str(c)), "resnet18", "layer3", "gradcam++", 2), "/gradcam", 1),
+        "subject": (
+            (handle_file(str(c)), handle_file(str(c)), "background", 0.5, 4, 64, 2, "resnet18"),
+            "/subject_aware",
+            1,
+        ),
+    }
+
+    def call(name: str) -> np.ndarray:
+        args, api, image_at = calls[name]
+        out = Client(server, verbose=False).predict(*args, api_name=api)
+        return np.asarray(Image.open(out[image_at]))
+
+    alone = {name: call(name) for name in calls}
+    work = [name for name in calls for _ in range(3)]
+    with ThreadPoolExecutor(len(work)) as ex:
+        together = list(ex.map(call, work))
+    for name, got in zip(work, together, strict=True):
+        assert np.array_equal(got, alone[name]), f"{name} differs when requests overlap"
+
+
 @pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium not installed (apt-get install chromium chromium-driver)"
 )

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,7 +82,7 @@ class GradCAM:
                 raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
             model = build_model(arch, weights)
         self.device = pick_device(device)
-        self.model = model.to(self.device)
+        self.model = _on_device(model, self.device)
         check_layer(self.model, target_layer)  # fail early, listing close names
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
@@ -222,3 +223,12 @@ class GradCAM:
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _on_device(model: nn.Module, device: torch.device) -> nn.Module:
+    """Moves ``model`` only if some tensor is elsewhere: a model shared with running calls is not
+    touched (``.to`` reassigns every parameter's data even when nothing moves)."""
+    tensors = itertools.chain(model.parameters(), model.buffers())
+    if any(t.device.type != device.type or (device.index is not None and t.device != device) for t in tensors):
+        model.to(device)
+    return model

@@ -1,0 +1,131 @@
+"""The layout shows the design: the shared hook manager at the bottom, one subpackage per engine,
+subject-aware as the only module below the app that uses both, the app and CLI on top; no module
+imports upward, no cycles, no long classes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "nstcam"
+
+# rank of each part: a module may import its own part and the parts below it, never above
+BASE = {"nstcam._version", "nstcam._device", "nstcam.hooks", "nstcam.image", "nstcam.mask", "nstcam.weights"}
+TOP = {"nstcam", "nstcam.__main__", "nstcam.cli", "nstcam.webapp"}
+
+
+def part(module: str) -> str:
+    if module in BASE:
+        return "base"
+    if module in TOP:
+        return "top"
+    if module == "nstcam.subject":
+        return "subject"
+    for engine in ("style", "cam"):
+        if module == f"nstcam.{engine}" or module.startswith(f"nstcam.{engine}."):
+            return engine
+    raise AssertionError(f"{module} is in no layer of the layout: add it to this test")
+
+
+ALLOWED = {
+    "base": {"base"},
+    "style": {"base", "style"},
+    "cam": {"base", "cam"},
+    "subject": {"base", "style", "cam"},
+    "top": {"base", "style", "cam", "subject", "top"},
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """nstcam modules imported anywhere in the file (functions included), resolved to modules."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name.startswith("nstcam"):
+                found.add(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports(p, set(mods)) - {m} for m, p in mods.items()}
+
+
+def test_expected_layout_exists():
+    mods = modules()
+    for name in (
+        "nstcam.hooks",
+        "nstcam.style.engine",
+        "nstcam.style.hooks",
+        "nstcam.cam.engine",
+        "nstcam.cam.hooks",
+        "nstcam.cam.methods",
+        "nstcam.cam.overlay",
+        "nstcam.subject",
+    ):
+        assert name in mods, f"{name} is missing"
+    assert not (PKG / "style.py").exists() and not (PKG / "cam.py").exists()
+
+
+def test_nothing_imports_upward():
+    bad = []
+    for mod, deps in graph().items():
+        for dep in deps:
+            if dep == "nstcam" and part(mod) != "top":
+                bad.append(f"{mod} -> nstcam (import the defining module instead)")
+            elif part(dep) not in ALLOWED[part(mod)]:
+                bad.append(f"{mod} ({part(mod)}) -> {dep} ({part(dep)})")
+    assert not bad, "upward or sideways imports:\n" + "\n".join(sorted(bad))
+
+
+def test_subject_is_the_only_module_below_the_app_using_both_engines():
+    both = [
+        m for m, deps in graph().items() if {part(d) for d in deps} >= {"style", "cam"} and part(m) != "top"
+    ]
+    assert both == ["nstcam.subject"]
+
+
+def test_no_import_cycles():
+    g = graph()
+    state: dict[str, int] = {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(g[m]):
+            if state.get(d) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(d) :], d]))
+            if d not in state:
+                visit(d, [*stack, d])
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_no_class_over_250_lines():
+    long = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250:
+                long.append(f"{mod}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not long, long
