@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import numpy as np
@@ -11,7 +12,7 @@ from conftest import rss_mb
 from PIL import Image
 from torch import nn
 
-from nstcam import count_hooks
+from nstcam import HookManager, count_hooks
 from nstcam.cam import CamResult, GradCAM, candidate_layers, overlay_heatmap
 
 
@@ -203,3 +204,26 @@ def test_overlay_colours_are_rgb_correct():
     assert b > 100 and r < 50  # jet: 0 is blue
     half = overlay_heatmap(Image.new("RGB", (4, 4), (255, 255, 255)), np.zeros((2, 2), np.float32), alpha=0.5)
     assert half.size == (4, 4) and half.getpixel((0, 0))[0] >= 127
+
+
+def test_eval_view_shares_tensors_and_leaves_the_model_alone():
+    from nstcam.cam import eval_view
+
+    model = Tiny().eval()
+    assert eval_view(model) is model
+    model.train()
+    model.stem[1].eval()
+    before = {n: m.training for n, m in model.named_modules()}
+    with HookManager(model, ["feat"]):
+        view = eval_view(model)
+        assert count_hooks(view) == 0 and count_hooks(model) == 2
+    assert not any(m.training for m in view.modules())
+    assert {n: m.training for n, m in model.named_modules()} == before
+    for (n, p), (_, q) in zip(model.named_parameters(), view.named_parameters(), strict=True):
+        assert p is q, n
+    for (n, b), (_, c) in zip(model.named_buffers(), view.named_buffers(), strict=True):
+        assert b is c, n
+    with torch.no_grad():
+        model.feat.weight.add_(1.0)  # in-place changes are seen through the view
+    x = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(view(x), copy.deepcopy(model).eval()(x))

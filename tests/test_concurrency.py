@@ -10,20 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from conftest import pattern
 from torch import nn
 
 from nstcam import GradCAM, StyleTransfer, build_model, count_hooks, subject_aware_stylize
 
 N_THREADS = 6
 ROUNDS = 3
-
-
-def pic(seed: int, w: int = 64, h: int = 48) -> Image.Image:
-    rng = np.random.default_rng(seed)
-    base = rng.random((h // 8, w // 8, 3))
-    a = np.kron(base, np.ones((8, 8, 1))) * 0.7 + rng.random((h, w, 3)) * 0.3
-    return Image.fromarray((a * 255).astype(np.uint8))
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +29,7 @@ def world():
         "layer3.1": GradCAM(model=net, target_layer="layer3.1", method="gradcam++", device="cpu"),
         "layer4": GradCAM(model=net, target_layer="layer4", method="layercam", device="cpu"),
     }
-    content, content_b, style = pic(1), pic(3, 56, 56), pic(2, 64, 64)
+    content, content_b, style = pattern(1), pattern(3, 56, 56), pattern(2, 64, 64)
     batch = torch.cat([cams["layer2"].preprocess(content), cams["layer2"].preprocess(content.transpose(0))])
 
     def stylize_lbfgs():

@@ -211,15 +211,18 @@ def test_captured_gradients_equal_autograd_grad():
         torch.testing.assert_close(g, g0)
 
 
+class Twice(nn.Module):
+    """Calls one block twice in its forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.block(torch.relu(self.block(x)))
+
+
 def test_repeated_module_error_or_list():
-    class Twice(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.block = nn.Linear(4, 4)
-
-        def forward(self, x):
-            return self.block(torch.relu(self.block(x)))
-
     net = Twice()
     x = torch.randn(2, 4)
     with HookManager(net, ["block"]) as h, pytest.raises(RepeatedCallError, match="on_repeat='list'"):
@@ -316,14 +319,6 @@ def test_managers_in_concurrent_threads_each_see_their_own_pass():
 
 
 def test_repeat_message_names_a_reused_module_not_other_threads():
-    class Twice(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.block = nn.Linear(4, 4)
-
-        def forward(self, x):
-            return self.block(self.block(x))
-
     with (
         HookManager(Twice(), ["block"]) as h,
         pytest.raises(RepeatedCallError, match="Twice.forward calls that module more than once"),

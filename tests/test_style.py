@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import pattern
 from PIL import Image
 
 from nstcam import count_hooks
@@ -21,13 +22,6 @@ from nstcam.style import (
 )
 from nstcam.style._color import rgb_to_yuv
 from nstcam.style._losses import gram
-
-
-def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
-    rng = np.random.default_rng(seed)
-    base = rng.random((h // 8, w // 8, 3))
-    a = np.kron(base, np.ones((8, 8, 1))) * 0.7 + rng.random((h, w, 3)) * 0.3
-    return Image.fromarray((a * 255).astype(np.uint8))
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import pattern
 from PIL import Image
 
 from nstcam import count_hooks
@@ -13,12 +14,6 @@ from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import heatmap_to_mask, load_mask
 from nstcam.style import StyleTransfer
 from nstcam.subject import map_iou, recognition_report, subject_aware_stylize
-
-
-def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
-    rng = np.random.default_rng(seed)
-    base = np.kron(rng.random((h // 8, w // 8, 3)), np.ones((8, 8, 1)))
-    return Image.fromarray(((base * 0.7 + rng.random((h, w, 3)) * 0.3) * 255).astype(np.uint8))
 
 
 @pytest.fixture(scope="module")

@@ -228,7 +228,9 @@ class GradCAM:
 def _on_device(model: nn.Module, device: torch.device) -> nn.Module:
     """Moves ``model`` only if some tensor is elsewhere: a model shared with running calls is not
     touched (``.to`` reassigns every parameter's data even when nothing moves)."""
-    tensors = itertools.chain(model.parameters(), model.buffers())
-    if any(t.device.type != device.type or (device.index is not None and t.device != device) for t in tensors):
+    def elsewhere(t: torch.Tensor) -> bool:
+        return t.device.type != device.type or (device.index is not None and t.device != device)
+
+    if any(elsewhere(t) for t in itertools.chain(model.parameters(), model.buffers())):
         model.to(device)
     return model

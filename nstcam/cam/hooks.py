@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-import itertools
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -39,15 +39,34 @@ def eval_view(model: nn.Module) -> nn.Module:
 
     Explaining needs eval mode (BatchNorm's running statistics, no dropout), but flipping a shared
     model's flags for the length of a call would change them under another thread's feet. The twin
-    is a structural copy whose parameters and buffers *are* the model's (no memory, and weights
-    loaded later are seen); its own hooks are dropped.
+    is a tree of shallow copies of the modules: its parameters and buffers *are* the model's (no
+    memory, and weights loaded in place later are seen), its hook tables are new and empty, and
+    every ``training`` flag is False. Nothing of the model is written, so building a twin is safe
+    while other threads run or hook the model.
     """
     if not any(m.training for m in model.modules()):
         return model
-    memo = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
-    view = copy.deepcopy(model, memo)
-    for m in view.modules():
-        m.training = False
-        for hooks in (m._forward_hooks, m._forward_pre_hooks, m._backward_hooks, m._backward_pre_hooks):
-            hooks.clear()
-    return view
+    return _twin(model)
+
+
+_HOOK_TABLES = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+)
+
+
+def _twin(module: nn.Module) -> nn.Module:
+    twin = copy.copy(module)  # a new object whose __dict__ is a shallow copy of the module's
+    twin._parameters = dict(module._parameters)
+    twin._buffers = dict(module._buffers)
+    twin._modules = {name: None if m is None else _twin(m) for name, m in module._modules.items()}
+    for table in _HOOK_TABLES:
+        if table in module.__dict__:
+            twin.__dict__[table] = OrderedDict()
+    twin.training = False
+    return twin
