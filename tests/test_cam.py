@@ -227,3 +227,34 @@ def test_eval_view_shares_tensors_and_leaves_the_model_alone():
         model.feat.weight.add_(1.0)  # in-place changes are seen through the view
     x = torch.randn(2, 3, 16, 16)
     torch.testing.assert_close(view(x), copy.deepcopy(model).eval()(x))
+
+
+def test_refuses_bad_numbers_naming_the_argument(r18):
+    img = pic(5)
+    with pytest.raises(ValueError, match=r"top_k must be a whole number, got 2\.5"):
+        r18.explain(img, top_k=2.5)
+    with pytest.raises(ValueError, match=r"target must be a whole number, got 3\.7"):
+        r18.explain(img, target=3.7)
+    with pytest.raises(ValueError, match="top_k must be at most 1000"):
+        r18.explain(img, top_k=1001)
+    x = r18.preprocess(img)
+    with pytest.raises(ValueError, match="targets must be a whole number"):
+        r18.compute(torch.cat([x, x]), targets=[1.5, 2])
+    with pytest.raises(ValueError, match="targets must hold class indices"):
+        r18.compute(x, targets=torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="input_size must be at least 16, got 0"):
+        GradCAM(model=r18.model, input_size=0)
+    with pytest.raises(ValueError, match="scorecam_batch must be at least 1, got 0"):
+        GradCAM(model=r18.model, scorecam_batch=0)
+    with pytest.raises(ValueError, match="alpha must be <= 1"):
+        GradCAM(model=r18.model, alpha=1.5)
+
+
+def test_numpy_integers_are_accepted(r18):
+    img = pic(5)
+    assert [r.class_index for r in r18.explain(img, top_k=np.int64(2))] == [
+        r.class_index for r in r18.explain(img, top_k=2)
+    ]
+    assert r18.explain(img, target=np.int32(281))[0].class_index == 281
+    x = r18.preprocess(img)
+    torch.testing.assert_close(r18.compute(x, targets=np.array([7])), r18.compute(x, targets=7))

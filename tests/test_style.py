@@ -260,3 +260,36 @@ def test_bad_parameters(st, content, style):
         st.stylize(content, style, steps=0)
     with pytest.raises(TypeError, match="vgg16_bn"):
         StyleTransfer(model=torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"style_weights": [float("nan")]}, "style_weights must be a finite number"),
+        ({"style_weights": [float("inf")]}, "style_weights must be a finite number"),
+        ({"style_layers": {"relu1_1": float("nan")}}, r"style_layers\['relu1_1'\] must be a finite number"),
+        ({"steps": 2.5}, r"steps must be a whole number, got 2\.5"),
+        ({"steps": [2, 2.5], "scales": [32, 64]}, "steps must be a whole number"),
+        ({"size": 64.5}, "size must be a whole number"),
+        ({"seed": 1.5}, "seed must be a whole number"),
+        ({"lr": float("nan")}, "lr must be a finite number"),
+        ({"style_weight": float("inf")}, "style_weight must be a finite number"),
+        ({"preview_every": -1}, "preview_every must be at least 0"),
+    ],
+)
+def test_refuses_bad_numbers_naming_the_argument(st, content, style, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        st.stylize(content, style, **{"size": 32, "steps": 1, **kwargs})
+
+
+def test_numpy_integers_are_whole_numbers(st, content, style):
+    img = st.stylize(content, style, size=np.int64(32), steps=np.int32(2), seed=np.int64(3))
+    assert img.size == (32, 24) and len(img.info["nstcam"]["history"]) == 2
+    assert img.info["nstcam"]["params"]["seed"] == 3
+
+
+def test_batch_of_a_missing_folder_raises(st, style, tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing_dir does not exist"):
+        st.stylize_batch(tmp_path / "missing_dir", style, tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="missing_dir does not exist"):
+        st.stylize_batch(str(tmp_path / "missing_dir") + "/", style, tmp_path / "out")

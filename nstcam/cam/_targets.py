@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from nstcam._checks import whole
+
 __all__ = ["resolve_targets"]
 
 
@@ -13,22 +15,29 @@ def resolve_targets(logits: torch.Tensor, targets: Any, top_k: int) -> torch.Ten
     """(k, N) class indices: row j holds each image's j-th target.
 
     Raises:
-        ValueError: wrong number of targets for the batch, or a class out of range.
+        ValueError: ``top_k`` above the number of classes, a target that is not a whole number,
+            the wrong number of targets for the batch, or a class out of range.
     """
     n, num_classes = logits.shape
     if targets is None:
-        k = min(top_k, num_classes)
-        return logits.topk(k, dim=1).indices.T.contiguous()
-    if isinstance(targets, int) or (isinstance(targets, torch.Tensor) and targets.ndim == 0):
-        t = torch.full((n,), int(targets), dtype=torch.long)
+        whole("top_k", top_k, minimum=1, maximum=num_classes)
+        return logits.topk(top_k, dim=1).indices.T.contiguous()
+    if isinstance(targets, torch.Tensor):
+        if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+            raise ValueError(f"targets must hold class indices (integers), got a {targets.dtype} tensor")
+        targets = targets.tolist()
+    if isinstance(targets, (list, tuple, range)) or hasattr(targets, "__array__"):
+        values = [whole("targets", v) for v in (targets.tolist() if hasattr(targets, "tolist") else targets)]
+        if len(values) != n:
+            raise ValueError(
+                f"targets has {len(values)} entries for a batch of {n} images; give one per image"
+            )
     else:
-        t = torch.as_tensor(list(targets) if not isinstance(targets, torch.Tensor) else targets).long().cpu()
-        if t.ndim != 1 or len(t) != n:
-            raise ValueError(f"targets has {t.numel()} entries for a batch of {n} images; give one per image")
-    bad = [int(v) for v in t if not 0 <= int(v) < num_classes]
+        values = [whole("target", targets)] * n
+    bad = [v for v in values if not 0 <= v < num_classes]
     if bad:
         raise ValueError(
             f"target class {bad[0]} is out of range: the model has {num_classes} classes "
             f"(0-{num_classes - 1})"
         )
-    return t.to(logits.device).unsqueeze(0)
+    return torch.tensor(values, dtype=torch.long, device=logits.device).unsqueeze(0)

@@ -19,6 +19,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._maps import scorecam, upsample_maps
 from nstcam.cam._targets import resolve_targets
@@ -77,6 +78,9 @@ class GradCAM:
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        self.input_size = whole("input_size", input_size, minimum=16)
+        self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
+        self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
         if model is None:
             if arch not in CAM_ARCHS:
                 raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
@@ -88,10 +92,7 @@ class GradCAM:
         self.arch = info.arch if info is not None else type(model).__name__
         self.target_layer = target_layer
         self.method = method
-        self.input_size = int(input_size)
-        self.scorecam_batch = int(scorecam_batch)
         self.colormap = colormap
-        self.alpha = alpha
         self.weights = weights_info(model)
         if self.weights is not None:
             self.categories = list(self.weights.categories)
@@ -109,10 +110,11 @@ class GradCAM:
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
+        top_k = whole("top_k", top_k, minimum=1)
+        if target is not None:
+            target = whole("target", target, minimum=0)
         img = load_image(image)
         x = self.preprocess(img)
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
         maps, raw, probs, classes = self._run(
             x, targets=target, top_k=top_k, out_size=(img.height, img.width)
         )
@@ -228,6 +230,7 @@ class GradCAM:
 def _on_device(model: nn.Module, device: torch.device) -> nn.Module:
     """Moves ``model`` only if some tensor is elsewhere: a model shared with running calls is not
     touched (``.to`` reassigns every parameter's data even when nothing moves)."""
+
     def elsewhere(t: torch.Tensor) -> bool:
         return t.device.type != device.type or (device.index is not None and t.device != device)
 

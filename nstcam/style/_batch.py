@@ -57,6 +57,10 @@ def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageS
             if not files:
                 raise ValueError(f"no files match {contents!r}")
             return files
+        if not p.exists():
+            raise FileNotFoundError(
+                f"contents: {p} does not exist; give a folder, a glob pattern, an image file or a list"
+            )
         return [p]
     items = list(contents)
     if not items:

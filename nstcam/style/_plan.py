@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from nstcam._checks import finite, whole
 from nstcam.style.vgg import layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
@@ -69,28 +69,32 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
 
 def _check_weights(**weights: float) -> None:
     for name, v in weights.items():
-        if not (v >= 0 and math.isfinite(v)):
-            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        finite(name, v, minimum=0)
 
 
 def _scales_and_steps(
     size: int, scales: Sequence[int] | None, steps: int | Sequence[int]
 ) -> tuple[list[int], list[int]]:
-    if not isinstance(size, int) or size < 16:
-        raise ValueError(f"size must be an int of at least 16 pixels, got {size!r}")
-    scales = list(scales) if scales else auto_scales(size)
-    if any(not isinstance(s, int) or s < 16 for s in scales) or scales != sorted(scales):
-        raise ValueError(f"scales must be increasing ints of at least 16 px, got {scales}")
-    steps_list = [steps] * len(scales) if isinstance(steps, int) else list(steps)
-    if len(steps_list) != len(scales) or any(not isinstance(s, int) or s < 1 for s in steps_list):
-        raise ValueError(f"steps must be an int >= 1 or one such int per scale {scales}, got {steps!r}")
+    size = whole("size", size, minimum=16)
+    if scales:
+        scales = [whole("scales", s, minimum=16) for s in scales]
+        if scales != sorted(scales):
+            raise ValueError(f"scales must be increasing long sides of at least 16 px, got {scales}")
+    else:
+        scales = auto_scales(size)
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+        steps_list = [whole("steps", steps, minimum=1)] * len(scales)
+    else:
+        steps_list = [whole("steps", s, minimum=1) for s in steps]
+        if len(steps_list) != len(scales):
+            raise ValueError(f"steps must be one count or one count per scale {scales}, got {steps!r}")
     return scales, steps_list
 
 
 def _blend(n_styles: int, style_weights: Sequence[float] | None) -> list[float]:
     if style_weights is None:
         return [1.0 / n_styles] * n_styles
-    blend = [float(w) for w in style_weights]
+    blend = [finite("style_weights", w, minimum=0) for w in style_weights]
     if len(blend) != n_styles:
         raise ValueError(f"style_weights has {len(blend)} values for {n_styles} style images")
     if any(w < 0 for w in blend) or sum(blend) <= 0:
@@ -104,7 +108,7 @@ def _layers(
     if style_layers is None:
         layers = dict.fromkeys(DEFAULT_STYLE_LAYERS, 1.0)
     elif isinstance(style_layers, Mapping):
-        layers = {k: float(v) for k, v in style_layers.items()}
+        layers = {k: finite(f"style_layers[{k!r}]", v, minimum=0) for k, v in style_layers.items()}
     else:
         layers = dict.fromkeys(style_layers, 1.0)
     content = list(content_layers or DEFAULT_CONTENT_LAYERS)
@@ -149,13 +153,16 @@ def make_plan(
     _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
     scales_list, steps_list = _scales_and_steps(size, scales, steps)
     _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)
-    if not style_scale > 0:
+    if not finite("style_scale", style_scale) > 0:
         raise ValueError(f"style_scale must be > 0, got {style_scale!r}")
     layers, content = _layers(style_layers, content_layers)
-    if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
-    if preview_every < 0 or history_size < 1:
-        raise ValueError("preview_every must be >= 0 and history_size >= 1")
+    seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if seed is None else whole("seed", seed, minimum=0)
+    preview_every = whole("preview_every", preview_every, minimum=0)
+    history_size = whole("history_size", history_size, minimum=1)
+    if lr is not None:
+        lr = finite("lr", lr)
+        if lr <= 0:
+            raise ValueError(f"lr must be > 0, got {lr:g}")
     plan = Plan(
         size=scales_list[-1],
         scales=scales_list,

@@ -1,0 +1,43 @@
+"""Argument checks shared by the engines: each error names the argument, the limit and the value."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+__all__ = ["finite", "whole"]
+
+
+def whole(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int if it is a whole number (Python or numpy integer) within the limits.
+
+    Raises:
+        ValueError: not an integer (``2.5``, ``"3"``, ``True``) or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {v}")
+    if maximum is not None and v > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {v}")
+    return v
+
+
+def finite(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    """``value`` as a float if it is a finite real number within the limits.
+
+    Raises:
+        ValueError: not a real number, NaN, infinite or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v}")
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be >= {minimum:g}, got {v:g}")
+    if maximum is not None and v > maximum:
+        raise ValueError(f"{name} must be <= {maximum:g}, got {v:g}")
+    return v
