@@ -13,11 +13,19 @@ from nstcam.weights import ARCHS, WeightsUnavailableError, download_weights, wei
 logger = logging.getLogger(__name__)
 
 
+def _error(e: BaseException) -> None:
+    """Logs why a command failed, in the CLI's words (``--weights random``, not Python syntax)."""
+    if isinstance(e, WeightsUnavailableError) and e.path is not None:
+        logger.error("%s", e.explain("To try nstcam without them, add --weights random (not meaningful)."))
+    else:
+        logger.error("%s", e)
+
+
 def _cmd_weights_download(args: argparse.Namespace) -> int:
     try:
         paths = download_weights(args.names or None, timeout=args.timeout, progress=not args.quiet)
     except WeightsUnavailableError as e:
-        logger.error("%s", e)
+        logger.error("%s", e)  # already says what to do: this command is the download
         return 1
     for p in paths:
         print(p)
@@ -59,7 +67,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     try:
         st = StyleTransfer(args.weights, device=args.device)
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
-        logger.error("%s", e)
+        _error(e)
         return 1
     _warn_random(st.weights)
     contents = args.content[0] if len(args.content) == 1 else args.content
@@ -71,7 +79,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         try:
             cam = GradCAM(args.cam_arch, weights=args.weights, device=args.device)
         except (WeightsUnavailableError, ValueError) as e:
-            logger.error("%s", e)
+            _error(e)
             return 1
     if args.subject_aware:
         from nstcam.subject import subject_mask
@@ -136,7 +144,7 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             args.arch, weights=args.weights, target_layer=args.layer, method=args.method, device=args.device
         )
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
-        logger.error("%s", e)
+        _error(e)
         return 1
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

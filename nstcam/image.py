@@ -32,6 +32,7 @@ __all__ = [
     "load_image",
     "long_side_size",
     "normalize",
+    "probe_image",
     "resize_long_side",
     "save_image",
     "tensor_to_image",
@@ -62,6 +63,7 @@ def load_image(
     *,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     min_side: int = DEFAULT_MIN_SIDE,
+    name: str | None = None,
 ) -> Image.Image:
     """Loads an image as RGB.
 
@@ -75,6 +77,8 @@ def load_image(
         max_pixels: largest accepted width x height, checked from the header before decoding;
             ``None`` disables the check.
         min_side: smallest accepted width or height.
+        name: how error messages call the image (default: its path); a server passes the
+            uploaded file's own name so that no temporary path reaches the user.
 
     Returns:
         A new RGB image; the caller's image or array is never modified.
@@ -91,26 +95,27 @@ def load_image(
         img = _to_rgb(_first_frame(src))
     elif isinstance(src, (str, os.PathLike)):
         path = Path(src)
+        what = name or str(path)
         if not path.exists():
-            raise FileNotFoundError(f"image file not found: {path}")
+            raise FileNotFoundError(f"image file not found: {what}")
         if path.is_dir():
-            raise ImageError(f"{path} is a directory, not an image file")
+            raise ImageError(f"{what} is a directory, not an image file")
         if path.stat().st_size == 0:
-            raise ImageError(f"{path} is empty (0 bytes)")
+            raise ImageError(f"{what} is empty (0 bytes)")
         with open(path, "rb") as fh:
-            img = _decode(fh, max_pixels, str(path))
+            img = _decode(fh, max_pixels, what)
     elif isinstance(src, (bytes, bytearray, memoryview)):
         data = bytes(src)
         if not data:
             raise ImageError("image data is empty (0 bytes)")
-        img = _decode(io.BytesIO(data), max_pixels, "image data")
+        img = _decode(io.BytesIO(data), max_pixels, name or "image data")
     elif hasattr(src, "read"):
         data = src.read()
         if not isinstance(data, (bytes, bytearray)):
             raise ImageError("file object must be opened in binary mode ('rb')")
         if not data:
             raise ImageError("image file object is empty (0 bytes)")
-        img = _decode(io.BytesIO(data), max_pixels, getattr(src, "name", "image file"))
+        img = _decode(io.BytesIO(data), max_pixels, name or getattr(src, "name", "image file"))
     else:
         raise ImageError(
             f"cannot load an image from {type(src).__name__}; pass a path, bytes, a file object, "
@@ -118,8 +123,48 @@ def load_image(
         )
     w, h = img.size
     if min(w, h) < min_side:
-        raise ImageError(f"image is {w}x{h} px; each side must be at least {min_side} px")
+        raise ImageError(f"{name or 'image'} is {w}x{h} px; each side must be at least {min_side} px")
     return img
+
+
+def probe_image(
+    path: str | os.PathLike,
+    *,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    min_side: int = DEFAULT_MIN_SIDE,
+    name: str | None = None,
+) -> tuple[int, int]:
+    """Checks an image file from its header alone (no pixel is decoded) and returns its size.
+
+    A server calls it on every upload before anything decodes it: a decompression bomb (a few
+    hundred KB declaring 13000 x 13000 px) is refused in milliseconds.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ImageError: empty, not an image, or a size outside the limits; the message calls the file
+            ``name`` (default: its path).
+    """
+    path = Path(path)
+    what = name or str(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file not found: {what}")
+    if path.stat().st_size == 0:
+        raise ImageError(f"{what} is empty (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:  # reads the header only
+                size = im.size
+    except UnidentifiedImageError:
+        raise ImageError(f"{what} is not an image in a format Pillow can read") from None
+    except Image.DecompressionBombError:
+        raise ImageError(f"{what} is too large to decode safely (over {max_pixels or 0:,} px)") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise ImageError(f"{what} is truncated or corrupt: {e}") from None
+    _check_pixels(size, max_pixels, what)
+    if min(size) < min_side:
+        raise ImageError(f"{what} is {size[0]}x{size[1]} px; each side must be at least {min_side} px")
+    return size
 
 
 def _check_pixels(size: tuple[int, int], max_pixels: int | None, what: str) -> None:

@@ -60,7 +60,39 @@ _CHUNK = 1 << 20
 
 
 class WeightsUnavailableError(RuntimeError):
-    """Official weights are not on disk and could not be downloaded."""
+    """Official weights are not on disk and could not be downloaded.
+
+    ``str(e)`` speaks to Python users; a front end rebuilds it in its own words with
+    :meth:`explain` (the app names ``--random-weights``, the CLI ``--weights random``).
+
+    Attributes:
+        arch: the architecture, e.g. ``"resnet50"``.
+        path: where the file was looked for.
+        url: where it is downloaded from.
+        reason: why it is not there (offline, downloads disabled, or the download's error).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        arch: str | None = None,
+        path: Path | None = None,
+        url: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.arch, self.path, self.url, self.reason = arch, path, url, reason
+
+    def explain(self, random_hint: str) -> str:
+        """The message with ``random_hint`` as the way to run without these weights."""
+        if self.path is None:
+            return f"{self}. {random_hint}"
+        return (
+            f"{self.path.name} is not in {self.path.parent} and {self.reason}. Where a network exists, "
+            f"`nstcam weights download {self.arch}` fetches it; or copy it there by hand from {self.url}. "
+            f"{random_hint}"
+        )
 
 
 @dataclass(frozen=True)
@@ -169,28 +201,43 @@ def _download(url: str, dest: Path, *, timeout: float, progress: bool) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _ensure_file(arch: str, *, download: bool, timeout: float, progress: bool = True) -> Path:
+def _ensure_file(
+    arch: str, *, download: bool, timeout: float, progress: bool = True, asked: bool = False
+) -> Path:
+    """The path of ``arch``'s official file, downloading it if allowed. ``asked``: the user asked for
+    the download itself (``nstcam weights download``), so the message must not send them back to it."""
     path = weights_file(arch)
     if path.is_file():
         return path
+    url = _official_url(arch)
     where = f"{path.name} is not in {path.parent}"
+    by_hand = f"copy it by hand into {path.parent} (or a folder named by NSTCAM_WEIGHTS_DIR) from {url}"
     if not download or _offline():
         why = "downloads are disabled" if not download else "NSTCAM_OFFLINE is set"
-        raise WeightsUnavailableError(
-            f"{where} and {why}. Fetch it where a network exists with: {_fetch_command(arch)}; "
-            "or set NSTCAM_WEIGHTS_DIR to a folder that holds it; or use weights='random' to test."
-        )
-    url = _official_url(arch)
+        if asked:
+            msg = f"{where} and {why}: unset NSTCAM_OFFLINE to download it, or {by_hand}"
+        else:
+            msg = (
+                f"{where} and {why}. Fetch it where a network exists with: {_fetch_command(arch)}; "
+                f"or {by_hand}; or use weights='random' to test."
+            )
+        raise WeightsUnavailableError(msg, arch=arch, path=path, url=url, reason=why)
     logger.info("downloading %s to %s", url, path.parent)
     try:
         _download(url, path, timeout=timeout, progress=progress)
     except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise WeightsUnavailableError(
-            f"{where} and downloading {url} failed ({reason}). Where a network exists run: "
-            f"{_fetch_command(arch)}; or copy the file into {path.parent} (or NSTCAM_WEIGHTS_DIR); "
-            "or use weights='random' to test offline."
-        ) from None
+        reason = f"downloading it failed ({getattr(e, 'reason', e)})"
+        if asked:
+            msg = (
+                f"could not download {url}: {getattr(e, 'reason', e)}. The network is unreachable from "
+                f"here: {by_hand}"
+            )
+        else:
+            msg = (
+                f"{where} and {reason}. Where a network exists run: {_fetch_command(arch)}; "
+                f"or {by_hand}; or use weights='random' to test offline."
+            )
+        raise WeightsUnavailableError(msg, arch=arch, path=path, url=url, reason=reason) from None
     return path
 
 
@@ -204,7 +251,7 @@ def download_weights(
     archs = list(archs) if archs else ["vgg16_bn", "resnet50"]
     for a in archs:
         _check_arch(a)
-    return [_ensure_file(a, download=True, timeout=timeout, progress=progress) for a in archs]
+    return [_ensure_file(a, download=True, timeout=timeout, progress=progress, asked=True) for a in archs]
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:

@@ -61,6 +61,7 @@ def test_stylize_cli_offline_imagenet_fails_cleanly(tmp_path, caplog):
     a = _img(tmp_path / "a.png", 1)
     rc = main(["stylize", str(a), "--style", str(a), "-o", str(tmp_path / "o")])
     assert rc == 1 and "nstcam weights download vgg16_bn" in caplog.text
+    assert "--weights random" in caplog.text and "weights='random'" not in caplog.text
 
 
 def test_console_entry_point_help():

@@ -154,6 +154,22 @@ def test_cli_download_and_list(monkeypatch, http_dir, r18_state, capsys):
 def test_cli_download_offline_exits_1_with_message(caplog):
     assert cli_main(["weights", "download", "vgg16_bn", "-q"]) == 1
     assert "vgg16_bn-6c64b313.pth is not in" in caplog.text
+    assert "copy it by hand into" in caplog.text and "https://download.pytorch.org/" in caplog.text
+    assert "nstcam weights download" not in caplog.text  # not the command that just failed
+
+
+def test_cli_download_with_no_network_says_so(monkeypatch, caplog):
+    monkeypatch.delenv("NSTCAM_OFFLINE")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    monkeypatch.setattr(W, "_official_url", lambda arch: f"http://127.0.0.1:{port}/resnet18-f37072fd.pth")
+    assert cli_main(["weights", "download", "resnet18", "-q", "--timeout", "2"]) == 1
+    assert "network is unreachable" in caplog.text and "copy it by hand into" in caplog.text
+    assert "nstcam weights download" not in caplog.text
 
 
 @pytest.mark.parametrize("suffix", [".pth", ".safetensors"])

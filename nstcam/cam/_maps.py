@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,11 +32,17 @@ def upsample_maps(raw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 @torch.no_grad()
 def scorecam(
-    model: nn.Module, x: torch.Tensor, act: torch.Tensor, classes: torch.Tensor, chunk: int
+    model: nn.Module,
+    x: torch.Tensor,
+    act: torch.Tensor,
+    classes: torch.Tensor,
+    chunk: int,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> torch.Tensor:
     """Wang et al. 2020: each channel, upsampled and min-max normalised, masks the input; its weight
     is the softmax score of the target class on the masked input. ``chunk`` masked images per forward
-    pass bound the memory. Returns (N, h, w) maps before ReLU."""
+    pass bound the memory; ``on_chunk`` is told how many masked images each pass scored.
+    Returns (N, h, w) maps before ReLU."""
     n, c = act.shape[:2]
     weights = torch.empty(n, c, device=act.device)
     for i in range(n):
@@ -44,4 +52,6 @@ def scorecam(
             m = masks[s : s + chunk].unsqueeze(1)
             logits = model(x[i : i + 1] * m)
             weights[i, s : s + len(m)] = logits.float().softmax(1)[:, classes[i]]
+            if on_chunk is not None:
+                on_chunk(len(m))
     return cam_from_weights(act.float(), weights)

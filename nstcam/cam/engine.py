@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from nstcam.cam.hooks import CamHooks, eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
 from nstcam.cam.methods import GRADIENT_METHODS, METHODS
 from nstcam.cam.result import CamResult
-from nstcam.image import ImageSource, image_to_tensor, load_image, normalize
+from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.weights import build_model, weights_info
 
 __all__ = ["GradCAM"]
@@ -104,8 +104,26 @@ class GradCAM:
             logger.warning("%s", self.weights.notice)
 
     # -- public API ---------------------------------------------------------------------------
-    def explain(self, image: ImageSource, target: int | None = None, top_k: int = 1) -> list[CamResult]:
+    def explain(
+        self,
+        image: ImageSource,
+        target: int | None = None,
+        top_k: int = 1,
+        *,
+        max_side: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[CamResult]:
         """Explains one image: the top-``top_k`` classes, or the class ``target``.
+
+        Args:
+            image: anything :func:`nstcam.load_image` takes.
+            target: explain this class instead of the top ones.
+            top_k: how many of the highest-scoring classes to explain.
+            max_side: heatmaps and overlays at the image's size, or with their long side capped at
+                this many pixels (the network sees the same ``input_size`` input either way): a
+                36 MP photo then costs what a 1 MP one does.
+            progress: Score-CAM only: called as ``progress(done, total)`` with the masked images
+                scored so far, after each forward pass.
 
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
@@ -113,10 +131,14 @@ class GradCAM:
         top_k = whole("top_k", top_k, minimum=1)
         if target is not None:
             target = whole("target", target, minimum=0)
+        if max_side is not None:
+            max_side = whole("max_side", max_side, minimum=16)
         img = load_image(image)
+        if max_side is not None and max(img.size) > max_side:
+            img = resize_long_side(img, max_side)
         x = self.preprocess(img)
         maps, raw, probs, classes = self._run(
-            x, targets=target, top_k=top_k, out_size=(img.height, img.width)
+            x, targets=target, top_k=top_k, out_size=(img.height, img.width), progress=progress
         )
         results = []
         for j, cls in enumerate(classes[0]):
@@ -138,7 +160,12 @@ class GradCAM:
         return results
 
     def compute(
-        self, x: torch.Tensor, targets: int | Sequence[int] | torch.Tensor | None = None, *, raw: bool = False
+        self,
+        x: torch.Tensor,
+        targets: int | Sequence[int] | torch.Tensor | None = None,
+        *,
+        raw: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> torch.Tensor:
         """Maps for an already normalised batch ``x`` (N, 3, H, W).
 
@@ -146,13 +173,16 @@ class GradCAM:
             x: the batch, ImageNet-normalised.
             targets: None for each image's top-1 class, one class for all, or one class per image.
             raw: return the maps at the layer's resolution (ReLU only) instead.
+            progress: Score-CAM only: called as ``progress(done, total)`` after each forward pass.
 
         Returns:
             (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps).
         """
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
-        maps, raws, _, _ = self._run(x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]))
+        maps, raws, _, _ = self._run(
+            x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]), progress=progress
+        )
         return raws[0] if raw else maps[0]
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
@@ -173,7 +203,13 @@ class GradCAM:
 
     # -- the work -----------------------------------------------------------------------------
     def _run(
-        self, x: torch.Tensor, *, targets: Any = None, top_k: int = 1, out_size: tuple[int, int]
+        self,
+        x: torch.Tensor,
+        *,
+        targets: Any = None,
+        top_k: int = 1,
+        out_size: tuple[int, int],
+        progress: Callable[[int, int], None] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
         model = eval_view(self.model)
         with torch.inference_mode(False), torch.no_grad(), CamHooks(model, self.target_layer) as hooks:
@@ -186,13 +222,32 @@ class GradCAM:
             act = act.detach()
             del logits
         if self.method == "scorecam":  # forward passes only, with the hooks gone
-            with torch.inference_mode(False), torch.no_grad():
-                raws = [
-                    torch.relu(scorecam(model, x, act, classes[j], self.scorecam_batch))
-                    for j in range(classes.shape[0])
-                ]
+            raws = self._scorecam_maps(model, x, act, classes, progress)
         maps = [upsample_maps(r, out_size) for r in raws]
         return maps, raws, probs, classes.T.cpu()
+
+    def _scorecam_maps(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        act: torch.Tensor,
+        classes: torch.Tensor,
+        progress: Callable[[int, int], None] | None,
+    ) -> list[torch.Tensor]:
+        total = classes.shape[0] * act.shape[0] * act.shape[1]
+        done = 0
+
+        def on_chunk(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(done, total)
+
+        with torch.inference_mode(False), torch.no_grad():
+            return [
+                torch.relu(scorecam(model, x, act, classes[j], self.scorecam_batch, on_chunk))
+                for j in range(classes.shape[0])
+            ]
 
     def _activation(self, hooks: CamHooks, logits: torch.Tensor) -> torch.Tensor:
         if hooks.outputs.get(self.target_layer) is None:
