@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 
-from nstcam.webapp import AppConfig, Models, build_demo
+from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
     models.preload()  # once per process: weights are fetched at start-up, never per request
-    build_demo(config, models).launch(server_name=args.host, server_port=args.port, show_error=True)
+    build_demo(config, models).launch(server_name=args.host, server_port=args.port, **launch_kwargs(config))
 
 
 if __name__ == "__main__":

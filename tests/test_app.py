@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import re
+import struct
+import threading
+import time
+import zlib
 from pathlib import Path
 
 import gradio as gr
@@ -9,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nstcam import count_hooks
-from nstcam.webapp import (
+from nstcam import count_hooks, load_image
+from nstcam.app import (
     AppConfig,
     Models,
     build_demo,
@@ -19,6 +25,19 @@ from nstcam.webapp import (
     stylize_handler,
     subject_handler,
 )
+
+
+def png_bomb(side: int) -> bytes:
+    """A valid greyscale PNG of side x side black pixels, compressed row by row (little memory)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    z = zlib.compressobj(9)
+    row = bytes(side + 1)  # filter byte + pixels
+    idat = b"".join(z.compress(row) for _ in range(side)) + z.flush()
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +73,9 @@ def test_stylize_blend_and_errors(models, files):
     c, s, bad = files
     *_, (img, _, _) = stylize_handler(models, str(c), str(s), str(c), 0.5, 64, 2)
     assert img.size == (64, 43)
-    with pytest.raises(gr.Error, match="Bad image: .*garbage.png is not an image"):
+    with pytest.raises(gr.Error, match=r"Bad image \(content\): garbage.png is not an image") as e:
         list(stylize_handler(models, str(bad), str(s), size=64, steps=2))
+    assert str(bad.parent) not in str(e.value)  # the file's own name, never a server path
     with pytest.raises(gr.Error, match="size must be between 64 and 128"):
         list(stylize_handler(models, str(c), str(s), size=4096, steps=2))
     with pytest.raises(gr.Error, match="Upload a content image"):
@@ -78,21 +98,26 @@ def test_stylize_cancel_stops_worker(models, files):
 def test_cam_handler_outputs(models, files):
     c, _, bad = files
     gallery, heat, table = cam_handler(models, str(c), "resnet18", "layer4", "gradcam", 3)
-    assert len(gallery) == 3 and all(im.size == (90, 60) for im, _ in gallery)
-    assert "RANDOM" in gallery[0][1] and "p=" in gallery[0][1]
-    assert heat.size == (90, 60) and heat.mode == "L"
+    assert len(gallery) == 3 and all(Image.open(p).size == (90, 60) for p, _ in gallery)
+    assert "random weights" in gallery[0][1] and "p=" in gallery[0][1]
+    assert Image.open(heat).size == (90, 60) and Image.open(heat).mode == "L"
+    again, heat2, _ = cam_handler(models, str(c), "resnet18", "layer4", "gradcam", 3)
+    assert {p for p, _ in again}.isdisjoint({p for p, _ in gallery}) and heat2 != heat  # never shared
     assert [row[0] for row in table] == [1, 2, 3]
     probs = [row[3] for row in table]
     assert probs == sorted(probs, reverse=True)
     with pytest.raises(gr.Error, match="Bad image"):
         cam_handler(models, str(bad), "resnet18")
-    with pytest.raises(gr.Error, match="unknown layer 'layer9'"):
+    with pytest.raises(gr.Error, match="unknown layer 'layer9' for resnet18; valid layers: .*layer4.1"):
         cam_handler(models, str(c), "resnet18", "layer9")
+    with pytest.raises(gr.Error, match="unknown layer 'layer3.20' for resnet18"):
+        cam_handler(models, str(c), "resnet18", "layer3.20")
     with pytest.raises(gr.Error, match="top-k must be between 1 and 10"):
         cam_handler(models, str(c), "resnet18", top_k=50)
     gallery, _, _ = cam_handler(models, str(c), "resnet18", "layer3.1", "layercam", 1)
     assert len(gallery) == 1
     assert count_hooks(models.cam("resnet18", "layer4", "gradcam").model) == 0
+    assert "layer3.20" in layer_choices("resnet101") and "layer3.20" in layer_choices("resnet152")
 
 
 def test_layer_choices_and_demo_endpoints(models):
@@ -112,14 +137,115 @@ def test_limits_follow_device(monkeypatch):
     assert AppConfig(device="cpu").max_size == 256
 
 
-def test_subject_handler_outputs(models, files):
+def test_subject_handler_streams_then_reports(models, files):
     c, s, bad = files
-    mask, result, before, after, md = subject_handler(
-        models, str(c), str(s), "background", 0.5, 4.0, 64, 3, "resnet18"
+    items = list(
+        subject_handler(models, str(c), str(s), "background", 0.5, 4.0, 64, 4, "resnet18", preview_every=2)
     )
+    statuses = [it[5].split(" ·")[0].split(" —")[0] for it in items]
+    assert statuses[0].startswith("subject: ") and statuses[1:3] == ["step 2/4", "step 4/4"]
+    mask, result, before, after, md, status = items[-1]
     assert mask.size == (90, 60) and mask.mode == "L"
-    assert result.size == (64, 43)
+    assert result.size == (64, 43) and status.startswith("done: 64x43, 4 steps")
     assert len(before) == 3 and len(after) == 3 and before[0][1].startswith("before: ")
     assert "map IoU" in md and "RANDOM" in md
-    with pytest.raises(gr.Error, match="Bad image"):
-        subject_handler(models, str(bad), str(s), size=64, steps=2, arch="resnet18")
+    with pytest.raises(gr.Error, match=r"Bad image \(content\): garbage.png"):
+        list(subject_handler(models, str(bad), str(s), size=64, steps=2, model="resnet18"))
+
+
+@pytest.mark.parametrize("handler", ["stylize", "subject"])
+def test_cancel_ends_with_the_partial_result(models, files, handler):
+    c, s, _ = files
+    stop = threading.Event()
+    if handler == "stylize":
+        gen = stylize_handler(models, str(c), str(s), None, 0.0, 64, 20, preview_every=1, stop=stop)
+    else:
+        gen = subject_handler(
+            models, str(c), str(s), size=64, steps=20, model="resnet18", preview_every=1, stop=stop
+        )
+    for item in gen:
+        if "step 1/20" in item[-2 if handler == "stylize" else -1]:
+            stop.set()  # what the Cancel button does
+            break
+    rest = list(gen)
+    last = rest[-1]
+    status = last[1] if handler == "stylize" else last[5]
+    image = last[0] if handler == "stylize" else last[1]
+    assert re.match(r"cancelled at step \d+/20", status), status
+    n = int(status.split()[3].split("/")[0])
+    assert 1 <= n < 20 and image.size == (64, 43)
+    if handler == "stylize":
+        assert Image.open(last[2]).size == (64, 43)  # the partial result is downloadable
+    assert count_hooks(models.style().net) == 0
+
+
+def test_uploads_reach_load_image_untouched(models, tmp_path):
+    from gradio.data_classes import FileData
+
+    from nstcam.app import SafeImage
+
+    rgba = np.zeros((40, 40, 4), np.uint8)
+    rgba[..., 0] = 255  # fully transparent red: the API composites it on white
+    path = tmp_path / "clear.png"
+    Image.fromarray(rgba, "RGBA").save(path)
+    comp = SafeImage(label="x")
+    got = comp.preprocess(FileData(path=str(path), orig_name="clear.png"))
+    assert got == str(path) and np.asarray(load_image(got)).min() == 255
+
+    bomb = tmp_path / "bomb.png"  # a real 13000 x 13000 grey PNG of zeros: about 170 KB
+    bomb.write_bytes(png_bomb(13000))
+    assert bomb.stat().st_size < 300_000
+    with pytest.raises(
+        gr.Error, match=r"Bad image: photo.png is 13000x13000 = 169.0 MP, over the limit of 40.0"
+    ):
+        comp.preprocess(FileData(path=str(bomb), orig_name="photo.png"))
+
+
+def test_scorecam_budget_and_progress(models, files):
+    c, _, _ = files
+    with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 with top-k 3 scores 1536 masked images"):
+        cam_handler(models, str(c), "resnet18", "layer4", "scorecam", 3)
+    seen = []
+    gallery, _, _ = cam_handler(
+        models, str(c), "resnet18", "layer4", "scorecam", 1, progress=lambda d, t: seen.append((d, t))
+    )
+    assert len(gallery) == 1 and seen[-1] == (512, 512) and len(seen) == 16  # 512 channels in 32s
+
+
+def test_big_images_are_explained_at_display_size(files, tmp_path):
+    m = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20, display_size=128))
+    big = tmp_path / "big.png"
+    Image.fromarray(np.zeros((900, 1500, 3), np.uint8)).save(big)
+    gallery, heat, _ = cam_handler(m, str(big), "resnet18", "layer4", "gradcam", 2)
+    assert Image.open(gallery[0][0]).size == (128, 77) and Image.open(heat).size == (128, 77)
+
+
+def test_outbox_prunes_old_files(tmp_path):
+    from nstcam.app import Outbox
+
+    box = Outbox(keep_s=0.0)
+    img = Image.new("RGB", (20, 20))
+    first = box.save(img, "a.png")
+    time.sleep(0.01)
+    second = box.save(img, "a.png")
+    assert first != second and not Path(first).exists() and Path(second).exists() and len(box) == 1
+
+
+def test_offline_start_names_the_flag(monkeypatch, caplog):
+    m = Models(AppConfig(random_weights=False, device="cpu"))
+    m.preload()
+    assert set(m.errors) == {"vgg16_bn", "resnet50"}
+    for err in m.errors.values():
+        assert "python app.py --random-weights" in err and "weights='random'" not in err
+    demo = build_demo(m.config, m)
+    assert any("--random-weights" in str(getattr(b, "value", "")) for b in demo.blocks.values())
+
+
+def test_cams_are_built_once_so_the_random_warning_is_logged_once(models, files, caplog):
+    c, _, _ = files
+    cam_handler(models, str(c), "resnet18", "layer2", "gradcam", 1)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            cam_handler(models, str(c), "resnet18", "layer2", "gradcam", 1)
+    assert "RANDOM" not in caplog.text

@@ -10,14 +10,22 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parent.parent / "nstcam"
 
 # rank of each part: a module may import its own part and the parts below it, never above
-BASE = {"nstcam._version", "nstcam._device", "nstcam.hooks", "nstcam.image", "nstcam.mask", "nstcam.weights"}
-TOP = {"nstcam", "nstcam.__main__", "nstcam.cli", "nstcam.webapp"}
+BASE = {
+    "nstcam._version",
+    "nstcam._device",
+    "nstcam._checks",
+    "nstcam.hooks",
+    "nstcam.image",
+    "nstcam.mask",
+    "nstcam.weights",
+}
+TOP = {"nstcam", "nstcam.__main__", "nstcam.cli"}
 
 
 def part(module: str) -> str:
     if module in BASE:
         return "base"
-    if module in TOP:
+    if module in TOP or module == "nstcam.app" or module.startswith("nstcam.app."):
         return "top"
     if module == "nstcam.subject":
         return "subject"

@@ -4,6 +4,7 @@ driven in headless Chromium (skipped where Chromium is not installed; CI install
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,6 +39,7 @@ def server(tmp_path_factory):
         GRADIO_ANALYTICS_ENABLED="False",
         NSTCAM_MAX_SIZE="128",
         NSTCAM_MAX_STEPS="20",
+        NSTCAM_MAX_UPLOAD_MB="1",
     )
     with open(log, "w") as fh:
         proc = subprocess.Popen(
@@ -85,51 +87,111 @@ def test_endpoints_through_gradio_client(server, images):
     c, bad = images
     client = Client(server, verbose=False)
     gallery, heat, table = client.predict(
-        handle_file(str(c)), "resnet18", "layer4", "gradcam", 2, api_name="/gradcam"
+        image=handle_file(str(c)), model="resnet18", top_k=2, api_name="/gradcam"
     )
     assert len(gallery) == 2 and Image.open(gallery[0]["image"]).size == (72, 48)
-    assert "RANDOM" in gallery[0]["caption"]
+    assert "random weights" in gallery[0]["caption"]
     assert Image.open(heat).size == (72, 48)
     assert len(table["data"]) == 2
 
-    result = client.predict(
-        handle_file(str(c)),
-        handle_file(str(c)),
-        None,
-        0.0,
-        64,
-        3,
-        50.0,
-        1.0,
-        5.0,
-        False,
-        1,
-        "lbfgs",
-        api_name="/stylize",
+    img_path, status, png = client.predict(
+        content=handle_file(str(c)), style=handle_file(str(c)), size=64, steps=3, seed=1, api_name="/stylize"
     )
-    img_path, status, png = result
     assert Image.open(img_path).size == (64, 43) and "RANDOM" in status and png
 
-    mask, result, before, after, md = client.predict(
-        handle_file(str(c)),
-        handle_file(str(c)),
-        "subject",
-        0.5,
-        4,
-        64,
-        2,
-        "resnet18",
+    mask, result, before, after, md, status = client.predict(
+        content=handle_file(str(c)),
+        style=handle_file(str(c)),
+        mode="subject",
+        threshold=0.5,
+        feather=4,
+        size=64,
+        steps=2,
+        model="resnet18",
         api_name="/subject_aware",
     )
     assert Image.open(mask).size == (72, 48) and Image.open(result).size == (64, 43)
-    assert len(before) == 3 and len(after) == 3 and "map IoU" in md
+    assert len(before) == 3 and len(after) == 3 and "map IoU" in md and status.startswith("done")
 
-    with pytest.raises(AppError, match="Bad image"):
-        client.predict(handle_file(str(bad)), "resnet18", "layer4", "gradcam", 1, api_name="/gradcam")
-    gallery, _, _ = client.predict(
-        handle_file(str(c)), "resnet18", "layer4", "gradcam", 1, api_name="/gradcam"
-    )
+    with pytest.raises(AppError, match="Bad image: upload.png is not an image") as e:
+        client.predict(image=handle_file(str(bad)), model="resnet18", api_name="/gradcam")
+    assert "/tmp" not in str(e.value)  # the file's own name, never a server path
+    gallery, _, _ = client.predict(image=handle_file(str(c)), model="resnet18", top_k=1, api_name="/gradcam")
     assert len(gallery) == 1  # the server kept serving after the bad upload
+
+
+def test_api_parameters_are_named_with_defaults(server):
+    from gradio_client import Client
+
+    api = Client(server, verbose=False).view_api(return_format="dict", print_info=False)["named_endpoints"]
+    expected = {
+        "/stylize": [
+            "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
+            "tv_weight", "preserve_color", "seed", "optimizer",
+        ],
+        "/gradcam": ["image", "model", "layer", "method", "top_k"],
+        "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
+    }  # fmt: skip
+    for name, params in expected.items():
+        got = api[name]["parameters"]
+        assert [p["parameter_name"] for p in got] == params, name
+        n_images = 1 if name == "/gradcam" else 2
+        assert all(p["parameter_has_default"] for p in got[n_images:]), name
+        assert not any(p["parameter_has_default"] for p in got[:n_images]), name
+        labels = [r["label"] for r in api[name]["returns"]]
+        assert all(label and not label.startswith("value_") for label in labels), (name, labels)
+
+
+def test_layers_of_every_model_are_accepted_over_the_api(server, images):
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
+
+    c, _ = images
+    client = Client(server, verbose=False)
+    gallery, _, _ = client.predict(
+        image=handle_file(str(c)), model="resnet101", layer="layer3.20", top_k=1, api_name="/gradcam"
+    )
+    assert len(gallery) == 1
+    with pytest.raises(AppError, match="unknown layer 'layer3.20' for resnet50; valid layers: .*layer3.5"):
+        client.predict(image=handle_file(str(c)), layer="layer3.20", api_name="/gradcam")
+
+
+def test_bombs_and_oversized_uploads_are_refused(server, tmp_path):
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
+    from test_app import png_bomb
+
+    client = Client(server, verbose=False)
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png_bomb(13000))
+    t0 = time.perf_counter()
+    with pytest.raises(AppError, match=r"bomb.png is 13000x13000 = 169.0 MP, over the limit of 40.0 MP"):
+        client.predict(image=handle_file(str(bomb)), model="resnet18", api_name="/gradcam")
+    refused_in = time.perf_counter() - t0
+    big = tmp_path / "big.png"  # 1.5 MB of noise: over the server's 1 MB cap (NSTCAM_MAX_UPLOAD_MB)
+    rng = np.random.default_rng(0)
+    Image.fromarray((rng.random((700, 700, 3)) * 255).astype(np.uint8)).save(big)
+    assert big.stat().st_size > 1024 * 1024
+    with pytest.raises(Exception, match="(?i)file.*(large|size)|413"):
+        client.predict(image=handle_file(str(big)), model="resnet18", api_name="/gradcam")
+    print(f"bomb refused in {refused_in:.2f} s")  # shown with -s; the note quotes it
+
+
+def test_readme_client_snippets_run_as_written(server, images, tmp_path, monkeypatch):
+    """README's gradio_client block, with its file names pointed at real images and its Client
+    pointed at this server; the sizes are within this server's limits (128 px, 20 steps)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "gradio_client" in b]
+    assert len(blocks) == 1
+    c, _ = images
+    for name in ("cat.jpg", "starry.jpg"):
+        (tmp_path / name).write_bytes(c.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    code = blocks[0].replace('"http://127.0.0.1:7860/"', repr(server))
+    code = code.replace("size=384", "size=64").replace("steps=100", "steps=2")
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert Image.open(scope["image"]).size == (64, 43) and len(scope["overlays"]) == 3
 
 
 def test_concurrent_requests_on_all_endpoints(server, images):
@@ -140,16 +202,19 @@ def test_concurrent_requests_on_all_endpoints(server, images):
     from gradio_client import Client, handle_file
 
     c, _ = images
+    content = handle_file(str(c))
     calls = {
-        "stylize": (
-            (handle_file(str(c)), handle_file(str(c)), None, 0.0, 64, 3, 50.0, 1.0, 5.0, False, 1, "lbfgs"),
-            "/stylize",
-            0,
+        "stylize": (dict(content=content, style=content, size=64, steps=3, seed=1), "/stylize", 0),
+        "gradcam_layer4": (dict(image=content, model="resnet18", top_k=2), "/gradcam", 1),
+        "gradcam_layer3": (
+            dict(image=content, model="resnet18", layer="layer3", method="gradcam++", top_k=2),
+            "/gradcam",
+            1,
         ),
-        "gradcam_layer4": ((handle_file(str(c)), "resnet18", "layer4", "gradcam", 2), "/gradcam", 1),
-        "gradcam_layer3": ((handle_file(str(c)), "resnet18", "layer3", "gradcam++", 2), "/gradcam", 1),
         "subject": (
-            (handle_file(str(c)), handle_file(str(c)), "background", 0.5, 4, 64, 2, "resnet18"),
+            dict(
+                content=content, style=content, threshold=0.5, feather=4, size=64, steps=2, model="resnet18"
+            ),
             "/subject_aware",
             1,
         ),
@@ -157,7 +222,7 @@ def test_concurrent_requests_on_all_endpoints(server, images):
 
     def call(name: str) -> np.ndarray:
         args, api, image_at = calls[name]
-        out = Client(server, verbose=False).predict(*args, api_name=api)
+        out = Client(server, verbose=False).predict(**args, api_name=api)
         return np.asarray(Image.open(out[image_at]))
 
     alone = {name: call(name) for name in calls}
@@ -168,16 +233,40 @@ def test_concurrent_requests_on_all_endpoints(server, images):
         assert np.array_equal(got, alone[name]), f"{name} differs when requests overlap"
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium not installed (apt-get install chromium chromium-driver)"
-)
-def test_browser_uploads_and_sees_gradcam_overlay(server, images):
-    from playwright.sync_api import sync_playwright
+def test_identical_requests_at_once_never_get_a_partial_file(server, images):
+    """Gradio names a returned PIL image by its content, so identical concurrent requests used to
+    share one file being rewritten (0-byte downloads); results are now files of their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gradio_client import Client, handle_file
 
     c, _ = images
-    ARTIFACTS.mkdir(exist_ok=True)
+
+    def call(_: int) -> list[int]:
+        client = Client(server, verbose=False)
+        sizes = []
+        for _ in range(5):
+            gallery, heat, _table = client.predict(
+                image=handle_file(str(c)), model="resnet18", top_k=2, api_name="/gradcam"
+            )
+            for path in [g["image"] for g in gallery] + [heat]:
+                sizes.append(Path(path).stat().st_size)
+                Image.open(path).load()
+        return sizes
+
+    with ThreadPoolExecutor(4) as ex:
+        sizes = [s for chunk in ex.map(call, range(4)) for s in chunk]
+    assert len(sizes) == 60 and min(sizes) > 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(
+        b = p.chromium.launch(
             executable_path=CHROMIUM,
             headless=True,
             args=[
@@ -191,16 +280,74 @@ def test_browser_uploads_and_sees_gradcam_overlay(server, images):
             ],
         )
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(server, wait_until="networkidle")
-            assert page.get_by_text("Random weights").first.is_visible()
-            page.get_by_role("tab", name="Grad-CAM").click()
-            page.locator("#cam-input input[type=file]").set_input_files(str(c))
-            page.locator("#cam-input img").first.wait_for(timeout=30_000)
-            page.locator("#cam-run").click()
-            page.locator("#cam-overlays img").first.wait_for(timeout=90_000)
-            assert page.locator("#cam-overlays img").count() >= 1
-            page.screenshot(path=str(ARTIFACTS / "browser_gradcam.png"), full_page=True)
+            yield b
         finally:
-            browser.close()
+            b.close()
+
+
+def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, browser):
+    c, _ = images
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        assert page.get_by_text("Random weights").first.is_visible()
+        run = page.locator("#st-run").bounding_box()
+        assert run is not None and run["y"] + run["height"] <= 900, f"Stylise is below the fold: {run}"
+        page.get_by_role("tab", name="Grad-CAM").click()
+        page.locator("#cam-input input[type=file]").set_input_files(str(c))
+        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        page.locator("#cam-run").click()
+        page.locator("#cam-overlays img").first.wait_for(timeout=90_000)
+        assert page.locator("#cam-overlays img").count() == 3
+        assert page.locator("#cam-overlays .caption-label").count() == 3
+        page.get_by_text("probability", exact=True).first.wait_for(timeout=30_000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ARTIFACTS / "browser_gradcam.png"), full_page=True)
+        cut = page.evaluate(
+            """() => [...document.querySelectorAll(
+                    '#cam-overlays .caption-label, #cam-table th, #cam-table td')]
+                .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+                .map(e => e.textContent.trim())"""
+        )
+        assert cut == [], f"cut off at 1280x900: {cut}"
+        table = page.locator("#cam-table").bounding_box()
+        head = page.get_by_text("probability", exact=True).first.bounding_box()
+        assert head["x"] + head["width"] <= table["x"] + table["width"] + 1
+    finally:
+        page.close()
     assert (ARTIFACTS / "browser_gradcam.png").stat().st_size > 10_000
+
+
+def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, browser):
+    c, _ = images
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.locator("#st-content input[type=file]").set_input_files(str(c))
+        page.locator("#st-style input[type=file]").set_input_files(str(c))
+        page.locator("#st-content img").first.wait_for(timeout=30_000)
+        page.locator("#st-style img").first.wait_for(timeout=30_000)
+        page.evaluate(
+            """() => { window.seen = [];
+                setInterval(() => { const t = document.querySelector('#st-status textarea');
+                  const last = window.seen[window.seen.length - 1];
+                  if (t && t.value && last !== t.value) window.seen.push(t.value);
+                }, 20); }"""
+        )
+        page.locator("#st-run").click()
+        page.wait_for_function("() => window.seen.some(s => s.startsWith('step'))", timeout=60_000)
+        page.locator("#st-cancel").click()
+        page.wait_for_timeout(300)
+        page.locator("#st-run").click()  # 0.3 s after Cancel
+        page.wait_for_function(
+            "() => window.seen.some(s => s.startsWith('cancelled at step'))"
+            " && window.seen[window.seen.length - 1].startsWith('done:')",
+            timeout=90_000,
+        )
+        seen = page.evaluate("() => window.seen")
+        i = next(i for i, s in enumerate(seen) if s.startswith("cancelled at step"))
+        assert any(s.startswith("step") for s in seen[i + 1 :]), seen  # a new run streamed previews
+        page.screenshot(path=str(ARTIFACTS / "browser_cancel_restart.png"), full_page=True)
+    finally:
+        page.close()

@@ -1,0 +1,26 @@
+"""The web app (Gradio) and the Hugging Face Space, on top of the Python API.
+
+Layout: ``config`` (settings, the shared models, runs by session), ``files`` (uploads handed over
+untouched, results written once), ``handlers`` (plain functions, testable without a server) and
+``ui`` (the Blocks and the named API endpoints). ``app.py`` at the top of the repository launches it.
+"""
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.handlers import cam_handler, layer_choices, stylize_handler, subject_handler
+from nstcam.app.ui import build_demo, launch_kwargs
+
+__all__ = [
+    "AppConfig",
+    "Models",
+    "Outbox",
+    "Runs",
+    "SafeImage",
+    "build_demo",
+    "cam_handler",
+    "launch_kwargs",
+    "layer_choices",
+    "load_upload",
+    "stylize_handler",
+    "subject_handler",
+]

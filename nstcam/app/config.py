@@ -1,0 +1,150 @@
+"""Server settings and the models every request shares."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+import gradio as gr
+import torch
+
+from nstcam._device import pick_device
+from nstcam.app.files import Outbox
+from nstcam.cam import CAM_ARCHS, GradCAM
+from nstcam.style import StyleTransfer
+from nstcam.weights import WeightsUnavailableError, build_model
+
+__all__ = ["RANDOM_HINT", "AppConfig", "Models", "Runs"]
+
+logger = logging.getLogger(__name__)
+
+RANDOM_HINT = "To try the app without them, start it with `python app.py --random-weights`."
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+
+
+@dataclass
+class AppConfig:
+    """Server settings (each also read from the environment variable named in brackets).
+
+    Attributes:
+        random_weights: use seeded random weights (offline demos and tests).
+        device: where models run; default the best available.
+        max_size: largest output side a request may ask for, px [NSTCAM_MAX_SIZE; 512 on CPU].
+        max_steps: most optimisation steps a request may ask for [NSTCAM_MAX_STEPS; 300 on CPU].
+        max_upload_mb: largest upload, MB, enforced by Gradio [NSTCAM_MAX_UPLOAD_MB; 20].
+        display_size: long side of Grad-CAM heatmaps and overlays, px [NSTCAM_DISPLAY_SIZE; 1024].
+        scorecam_budget: most masked images one Score-CAM request may score (channels of the layer
+            x top-k) [NSTCAM_SCORECAM_BUDGET; 1024 on CPU, about 30 s there; 65536 on GPU].
+    """
+
+    random_weights: bool = False
+    device: str | None = None
+    max_size: int | None = None
+    max_steps: int | None = None
+    max_upload_mb: float | None = None
+    display_size: int | None = None
+    scorecam_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        self.torch_device = pick_device(self.device)
+        on_gpu = self.torch_device.type != "cpu"
+        self.max_size = int(self.max_size or _env_number("NSTCAM_MAX_SIZE", 2048 if on_gpu else 512))
+        self.max_steps = int(self.max_steps or _env_number("NSTCAM_MAX_STEPS", 1000 if on_gpu else 300))
+        self.max_upload_mb = float(self.max_upload_mb or _env_number("NSTCAM_MAX_UPLOAD_MB", 20))
+        self.display_size = int(self.display_size or _env_number("NSTCAM_DISPLAY_SIZE", 1024))
+        self.scorecam_budget = int(
+            self.scorecam_budget or _env_number("NSTCAM_SCORECAM_BUDGET", 65536 if on_gpu else 1024)
+        )
+
+    @property
+    def weights(self) -> str:
+        return "random" if self.random_weights else "imagenet"
+
+
+class Models:
+    """Loads each model once per process (thread-safe) and hands out engines built on them.
+
+    Engines are re-entrant, so one ``StyleTransfer`` and one ``GradCAM`` per (model, layer, method)
+    serve every request, however many run at once.
+    """
+
+    def __init__(self, config: AppConfig) -> None:
+        self.config = config
+        self.outbox = Outbox()
+        self._lock = threading.Lock()
+        self._style: StyleTransfer | None = None
+        self._nets: dict[str, torch.nn.Module] = {}
+        self._cams: dict[tuple[str, str, str], GradCAM] = {}
+        self.errors: dict[str, str] = {}
+
+    def style(self) -> StyleTransfer:
+        with self._lock:
+            if self._style is None:
+                self._style = StyleTransfer(self.config.weights, device=self.config.torch_device)
+            return self._style
+
+    def cam(self, arch: str, layer: str, method: str) -> GradCAM:
+        if arch not in CAM_ARCHS:
+            raise ValueError(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
+        key = (arch, layer, method)
+        with self._lock:
+            if key not in self._cams:
+                if arch not in self._nets:
+                    self._nets[arch] = build_model(arch, self.config.weights).to(self.config.torch_device)
+                self._cams[key] = GradCAM(
+                    model=self._nets[arch], target_layer=layer, method=method, device=self.config.torch_device
+                )
+            return self._cams[key]
+
+    def preload(self, archs: tuple[str, ...] = ("resnet50",)) -> None:
+        """Loads (downloading where needed) the default models at start-up, never per request."""
+        for name, load in [
+            ("vgg16_bn", self.style),
+            *[(a, lambda a=a: self.cam(a, "layer4", "gradcam")) for a in archs],
+        ]:
+            try:
+                load()
+            except WeightsUnavailableError as e:
+                self.errors[name] = e.explain(RANDOM_HINT)
+                logger.error("could not load %s: %s", name, e)
+
+
+class Runs:
+    """The runs in progress, by browser session, so that the Cancel button can stop its own run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stops: dict[tuple[str, str], threading.Event] = {}
+
+    def start(self, kind: str, request: gr.Request | None) -> threading.Event:
+        stop = threading.Event()
+        with self._lock:
+            self._stops[(kind, _session(request))] = stop
+        return stop
+
+    def cancel(self, kind: str, request: gr.Request | None) -> bool:
+        with self._lock:
+            stop = self._stops.get((kind, _session(request)))
+        if stop is not None:
+            stop.set()
+        return stop is not None
+
+    def finish(self, kind: str, request: gr.Request | None, stop: threading.Event) -> None:
+        with self._lock:
+            if self._stops.get((kind, _session(request))) is stop:
+                del self._stops[(kind, _session(request))]
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "-"

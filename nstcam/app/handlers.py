@@ -1,0 +1,366 @@
+"""The app's handlers: plain functions over the Python API, testable without a server."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gradio as gr
+import numpy as np
+import torch
+from PIL import Image
+
+from nstcam.app.config import RANDOM_HINT, AppConfig, Models
+from nstcam.app.files import load_upload
+from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
+from nstcam.image import ImageError
+from nstcam.style import Cancelled, InsufficientMemoryError
+from nstcam.weights import WeightsUnavailableError
+
+__all__ = ["cam_handler", "layer_choices", "stylize_handler", "subject_handler"]
+
+logger = logging.getLogger(__name__)
+
+try:  # Hugging Face ZeroGPU: borrow a GPU per call; a no-op everywhere else
+    import spaces  # type: ignore[import-not-found]
+
+    gpu = spaces.GPU(duration=120)
+except ImportError:  # pragma: no cover - depends on the environment
+
+    def gpu(fn):
+        return fn
+
+
+def _fail(e: BaseException) -> gr.Error:
+    if isinstance(e, gr.Error):
+        return e
+    if isinstance(e, (ImageError, FileNotFoundError)):
+        return gr.Error(f"Bad image: {e}")
+    if isinstance(e, WeightsUnavailableError):
+        return gr.Error(f"Model weights are missing: {e.explain(RANDOM_HINT)}")
+    if isinstance(e, (InsufficientMemoryError, torch.cuda.OutOfMemoryError, MemoryError)):
+        return gr.Error(f"Out of memory: {e}. Try a smaller size.")
+    if isinstance(e, ValueError):
+        return gr.Error(str(e))
+    logger.exception("unexpected error in a request")
+    return gr.Error(f"Internal error ({type(e).__name__}): {e}")
+
+
+def _check(value: float | None, name: str, lo: float, hi: float) -> None:
+    if value is None or not lo <= value <= hi:
+        raise gr.Error(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
+
+
+def _check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
+    """The server's limits on a style-transfer request."""
+    _check(size, "size", 64, cfg.max_size)
+    _check(steps, "steps", 1, cfg.max_steps)
+
+
+def _weights_note(random: bool) -> str:
+    return " — RANDOM weights: not meaningful" if random else ""
+
+
+_DONE = object()
+
+
+def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event) -> Iterator[Any]:
+    """Runs ``fn(put)`` in a worker thread and yields whatever it puts; returns what ``fn`` returns.
+
+    If the consumer stops early (Gradio's cancel, a disconnect), ``stop`` is set, the engine stops
+    at its next step, and the worker is joined: no run outlives its request.
+    """
+    updates: queue.Queue = queue.Queue()
+    outcome: dict[str, Any] = {}
+
+    @gpu
+    def work() -> None:
+        try:
+            outcome["value"] = fn(updates.put)
+        except BaseException as e:  # noqa: BLE001 - handed to the request thread
+            outcome["error"] = e
+        finally:
+            updates.put(_DONE)
+
+    worker = threading.Thread(target=work, name="nstcam-run", daemon=True)
+    worker.start()
+    try:
+        while (item := updates.get()) is not _DONE:
+            yield item
+    finally:
+        if worker.is_alive():
+            stop.set()
+        worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _progress_reporter(put: Callable[[Any], None], stop: threading.Event) -> Callable[[Any], bool]:
+    def on_step(info: Any) -> bool:
+        if info.preview is not None:
+            put((info.preview, f"step {info.step}/{info.total_steps} · loss {info.losses['total']:.4g}"))
+        return not stop.is_set()
+
+    return on_step
+
+
+# -- style transfer -----------------------------------------------------------------------------
+def stylize_handler(
+    models: Models,
+    content: Any,
+    style: Any,
+    style_b: Any = None,
+    blend: float = 0.0,
+    size: int = 384,
+    steps: int = 100,
+    style_weight: float = 50.0,
+    content_weight: float = 1.0,
+    tv_weight: float = 5.0,
+    preserve_color: bool = False,
+    seed: int = 0,
+    optimizer: str = "lbfgs",
+    preview_every: int = 10,
+    stop: threading.Event | None = None,
+) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+    """Streams (image, status, PNG path) while stylising; the last item is the result.
+
+    ``blend`` is the weight of ``style_b`` (0 = only ``style``). Setting ``stop`` (the Cancel
+    button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
+    its PNG; closing the generator stops it too.
+    """
+    cfg = models.config
+    stop = stop or threading.Event()
+    try:
+        if content is None or style is None:
+            raise gr.Error("Upload a content image and at least one style image.")
+        _check_run(cfg, size, steps)
+        _check(blend, "blend", 0, 1)
+        content_img = load_upload(content, "content")
+        styles, weights = [load_upload(style, "style")], [1.0]
+        if style_b is not None and blend > 0:
+            styles.append(load_upload(style_b, "style B"))
+            weights = [1.0 - blend, blend]
+        st = models.style()
+    except Exception as e:
+        raise _fail(e) from e
+    note = _weights_note(st.weights.is_random)
+
+    def run(put: Callable[[Any], None]) -> Image.Image | Cancelled:
+        try:
+            return st.stylize(
+                content_img,
+                styles,
+                style_weights=weights,
+                size=int(size),
+                steps=int(steps),
+                style_weight=float(style_weight),
+                content_weight=float(content_weight),
+                tv_weight=float(tv_weight),
+                preserve_color=bool(preserve_color),
+                seed=int(seed),
+                optimizer=optimizer,
+                progress=_progress_reporter(put, stop),
+                preview_every=max(1, int(preview_every)),
+            )
+        except Cancelled as c:
+            return c
+
+    try:
+        for preview, status in (result := _Result(_in_thread(run, stop))):
+            yield preview, status + note, None
+    except Exception as e:
+        raise _fail(e) from e
+    if isinstance(result.value, Cancelled):
+        img = result.value.image
+        path = models.outbox.save(img, "stylized_partial.png") if img is not None else None
+        yield img, f"cancelled at step {len(result.value.history)}/{int(steps)}" + note, path
+        return
+    img = result.value
+    meta = img.info["nstcam"]
+    status = (
+        f"done: {img.width}x{img.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s, "
+        f"seed {meta['params']['seed']}" + note
+    )
+    yield img, status, models.outbox.save(img, "stylized.png")
+
+
+class _Result:
+    """Iterates a generator and keeps what it returns (``value``)."""
+
+    def __init__(self, gen: Iterator[Any]) -> None:
+        self._gen = gen
+        self.value: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        self.value = yield from self._gen
+
+
+# -- Grad-CAM -----------------------------------------------------------------------------------
+@functools.cache
+def _meta_layers(arch: str) -> dict[str, int]:
+    """Valid target layers of a ResNet and their channels, from the meta device (no weights)."""
+    import torchvision
+
+    from nstcam.hooks import HookManager
+
+    with torch.device("meta"):
+        net = getattr(torchvision.models, arch)().eval()
+        layers = candidate_layers(net)
+        with HookManager(net, layers, detach=True) as hooks:
+            rec = hooks.run(torch.empty(1, 3, 64, 64))
+    return {name: int(rec[name].shape[1]) for name in layers}
+
+
+def layer_choices(arch: str) -> list[str]:
+    """Valid target layers of a ResNet, computed on the meta device (no weights, no memory)."""
+    if arch not in CAM_ARCHS:
+        raise gr.Error(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
+    return list(_meta_layers(arch))
+
+
+def _check_layer(arch: str, layer: str) -> None:
+    valid = layer_choices(arch)
+    if layer not in valid:
+        raise gr.Error(f"unknown layer {layer!r} for {arch}; valid layers: {', '.join(valid)}")
+
+
+def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
+    need = _meta_layers(arch)[layer] * top_k
+    if need > cfg.scorecam_budget:
+        where = cfg.torch_device.type.upper()
+        raise gr.Error(
+            f"Score-CAM on {arch} {layer} with top-k {top_k} scores {need} masked images (one per channel "
+            f"and class); this {where} server allows {cfg.scorecam_budget} per request. Use top-k 1, an "
+            "earlier layer (fewer channels), or another method: they cost about one forward pass."
+        )
+
+
+def cam_handler(
+    models: Models,
+    image: Any,
+    model: str = "resnet50",
+    layer: str = "layer4",
+    method: str = "gradcam",
+    top_k: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[tuple[str, str]], str, list[list[Any]]]:
+    """Returns (overlay files with captions, top-1 heatmap file, table rows [rank, class, label, p]).
+
+    Heatmaps and overlays are computed at most ``display_size`` px on their long side, whatever the
+    upload's size; each result is a file of its own (never shared with another request).
+    """
+    cfg = models.config
+    try:
+        if image is None:
+            raise gr.Error("Upload an image.")
+        _check(top_k, "top-k", 1, 10)
+        if method not in METHODS:
+            raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        _check_layer(model, layer)
+        if method == "scorecam":
+            _check_scorecam(cfg, model, layer, int(top_k))
+        img = load_upload(image, "image")
+        cam = models.cam(model, layer, method)
+        results = gpu(cam.explain)(img, top_k=int(top_k), max_side=cfg.display_size, progress=progress)
+    except Exception as e:
+        raise _fail(e) from e
+    random = bool(results[0].weights and results[0].weights.is_random)
+    mark = " (random weights)" if random else ""
+    out = models.outbox
+    gallery = [
+        (out.save(r.overlay, f"overlay_{i + 1}.png"), f"{r.label} · p={r.score:.3f}{mark}")
+        for i, r in enumerate(results)
+    ]
+    heat = out.save(Image.fromarray((results[0].heatmap * 255).astype(np.uint8), "L"), "heatmap.png")
+    table = [[i + 1, r.class_index, r.label + mark, round(r.score, 4)] for i, r in enumerate(results)]
+    return gallery, heat, table
+
+
+# -- subject-aware ------------------------------------------------------------------------------
+def subject_handler(
+    models: Models,
+    content: Any,
+    style: Any,
+    mode: str = "background",
+    threshold: float = 0.4,
+    feather: float = 8.0,
+    size: int = 384,
+    steps: int = 100,
+    model: str = "resnet50",
+    preview_every: int = 10,
+    stop: threading.Event | None = None,
+) -> Iterator[tuple[Any, Any, list, list, str, str]]:
+    """Streams (mask, image, before overlays, after overlays, report markdown, status).
+
+    Three calls of the Python API, as :func:`nstcam.subject_aware_stylize` makes them: the mask
+    (Grad-CAM), the masked stylisation with previews (``stop`` cancels it at its next step), and
+    the before/after report.
+    """
+    from nstcam.subject import recognition_report, subject_mask
+
+    cfg = models.config
+    stop = stop or threading.Event()
+    try:
+        if content is None or style is None:
+            raise gr.Error("Upload a content image and a style image.")
+        _check_run(cfg, size, steps)
+        _check(threshold, "threshold", 0, 1)
+        _check(feather, "feather", 0, 64)
+        img, style_img = load_upload(content, "content"), load_upload(style, "style")
+        engine, cam = models.style(), models.cam(model, "layer4", "gradcam")
+    except Exception as e:
+        raise _fail(e) from e
+    note = _weights_note(engine.weights.is_random)
+
+    def run(put: Callable[[Any], None]) -> tuple[Any, ...]:
+        mask, saliency = subject_mask(img, cam, mode=mode, threshold=float(threshold), feather=float(feather))
+        put(("mask", mask, saliency))
+        try:
+            out = engine.stylize(
+                img,
+                style_img,
+                style_mask=mask,
+                size=int(size),
+                steps=int(steps),
+                seed=0,
+                progress=_progress_reporter(put, stop),
+                preview_every=max(1, int(preview_every)),
+            )
+        except Cancelled as c:
+            return mask, c
+        return mask, out, recognition_report(img, out, cam, top_k=3)
+
+    mask_img = None
+    try:
+        for item in (result := _Result(_in_thread(run, stop))):
+            if item[0] == "mask":
+                mask_img = Image.fromarray((item[1] * 255).astype(np.uint8), "L")
+                status = f"subject: {item[2].label}{note}; stylising…"
+                yield mask_img, None, [], [], "", status
+            else:
+                yield mask_img, item[0], [], [], "", item[1] + note
+    except Exception as e:
+        raise _fail(e) from e
+    if isinstance(result.value[1], Cancelled):
+        c = result.value[1]
+        yield mask_img, c.image, [], [], "", f"cancelled at step {len(c.history)}/{int(steps)}" + note
+        return
+    _, out, rep = result.value
+    before = [(r.overlay, f"before: {r.label} · p={r.score:.3f}") for r in rep.before]
+    after = [(r.overlay, f"after: {r.label} · p={r.score:.3f}") for r in rep.after]
+    d = rep.to_dict()
+    md = (
+        f"**{rep.summary()}**\n\n| | before | after |\n| --- | --- | --- |\n"
+        f"| top-1 | {rep.before[0].label} ({rep.before[0].score:.3f}) "
+        f"| {rep.after[0].label} ({rep.after[0].score:.3f}) |\n"
+        f"| p({d['class']}) | {d['score_before']:.3f} | {d['score_after']:.3f} |\n"
+        f"| map IoU (threshold {d['threshold']}) | | {d['iou']:.3f} |"
+    )
+    meta = out.info["nstcam"]
+    status = f"done: {out.width}x{out.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s{note}"
+    yield mask_img, out, before, after, md, status

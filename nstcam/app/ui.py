@@ -1,0 +1,292 @@
+"""The Blocks app: three tabs over the handlers, and the named API endpoints
+``/stylize``, ``/gradcam`` and ``/subject_aware``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from PIL import Image
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.files import Outbox, SafeImage
+from nstcam.app.handlers import cam_handler, layer_choices, stylize_handler, subject_handler
+from nstcam.cam import CAM_ARCHS, METHODS
+
+__all__ = ["build_demo", "launch_kwargs"]
+
+SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "samples"
+RANDOM_BANNER = (
+    "⚠️ **Random weights** — this server runs with seeded random weights (offline/test mode). "
+    "Stylised images and Grad-CAM maps are **not meaningful**."
+)
+CSS = """
+#cam-overlays .caption-label, #sa-before .caption-label, #sa-after .caption-label {
+    white-space: normal; overflow: visible; text-overflow: clip;
+}
+"""
+
+
+def _as_files(outbox: Outbox, item: Any) -> Any:
+    """Every PIL image in a handler's output written to a file of its own.
+
+    Gradio would save a returned PIL image under a name derived from its content, so two requests
+    with the same result would write and serve one file at once (0-byte downloads under load).
+    """
+    if isinstance(item, Image.Image):
+        return outbox.save(item, "image.png")
+    if isinstance(item, tuple):
+        return tuple(_as_files(outbox, x) for x in item)
+    if isinstance(item, list):
+        return [_as_files(outbox, x) for x in item]
+    return item
+
+
+def _sample(name: str) -> str:
+    return str(SAMPLES / name)
+
+
+def launch_kwargs(config: AppConfig) -> dict[str, Any]:
+    """What ``demo.launch`` needs besides host and port: the upload cap, and errors shown."""
+    return {"max_file_size": int(config.max_upload_mb * 1024 * 1024), "show_error": True, "css": CSS}
+
+
+def build_demo(config: AppConfig | None = None, models: Models | None = None) -> gr.Blocks:
+    """Builds the Gradio Blocks app (tabs "Style transfer", "Grad-CAM" and "Subject-aware").
+
+    Launch it with ``demo.launch(**launch_kwargs(config))`` so that uploads are capped.
+    """
+    config = config or AppConfig()
+    models = models or Models(config)
+    runs = Runs()
+    with gr.Blocks(title="nstcam — style transfer and Grad-CAM", delete_cache=(600, 1800)) as demo:
+        gr.Markdown(
+            "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on ResNets, built on PyTorch hooks."
+        )
+        if config.random_weights:
+            gr.Markdown(RANDOM_BANNER, elem_id="random-banner")
+        for name, err in models.errors.items():
+            gr.Markdown(f"⚠️ **{name} unavailable**: {err}", elem_classes=["unavailable"])
+        on_cpu = config.torch_device.type == "cpu"
+        limits = (
+            f"Running on **{config.torch_device.type.upper()}**: outputs up to {config.max_size} px and "
+            f"{config.max_steps} steps, uploads up to {config.max_upload_mb:g} MB"
+            + (" (CPU limits; a GPU Space allows more)." if on_cpu else ".")
+        )
+        gr.Markdown(limits, elem_id="limits")
+        with gr.Tab("Style transfer"):
+            _style_tab(config, models, runs)
+        with gr.Tab("Grad-CAM"):
+            _cam_tab(config, models)
+        with gr.Tab("Subject-aware"):
+            _subject_tab(config, models, runs)
+    demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
+    return demo
+
+
+def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
+    size = gr.Slider(
+        64, config.max_size, value=min(384, config.max_size), step=16, label="Size (long side, px)"
+    )
+    steps = gr.Slider(1, config.max_steps, value=min(100, config.max_steps), step=1, label="Steps")
+    return size, steps
+
+
+def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
+    with gr.Row():
+        with gr.Column():
+            with gr.Row():
+                content = SafeImage(
+                    label="Content",
+                    sources=["upload", "clipboard", "webcam"],
+                    height=200,
+                    elem_id="st-content",
+                )
+                style_a = SafeImage(
+                    label="Style A", sources=["upload", "clipboard"], height=200, elem_id="st-style"
+                )
+                style_b = SafeImage(label="Style B (optional)", sources=["upload", "clipboard"], height=200)
+            with gr.Row():
+                run = gr.Button("Stylise", variant="primary", elem_id="st-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
+            blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
+            size, steps = _size_steps(config)
+            with gr.Accordion("Advanced", open=False):
+                style_strength = gr.Number(50.0, label="Style strength", minimum=0)
+                content_strength = gr.Number(1.0, label="Content strength", minimum=0)
+                smoothness = gr.Number(5.0, label="Smoothness (total variation)", minimum=0)
+                preserve = gr.Checkbox(False, label="Preserve content colours")
+                seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+                optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
+        with gr.Column():
+            result = gr.Image(label="Result", type="filepath", format="png", elem_id="st-result")
+            status = gr.Textbox(label="Status", interactive=False, elem_id="st-status")
+            download = gr.File(label="Download PNG", elem_id="st-download")
+    gr.Examples(
+        [
+            [_sample("chelsea.png"), _sample("hubble_deep_field.jpg")],
+            [_sample("astronaut.png"), _sample("brick.png")],
+        ],
+        inputs=[content, style_a],
+    )
+
+    def stylize(
+        content: str,
+        style: str,
+        style_b: str | None = None,
+        blend: float = 0.0,
+        size: int = 384,
+        steps: int = 100,
+        style_weight: float = 50.0,
+        content_weight: float = 1.0,
+        tv_weight: float = 5.0,
+        preserve_color: bool = False,
+        seed: int = 0,
+        optimizer: str = "lbfgs",
+        request: gr.Request = None,
+    ):
+        """Stylises `content` with `style` (and `style_b`, weighted by `blend`); streams previews."""
+        stop = runs.start("stylize", request)
+        try:
+            for item in stylize_handler(
+                models, content, style, style_b, blend, size, steps, style_weight, content_weight,
+                tv_weight, preserve_color, seed, optimizer, stop=stop,
+            ):  # fmt: skip
+                yield _as_files(models.outbox, item)
+        finally:
+            runs.finish("stylize", request, stop)
+
+    inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
+    run.click(
+        stylize,
+        [*inputs, preserve, seed, optimizer],
+        [result, status, download],
+        api_name="stylize",
+        trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
+    )
+
+    def cancel_run(request: gr.Request) -> None:
+        runs.cancel("stylize", request)
+
+    cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
+
+
+def _cam_tab(config: AppConfig, models: Models) -> None:
+    with gr.Row():
+        with gr.Column(scale=1):
+            cam_image = SafeImage(
+                label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
+            )
+            arch = gr.Dropdown(list(CAM_ARCHS), value="resnet50", label="Model")
+            layer = gr.Dropdown(
+                layer_choices("resnet50"), value="layer4", label="Layer", allow_custom_value=True
+            )
+            method = gr.Dropdown(list(METHODS), value="gradcam", label="Method")
+            top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
+            explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
+        with gr.Column(scale=2):
+            overlays = gr.Gallery(
+                label="Overlays (class · probability)",
+                columns=3,
+                height="auto",
+                object_fit="contain",
+                elem_id="cam-overlays",
+            )
+            with gr.Row():
+                heatmap = gr.Image(label="Heatmap (top-1)", type="filepath", height=220, scale=1)
+                table = gr.Dataframe(
+                    headers=["rank", "class", "label", "probability"],
+                    label="Top-k",
+                    wrap=True,
+                    column_widths=["12%", "14%", "50%", "24%"],
+                    elem_id="cam-table",
+                    scale=2,
+                )
+    gr.Examples(
+        [[_sample("chelsea.png")], [_sample("coffee.png")], [_sample("rocket.jpg")]], inputs=[cam_image]
+    )
+    arch.change(lambda a: gr.Dropdown(choices=layer_choices(a), value="layer4"), arch, layer, api_name=False)
+
+    def gradcam(
+        image: str,
+        model: str = "resnet50",
+        layer: str = "layer4",
+        method: str = "gradcam",
+        top_k: int = 3,
+        progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
+    ):
+        """Explains `image`: an overlay per top-k class, the top-1 heatmap and a table."""
+
+        def report(done: int, total: int) -> None:
+            progress(done / total, desc=f"Score-CAM: {done}/{total} masked images")
+
+        return cam_handler(models, image, model, layer, method, top_k, progress=report)
+
+    explain.click(
+        gradcam, [cam_image, arch, layer, method, top_k], [overlays, heatmap, table], api_name="gradcam"
+    )
+
+
+def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
+    gr.Markdown(
+        "Grad-CAM finds the subject; the style goes to the background (or only to the subject). "
+        "The report says whether the classifier still recognises the subject."
+    )
+    with gr.Row():
+        with gr.Column():
+            with gr.Row():
+                sa_content = SafeImage(label="Content", sources=["upload", "clipboard", "webcam"], height=200)
+                sa_style = SafeImage(label="Style", sources=["upload", "clipboard"], height=200)
+            with gr.Row():
+                sa_run = gr.Button("Stylise around the subject", variant="primary", elem_id="sa-run")
+                sa_cancel = gr.Button("Cancel", variant="stop", elem_id="sa-cancel")
+            sa_mode = gr.Radio(["background", "subject"], value="background", label="Stylise the")
+            sa_threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="Saliency threshold")
+            sa_feather = gr.Slider(0, 32, value=8, step=1, label="Feather (px)")
+            sa_size, sa_steps = _size_steps(config)
+            sa_arch = gr.Dropdown(list(CAM_ARCHS), value="resnet50", label="Classifier")
+        with gr.Column():
+            with gr.Row():
+                sa_mask = gr.Image(label="Style mask (white = styled)", type="filepath", height=240)
+                sa_result = gr.Image(label="Result", type="filepath", format="png", height=240)
+            sa_status = gr.Textbox(label="Status", interactive=False, elem_id="sa-status")
+            sa_report = gr.Markdown(label="Report")
+            sa_before = gr.Gallery(label="Before", columns=3, height="auto", elem_id="sa-before")
+            sa_after = gr.Gallery(label="After", columns=3, height="auto", elem_id="sa-after")
+    gr.Examples([[_sample("chelsea.png"), _sample("hubble_deep_field.jpg")]], inputs=[sa_content, sa_style])
+
+    def subject_aware(
+        content: str,
+        style: str,
+        mode: str = "background",
+        threshold: float = 0.4,
+        feather: float = 8.0,
+        size: int = 384,
+        steps: int = 100,
+        model: str = "resnet50",
+        request: gr.Request = None,
+    ):
+        """Stylises the background (or the subject) that Grad-CAM finds; streams previews, then the
+        mask, the result and the before/after report."""
+        stop = runs.start("subject", request)
+        try:
+            for item in subject_handler(
+                models, content, style, mode, threshold, feather, size, steps, model, stop=stop
+            ):
+                yield _as_files(models.outbox, item)
+        finally:
+            runs.finish("subject", request, stop)
+
+    sa_run.click(
+        subject_aware,
+        [sa_content, sa_style, sa_mode, sa_threshold, sa_feather, sa_size, sa_steps, sa_arch],
+        [sa_mask, sa_result, sa_before, sa_after, sa_report, sa_status],
+        api_name="subject_aware",
+        trigger_mode="always_last",
+    )
+
+    def cancel_run(request: gr.Request) -> None:
+        runs.cancel("subject", request)
+
+    sa_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
