@@ -340,6 +340,13 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         page.locator("#st-cancel").click()
         page.wait_for_timeout(300)
         page.locator("#st-run").click()  # 0.3 s after Cancel
+        t_click = time.perf_counter()
+        page.wait_for_function(
+            "() => { const i = window.seen.findIndex(s => s.startsWith('cancelled at step'));"
+            " return i >= 0 && window.seen.slice(i + 1).some(s => s.startsWith('step')); }",
+            timeout=90_000,
+        )
+        print(f"new run's first preview {time.perf_counter() - t_click:.2f} s after the click")
         page.wait_for_function(
             "() => window.seen.some(s => s.startsWith('cancelled at step'))"
             " && window.seen[window.seen.length - 1].startsWith('done:')",
