@@ -120,6 +120,32 @@ def test_endpoints_through_gradio_client(server, images):
     assert len(gallery) == 1  # the server kept serving after the bad upload
 
 
+def test_uploads_are_read_as_the_python_api_reads_them(server, tmp_path):
+    """A transparent RGBA PNG: the API composites it on white; Gradio's own conversion made it red.
+    The server's result must be the Python API's result on the same file."""
+    from gradio_client import Client, handle_file
+
+    from nstcam import StyleTransfer
+
+    rgba = np.zeros((48, 72, 4), np.uint8)
+    rgba[..., 0] = 255
+    rgba[:, :36, 3] = 255  # left half opaque red, right half fully transparent red
+    path = tmp_path / "half_clear.png"
+    Image.fromarray(rgba, "RGBA").save(path)
+    img_path, _, _ = Client(server, verbose=False).predict(
+        content=handle_file(str(path)),
+        style=handle_file(str(path)),
+        size=64,
+        steps=2,
+        seed=0,
+        api_name="/stylize",
+    )
+    served = np.asarray(Image.open(img_path).convert("RGB"), dtype=np.float32)
+    local = StyleTransfer("random", device="cpu").stylize(str(path), str(path), size=64, steps=2, seed=0)
+    assert np.abs(served - np.asarray(local, dtype=np.float32)).mean() < 1.0
+    assert served[:, 40:].mean() > 200  # the transparent half reads as white, not red or black
+
+
 def test_api_parameters_are_named_with_defaults(server):
     from gradio_client import Client
 

@@ -71,7 +71,8 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         on_cpu = config.torch_device.type == "cpu"
         limits = (
             f"Running on **{config.torch_device.type.upper()}**: outputs up to {config.max_size} px and "
-            f"{config.max_steps} steps, uploads up to {config.max_upload_mb:g} MB"
+            f"{config.max_steps} steps, uploads up to {config.max_upload_mb:g} MB, Score-CAM up to "
+            f"{config.scorecam_budget} masked images (channels x top-k) per request"
             + (" (CPU limits; a GPU Space allows more)." if on_cpu else ".")
         )
         gr.Markdown(limits, elem_id="limits")
