@@ -29,10 +29,12 @@ Example:
 from __future__ import annotations
 
 import contextvars
+import copy
 import difflib
 import itertools
 import logging
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -40,7 +42,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["HookManager", "RepeatedCallError"]
+__all__ = ["HookManager", "RepeatedCallError", "twin"]
 
 logger = logging.getLogger(__name__)
 
@@ -347,3 +349,32 @@ class HookManager:
             f"clone={self.clone}, capture_grads={self.capture_grads}, early_stop={self.early_stop}, "
             f"on_repeat={self.on_repeat!r}, active={self._active})"
         )
+
+
+_HOOK_TABLES = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+)
+
+
+def twin(module: nn.Module) -> nn.Module:
+    """A hook-free twin of ``module``: a tree of shallow copies whose parameters and buffers *are*
+    the module's (no memory; in-place weight updates are seen), with new, empty hook tables.
+
+    Nothing of ``module`` is written, so a twin may be made while other threads run or hook it.
+    Uses: an eval-mode view for Grad-CAM that leaves a shared model's flags alone, and the network
+    a compiled style step traces (hooks registered by concurrent calls would change its guards).
+    """
+    new = copy.copy(module)  # a new object whose __dict__ is a shallow copy of the module's
+    new._parameters = dict(module._parameters)
+    new._buffers = dict(module._buffers)
+    new._modules = {name: None if m is None else twin(m) for name, m in module._modules.items()}
+    for table in _HOOK_TABLES:
+        if table in module.__dict__:
+            new.__dict__[table] = OrderedDict()
+    return new

@@ -293,3 +293,71 @@ def test_batch_of_a_missing_folder_raises(st, style, tmp_path):
         st.stylize_batch(tmp_path / "missing_dir", style, tmp_path / "out")
     with pytest.raises(FileNotFoundError, match="missing_dir does not exist"):
         st.stylize_batch(str(tmp_path / "missing_dir") + "/", style, tmp_path / "out")
+
+
+def test_batched_steps_equal_one_at_a_time(st, style, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    pattern(11).save(src / "a.png")
+    pattern(12).save(src / "b.png")
+    pattern(13, 48, 64).save(src / "c.png")  # another size: a group of its own
+    (src / "d.png").write_bytes(b"broken")
+    kw = dict(size=64, steps=4, optimizer="adam", seed=0, progress_bar=False)
+    together = st.stylize_batch(src, style, tmp_path / "batched", batch_size=3, **kw)
+    alone = st.stylize_batch(src, style, tmp_path / "alone", batch_size=1, **kw)
+    assert sorted(p.name for p in together.written) == sorted(p.name for p in alone.written)
+    assert list(together.failed) == list(alone.failed) == [str(src / "d.png")]
+    for name in ("a", "b", "c"):
+        a = np.asarray(Image.open(tmp_path / "batched" / f"{name}_stylized.png"), dtype=np.int16)
+        b = np.asarray(Image.open(tmp_path / "alone" / f"{name}_stylized.png"), dtype=np.int16)
+        assert np.abs(a - b).max() <= 2, name
+        meta = json.loads((tmp_path / "batched" / f"{name}_stylized.json").read_text())
+        assert meta["batch"] == (1 if name == "c" else 2) and len(meta["history"]) == 4
+    with pytest.raises(ValueError, match="batch_size=2 needs optimizer='adam'"):
+        st.stylize_batch(src, style, tmp_path / "x", batch_size=2, size=64, steps=1)
+    assert no_hooks(st)
+
+
+def test_losses_are_read_only_on_reporting_steps(st, content, style, monkeypatch):
+    from nstcam.style._progress import Progress
+
+    flushes = []
+    real = Progress.flush
+    monkeypatch.setattr(Progress, "flush", lambda self: flushes.append(self.done) or real(self))
+    img = st.stylize(content, style, size=32, steps=12, optimizer="adam", seed=0)
+    assert len(img.info["nstcam"]["history"]) == 12
+    assert set(flushes) == {12}, "without a callback the losses stay on the device until the end"
+    flushes.clear()
+    seen = []
+    st.stylize(content, style, size=32, steps=12, optimizer="adam", progress=seen.append, progress_every=5)
+    assert [i.step for i in seen] == [5, 10, 12] and set(flushes) == {5, 10, 12}
+
+
+def test_without_cuda_the_compiled_path_is_off(st, content, style):
+    assert st.device.type == "cpu" and not st._rt.compile
+    st.stylize(content, style, size=32, steps=1)
+    assert st._rt.compiled == {}
+
+
+def test_compiled_step_matches_the_eager_one_on_cpu(content, style):
+    """torch.compile on CPU (inductor, about 20 s to compile on 2 cores): the same images and losses."""
+    kw = dict(
+        size=32,
+        steps=3,
+        optimizer="adam",
+        seed=0,
+        style_layers=["relu1_1", "relu2_1"],
+        content_layers=["relu2_1"],
+    )
+    eager = StyleTransfer("random", device="cpu").stylize(content, style, **kw)
+    compiled_engine = StyleTransfer("random", device="cpu", compile=True)
+    assert (
+        compiled_engine.warmup(32, 24, style_layers=kw["style_layers"], content_layers=kw["content_layers"])
+        > 0
+    )
+    compiled = compiled_engine.stylize(content, style, **kw)
+    assert len(compiled_engine._rt.compiled) == 1
+    a, b = np.asarray(eager, dtype=np.int16), np.asarray(compiled, dtype=np.int16)
+    assert np.abs(a - b).max() <= 2
+    for e, c in zip(eager.info["nstcam"]["history"], compiled.info["nstcam"]["history"], strict=True):
+        assert c["total"] == pytest.approx(e["total"], rel=1e-4)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-from collections import OrderedDict
-
 import torch
 from torch import nn
 
-from nstcam.hooks import HookManager
+from nstcam.hooks import HookManager, twin
 
 __all__ = ["CamHooks", "eval_view"]
 
@@ -46,27 +43,7 @@ def eval_view(model: nn.Module) -> nn.Module:
     """
     if not any(m.training for m in model.modules()):
         return model
-    return _twin(model)
-
-
-_HOOK_TABLES = (
-    "_forward_hooks",
-    "_forward_hooks_with_kwargs",
-    "_forward_hooks_always_called",
-    "_forward_pre_hooks",
-    "_forward_pre_hooks_with_kwargs",
-    "_backward_hooks",
-    "_backward_pre_hooks",
-)
-
-
-def _twin(module: nn.Module) -> nn.Module:
-    twin = copy.copy(module)  # a new object whose __dict__ is a shallow copy of the module's
-    twin._parameters = dict(module._parameters)
-    twin._buffers = dict(module._buffers)
-    twin._modules = {name: None if m is None else _twin(m) for name, m in module._modules.items()}
-    for table in _HOOK_TABLES:
-        if table in module.__dict__:
-            twin.__dict__[table] = OrderedDict()
-    twin.training = False
-    return twin
+    view = twin(model)
+    for m in view.modules():
+        m.training = False
+    return view

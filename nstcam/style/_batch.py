@@ -13,10 +13,11 @@ from typing import Any
 from PIL import Image
 from tqdm.auto import tqdm
 
-from nstcam.image import ImageError, ImageSource, load_image, save_image
+from nstcam._checks import whole
+from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan
-from nstcam.style._run import run
+from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 
@@ -98,13 +99,24 @@ def run_batch(
     style_mask: Any,
     callback: Callable[[StepInfo], bool | None] | None,
     progress_bar: bool,
+    batch_size: int = 1,
 ) -> BatchResult:
-    """Stylises ``items`` into ``out_dir`` with one style-target cache; see ``stylize_batch``."""
+    """Stylises ``items`` into ``out_dir`` with one style-target cache; see ``stylize_batch``.
+
+    Inputs are loaded (and bad ones recorded) first; the rest are grouped by their size at every
+    scale and optimised ``batch_size`` at a time, in input order within a group.
+    """
+    batch_size = whole("batch_size", batch_size, minimum=1)
+    if batch_size > 1 and plan.optimizer != "adam":
+        raise ValueError(
+            f"batch_size={batch_size} needs optimizer='adam' (L-BFGS's shared line search would "
+            f"couple the images); got optimizer={plan.optimizer!r}"
+        )
     fixed_mask = load_mask(style_mask) if style_mask is not None and not callable(style_mask) else None
     cache: dict = {}
     result = BatchResult()
-    pairs = list(zip(items, output_names(items, ext), strict=True))
-    for item, name in tqdm(pairs, desc="stylize", unit="img", disable=not progress_bar):
+    todo: list[tuple[Path, str, ImageSource, tuple]] = []
+    for item, name in zip(items, output_names(items, ext), strict=True):
         out = out_dir / name
         label = str(item) if isinstance(item, (str, Path)) else name
         if out.exists() and not overwrite:
@@ -113,20 +125,76 @@ def run_batch(
             result.skipped.append(out)
             continue
         try:
-            content_img = load_image(item)
-            mask = load_mask(style_mask(content_img)) if callable(style_mask) else fixed_mask
-            img = run(rt, content_img, styles, plan, callback, False, cache, mask=mask)
-        except Cancelled:
-            raise
-        except (ImageError, FileNotFoundError, InsufficientMemoryError, OSError) as e:
+            key = _size_key(item, plan) if batch_size > 1 else ()
+        except (ImageError, FileNotFoundError, OSError) as e:
             logger.error("skipping %s: %s", label, e)
             result.failed[label] = str(e)
             continue
-        save_image(img, out)
-        meta = dict(img.info["nstcam"], input=label, output=str(out))
-        out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
-        result.append(out)
-        result.written.append(out)
+        todo.append((out, label, item, key))
+    groups: dict[tuple, list] = {}
+    for entry in todo:  # images are decoded chunk by chunk: a big folder is never all in memory
+        groups.setdefault(entry[3], []).append(entry)
+    chunks = [g[i : i + batch_size] for g in groups.values() for i in range(0, len(g), batch_size)]
+    bar = tqdm(total=len(todo), desc="stylize", unit="img", disable=not progress_bar)
+    try:
+        for chunk in chunks:
+            for group in _load_chunk(chunk, style_mask, fixed_mask, plan, result):
+                _stylize_group(rt, group, styles, plan, callback, cache, result)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(items))
     return result
+
+
+def _size_key(item: ImageSource, plan: Plan) -> tuple:
+    """The image's size at every scale, from the file's header where it is a file."""
+    if isinstance(item, (str, Path)):
+        w, h = probe_image(item)
+        return sizes_at_scales(Image.new("1", (w, h)), plan)
+    return sizes_at_scales(load_image(item), plan)
+
+
+def _load_chunk(chunk: list, style_mask: Any, fixed_mask: Any, plan: Plan, result: BatchResult) -> list[list]:
+    """Decodes a chunk; bad files go to ``result.failed``; the rest grouped by their actual size
+    (EXIF rotation can swap a header's width and height)."""
+    groups: dict[tuple, list] = {}
+    for out, label, item, _ in chunk:
+        try:
+            content = load_image(item)
+            mask = load_mask(style_mask(content)) if callable(style_mask) else fixed_mask
+        except (ImageError, FileNotFoundError, OSError, ValueError) as e:
+            logger.error("skipping %s: %s", label, e)
+            result.failed[label] = str(e)
+            continue
+        groups.setdefault(sizes_at_scales(content, plan), []).append((out, label, content, mask))
+    return list(groups.values())
+
+
+def _stylize_group(
+    rt: Runtime,
+    group: list,
+    styles: list[Image.Image],
+    plan: Plan,
+    callback: Callable[[StepInfo], bool | None] | None,
+    cache: dict,
+    result: BatchResult,
+) -> None:
+    try:
+        images = run_many(
+            rt, [e[2] for e in group], styles, plan, callback, False, cache, [e[3] for e in group]
+        )
+    except Cancelled:
+        raise
+    except (InsufficientMemoryError, OSError) as e:
+        for _, label, _, _ in group:
+            logger.error("skipping %s: %s", label, e)
+            result.failed[label] = str(e)
+        return
+    for (out, label, _, _), img in zip(group, images, strict=True):
+        save_image(img, out)
+        meta = dict(img.info["nstcam"], input=label, output=str(out), batch=len(group))
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+        result.append(out)
+        result.written.append(out)

@@ -32,30 +32,50 @@ def gram(f: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     return torch.bmm(f * m, f.transpose(1, 2)) / m.sum(-1, keepdim=True).clamp_min(_EPS)
 
 
-def content_loss(f: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``||f - target||^2 / ||target||^2``, optionally weighted per position by ``mask``."""
+def _reduce(per_image: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "none":
+        return per_image
+    if reduction == "sum":
+        return per_image.sum()
+    raise ValueError(f"reduction must be 'sum' or 'none', got {reduction!r}")
+
+
+def content_loss(
+    f: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None, *, reduction: str = "sum"
+) -> torch.Tensor:
+    """``||f - target||^2 / ||target||^2`` of each image, optionally weighted per position by ``mask``.
+
+    ``reduction="none"`` returns one value per image (N,); ``"sum"`` their sum. In a batch each
+    image is measured against its own target, so a batch optimises each image as if it were alone.
+    """
     d = (f.float() - target.float()).pow(2)
-    t = target.float().pow(2)
+    t = target.float().pow(2).expand_as(d)
     if mask is not None:
         m = mask.float()
-        return (d * m).sum() / (t * m).sum().clamp_min(_EPS)
-    return d.sum() / t.sum().clamp_min(_EPS)
+        d, t = d * m, t * m
+    per_image = d.flatten(1).sum(1) / t.flatten(1).sum(1).clamp_min(_EPS)
+    return _reduce(per_image, reduction)
 
 
 def style_loss(
-    grams: Mapping[str, torch.Tensor], targets: Mapping[str, torch.Tensor], weights: Mapping[str, float]
+    grams: Mapping[str, torch.Tensor],
+    targets: Mapping[str, torch.Tensor],
+    weights: Mapping[str, float],
+    *,
+    reduction: str = "sum",
 ) -> torch.Tensor:
-    """Weighted mean over layers of ``||G - G_target||^2 / ||G_target||^2``."""
+    """Weighted mean over layers of ``||G - G_target||^2 / ||G_target||^2`` for each image
+    (targets ``(1, C, C)`` are shared by the batch, ``(N, C, C)`` are one per image)."""
     total = sum(weights.values())
     loss = 0.0
     for name, w in weights.items():
-        t = targets[name]
-        loss = loss + w * (grams[name] - t).pow(2).sum() / t.pow(2).sum().clamp_min(_EPS)
-    return loss / total
+        g, t = grams[name], targets[name].expand_as(grams[name])
+        loss = loss + w * (g - t).pow(2).flatten(1).sum(1) / t.pow(2).flatten(1).sum(1).clamp_min(_EPS)
+    return _reduce(loss / total, reduction)
 
 
-def total_variation(img: torch.Tensor) -> torch.Tensor:
-    """Mean squared difference between neighbouring pixels of ``(N, 3, H, W)`` images."""
-    dx = (img[..., :, 1:] - img[..., :, :-1]).pow(2).mean()
-    dy = (img[..., 1:, :] - img[..., :-1, :]).pow(2).mean()
-    return dx + dy
+def total_variation(img: torch.Tensor, *, reduction: str = "sum") -> torch.Tensor:
+    """Mean squared difference between neighbouring pixels of each of ``(N, 3, H, W)`` images."""
+    dx = (img[..., :, 1:] - img[..., :, :-1]).pow(2).flatten(1).mean(1)
+    dy = (img[..., 1:, :] - img[..., :-1, :]).pow(2).flatten(1).mean(1)
+    return _reduce(dx + dy, reduction)

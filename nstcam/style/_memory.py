@@ -28,9 +28,10 @@ def estimate_memory(
     optimizer: str = "lbfgs",
     history_size: int = 50,
     deepest: str = "relu5_1",
+    batch: int = 1,
 ) -> int:
-    """Rough peak bytes of one optimisation step at ``width`` x ``height`` (activations kept for
-    backward, their gradients, optimiser state, weights)."""
+    """Rough peak bytes of one optimisation step of ``batch`` images of ``width`` x ``height``
+    (activations kept for backward, their gradients, optimiser state, weights)."""
     last = layer_index(deepest)
     elems, h, w, c = 0, height, width, 3
     for m in list(net)[: last + 1]:
@@ -44,10 +45,10 @@ def estimate_memory(
     image = 3 * width * height * 4
     opt_state = (2 * history_size + 4) * image if optimizer == "lbfgs" else 4 * image
     weights = sum(p.numel() * p.element_size() for p in net.parameters())
-    return int(elems * act_bytes * 1.5 + opt_state + weights)
+    return int(batch * (elems * act_bytes * 1.5 + opt_state) + weights)
 
 
-def check_memory(rt: Runtime, plan: Plan, content: Image.Image) -> None:
+def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) -> None:
     """Refuses a run that would not fit in free memory, or (``on_memory="reduce"``) shrinks ``plan``
     until it fits. Concurrent runs each see the memory that is free when they start."""
     free = available_memory(rt.device)

@@ -19,7 +19,7 @@ from nstcam.style._targets import Targets
 from nstcam.style._types import BudgetSpent
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["compute_losses", "init_image", "optimize"]
+__all__ = ["compute_losses", "init_image", "loss_terms", "optimize", "weighted"]
 
 _KEEP = 10.0  # with a style mask: content loss weight where the mask is 0, relative to where it is 1
 _PIXEL_KEEP = 100.0  # with a style mask: weight of the pixel-space content anchor where the mask is 0
@@ -31,53 +31,83 @@ def init_image(
     c_in: torch.Tensor,
     styles: list[Image.Image],
     plan: Plan,
-    gen: torch.Generator,
 ) -> torch.Tensor:
-    """The image to optimise at this scale: the previous scale's result upscaled, else per ``init``."""
-    h, w = c_in.shape[-2:]
+    """The images to optimise at this scale: the previous scale's result upscaled, else per ``init``
+    (noise is drawn per image from a generator seeded with ``plan.seed``, as a run of one would)."""
+    n, _, h, w = c_in.shape
     if prev is not None:
         x = F.interpolate(prev, size=(h, w), mode="bicubic", align_corners=False).clamp(0, 1)
     elif plan.init == "content":
         x = c_in.clone()
     elif plan.init == "noise":
-        x = torch.rand(c_in.shape, generator=gen).to(rt.device)
+        draws = [
+            torch.rand((1, 3, h, w), generator=torch.Generator().manual_seed(plan.seed)) for _ in range(n)
+        ]
+        x = torch.cat(draws).to(rt.device)
     else:  # style, blended by weight where several
-        x = torch.zeros_like(c_in)
+        x = torch.zeros_like(c_in[:1])
         for img, wt in zip(styles, plan.blend, strict=True):
             s = image_to_tensor(img.resize((w, h), Image.Resampling.LANCZOS), rt.device)
             x += wt * (luminance_only(s) if plan.preserve_color else s)
+        x = x.expand_as(c_in)
     return x.detach().contiguous().requires_grad_(True)
+
+
+def unmasked_terms(
+    feats: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    content: dict[str, torch.Tensor],
+    style: dict[str, torch.Tensor],
+    content_layers: list[str],
+    style_layers: dict[str, float],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`loss_terms` without a mask, on plain arguments (what the compiled step traces)."""
+    c = sum(content_loss(feats[n], content[n], reduction="none") for n in content_layers) / len(
+        content_layers
+    )
+    s = style_loss({n: gram(feats[n]) for n in style_layers}, style, style_layers, reduction="none")
+    return c, s, total_variation(x, reduction="none")
+
+
+def loss_terms(
+    feats: dict[str, torch.Tensor], x: torch.Tensor, targets: Targets, plan: Plan
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Unweighted content, style and total-variation losses of each image (three (N,) tensors)."""
+    if targets.mask is None:
+        return unmasked_terms(
+            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers
+        )
+    # style where the mask is 1; content kept KEEP times harder where it is 0
+    c = sum(
+        content_loss(
+            feats[n],
+            targets.content[n],
+            mask=1 + (_KEEP - 1) * (1 - targets.mask_for(feats[n])),
+            reduction="none",
+        )
+        for n in plan.content_layers
+    )
+    grams = {n: gram(feats[n], mask=targets.mask_for(feats[n])) for n in plan.style_layers}
+    c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
+        x, targets.pixels, mask=1 - targets.mask, reduction="none"
+    )
+    c = c / len(plan.content_layers)
+    s = style_loss(grams, targets.style, plan.style_layers, reduction="none")
+    return c, s, total_variation(x, reduction="none")
+
+
+def weighted(terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor], plan: Plan) -> torch.Tensor:
+    """(4, N): the weighted total, content, style and tv losses of each image."""
+    c, s, tv = terms
+    c, s, tv = plan.content_weight * c, plan.style_weight * s, plan.tv_weight * tv
+    return torch.stack([c + s + tv, c, s, tv])
 
 
 def compute_losses(
     rt: Runtime, hooks: VGGFeatureHooks, x: torch.Tensor, targets: Targets, plan: Plan
-) -> dict[str, torch.Tensor]:
-    """Weighted content, style and total-variation losses of ``x``, and their sum ``total``."""
-    feats = rt.features(hooks, x)
-    if targets.mask is None:
-        c = sum(content_loss(feats[n], targets.content[n]) for n in plan.content_layers)
-        grams = {n: gram(feats[n]) for n in plan.style_layers}
-    else:  # style where the mask is 1; content kept KEEP times harder where it is 0
-        c = sum(
-            content_loss(
-                feats[n], targets.content[n], mask=1 + (_KEEP - 1) * (1 - targets.mask_for(feats[n]))
-            )
-            for n in plan.content_layers
-        )
-        grams = {n: gram(feats[n], mask=targets.mask_for(feats[n])) for n in plan.style_layers}
-        c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
-            x, targets.pixels, mask=1 - targets.mask
-        )
-    c = c / len(plan.content_layers)
-    s = style_loss(grams, targets.style, plan.style_layers)
-    tv = total_variation(x)
-    total = plan.content_weight * c + plan.style_weight * s + plan.tv_weight * tv
-    return {
-        "total": total,
-        "content": plan.content_weight * c,
-        "style": plan.style_weight * s,
-        "tv": plan.tv_weight * tv,
-    }
+) -> torch.Tensor:
+    """The eager step: features through the hooks, then :func:`weighted` losses, (4, N)."""
+    return weighted(loss_terms(rt.features(hooks, x), x, targets, plan), plan)
 
 
 def _make_optimizer(x: torch.Tensor, plan: Plan, n_steps: int) -> torch.optim.Optimizer:
@@ -96,44 +126,47 @@ def _make_optimizer(x: torch.Tensor, plan: Plan, n_steps: int) -> torch.optim.Op
 
 
 def optimize(
-    rt: Runtime,
-    hooks: VGGFeatureHooks,
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
-    targets: Targets,
     plan: Plan,
     scale: int,
     n_steps: int,
     progress: Progress,
     preview: Callable[[torch.Tensor], Image.Image],
 ) -> torch.Tensor:
-    """Runs exactly ``n_steps`` evaluations (forward + backward) and returns the best image seen.
+    """Runs exactly ``n_steps`` evaluations (forward + backward) of ``loss_fn`` (image batch ->
+    (4, N) losses) and returns, for each image, the best iterate seen.
 
-    L-BFGS sees the image through a clamp, so every point it evaluates is a valid image and its line
-    search sees one consistent function; Adam's iterate is projected onto [0, 1] instead.
+    L-BFGS sees the images through a clamp, so every point it evaluates is a valid image and its
+    line search sees one consistent function; Adam's iterate is projected onto [0, 1] instead. The
+    best iterate is tracked on the device (no synchronisation per step).
     """
     lbfgs = plan.optimizer == "lbfgs"
     opt = _make_optimizer(x, plan, n_steps)
     done = 0
-    best: list = [math.inf, x.detach().clone()]
+    best_loss = torch.full((x.shape[0],), math.inf, device=x.device)
+    best = x.detach().clone()
     size = (x.shape[-1], x.shape[-2])
 
     def closure() -> torch.Tensor:
-        nonlocal done
+        nonlocal done, best, best_loss
         if done >= n_steps:  # the line search wants more than the budget allows
             raise BudgetSpent
         opt.zero_grad(set_to_none=True)
         if not lbfgs:
             with torch.no_grad():
                 x.clamp_(0, 1)
-        losses = compute_losses(rt, hooks, x.clamp(0, 1) if lbfgs else x, targets, plan)
-        losses["total"].backward()
+        losses = loss_fn(x.clamp(0, 1) if lbfgs else x)
+        total = losses[0].sum()
+        total.backward()
         done += 1
-        values = {k: float(v.detach()) for k, v in losses.items()}
-        if values["total"] < best[0]:
-            best[0] = values["total"]
-            best[1] = x.detach().clamp(0, 1)
-        progress.step(scale, size, values, best[1], preview)
-        return losses["total"]
+        with torch.no_grad():
+            now = losses.detach()
+            better = now[0] < best_loss
+            best_loss = torch.where(better, now[0], best_loss)
+            best = torch.where(better.view(-1, 1, 1, 1), x.detach().clamp(0, 1), best)
+        progress.step(scale, size, now, best, preview)
+        return total
 
     try:
         if lbfgs:
@@ -145,4 +178,4 @@ def optimize(
                 opt.step(closure)
     except BudgetSpent:
         pass
-    return best[1]
+    return best

@@ -141,6 +141,7 @@ def make_plan(
     history_size: int,
     preview_every: int,
     on_memory: str,
+    progress_every: int | None = None,
 ) -> Plan:
     """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
 
@@ -183,5 +184,7 @@ def make_plan(
         preview_every=int(preview_every),
     )
     plan.extra["on_memory"] = on_memory
+    if progress_every is not None:
+        plan.extra["progress_every"] = whole("progress_every", progress_every, minimum=1)
     plan.extra["mask_mode"] = mask_mode
     return plan

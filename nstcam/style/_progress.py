@@ -1,4 +1,9 @@
-"""One run's progress: the loss history, the tqdm bar, previews and the cancel check."""
+"""One run's progress: the loss history, the tqdm bar, previews and the cancel check.
+
+Nothing here waits for the device on an ordinary step: each step's losses are kept as a tensor on
+the device, and they are read (one synchronisation) only on reporting steps, every
+``report_every`` steps and on preview steps, or when the run ends.
+"""
 
 from __future__ import annotations
 
@@ -11,54 +16,92 @@ from tqdm.auto import tqdm
 
 from nstcam.style._types import Cancelled, StepInfo
 
-__all__ = ["Progress"]
+__all__ = ["LOSS_KEYS", "Progress"]
+
+LOSS_KEYS = ("total", "content", "style", "tv")
 
 
 class Progress:
-    """Counts evaluations over all scales of one run and reports each to the caller.
+    """Counts evaluations over all scales of one run (of one image, or a batch) and reports them.
 
     Args:
         total_steps: evaluations the run will do.
-        callback: called with a :class:`StepInfo` after each; returning False cancels.
+        n_images: images optimised together.
+        callback: called with a :class:`StepInfo` on reporting steps; returning False cancels.
         preview_every: put a preview in every N-th :class:`StepInfo` (0: never).
+        report_every: call ``callback`` every N steps (previews and the last step always report).
         bar: show a tqdm bar.
     """
 
     def __init__(
         self,
         total_steps: int,
+        n_images: int,
         callback: Callable[[StepInfo], bool | None] | None,
         preview_every: int,
+        report_every: int,
         bar: bool,
     ) -> None:
         self.total_steps = total_steps
         self.callback = callback
         self.preview_every = preview_every
-        self.history: list[dict[str, float]] = []
+        self.report_every = max(1, report_every)
+        self.histories: list[list[dict[str, float]]] = [[] for _ in range(n_images)]
         self.t0 = time.perf_counter()
+        self.done = 0
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (scale, (4, N) losses on the device)
         self._bar = tqdm(total=total_steps, desc="stylize", unit="step", disable=not bar, leave=False)
+        self._show_bar = bar
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        """The first (or only) image's history, read from the device."""
+        self.flush()
+        return self.histories[0]
 
     def step(
         self,
         scale: int,
         size: tuple[int, int],
-        values: dict[str, float],
+        losses: torch.Tensor,
         best: torch.Tensor,
         preview: Callable[[torch.Tensor], Image.Image],
     ) -> None:
-        """Records one evaluation; raises :class:`Cancelled` (holding ``best``) if asked to stop."""
-        self.history.append({"step": len(self.history) + 1, "scale": scale, **values})
+        """Records one evaluation's ``losses`` ((4, N): total, content, style, tv per image);
+        raises :class:`Cancelled` (holding ``best``) if the callback asks to stop."""
+        self.done += 1
+        self._pending.append((scale, losses))
         self._bar.update(1)
-        self._bar.set_postfix(loss=f"{values['total']:.4g}", refresh=False)
-        if self.callback is None:
+        n = self.done
+        shows_preview = self.preview_every and (n % self.preview_every == 0 or n == self.total_steps)
+        reports = self.callback is not None and (
+            n % self.report_every == 0 or shows_preview or n == self.total_steps
+        )
+        if not reports and not (self._show_bar and n % self.report_every == 0):
             return
-        n = len(self.history)
-        shown = None
-        if self.preview_every and (n % self.preview_every == 0 or n == self.total_steps):
-            shown = preview(best)
+        self.flush()
+        values = {k: sum(h[-1][k] for h in self.histories) / len(self.histories) for k in LOSS_KEYS}
+        self._bar.set_postfix(loss=f"{values['total']:.4g}", refresh=False)
+        if not reports:
+            return
+        shown = preview(best) if shows_preview else None
         info = StepInfo(n, self.total_steps, scale, size, values, shown, time.perf_counter() - self.t0)
         if self.callback(info) is False:
             raise Cancelled(best, self.history)
 
+    def flush(self) -> None:
+        """Reads the losses recorded on the device into the histories (one synchronisation)."""
+        if not self._pending:
+            return
+        scales = [s for s, _ in self._pending]
+        values = torch.stack([v for _, v in self._pending]).double().cpu().tolist()  # (steps, 4, N)
+        self._pending.clear()
+        for s, rows in zip(scales, values, strict=True):
+            for i, history in enumerate(self.histories):
+                history.append(
+                    {"step": len(history) + 1, "scale": s, **{k: rows[j][i] for j, k in enumerate(LOSS_KEYS)}}
+                )
+
     def close(self) -> None:
+        self.flush()
         self._bar.close()

@@ -1,5 +1,6 @@
-"""One stylisation, scale by scale: everything it makes (plan copy, hooks, targets, image,
-optimiser, progress) belongs to this call alone, so calls may run in parallel on one engine."""
+"""One stylisation, scale by scale, of one image or a batch of same-size images. Everything it makes
+(plan copy, hooks, targets, images, optimiser, progress) belongs to this call alone, so calls may run
+in parallel on one engine."""
 
 from __future__ import annotations
 
@@ -10,17 +11,25 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam.image import long_side_size
+from nstcam.style._compiled import compiled_loss
 from nstcam.style._memory import check_memory
-from nstcam.style._optimize import init_image, optimize
+from nstcam.style._optimize import compute_losses, init_image, optimize
 from nstcam.style._output import finish, to_output
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
-from nstcam.style._targets import scale_inputs
+from nstcam.style._targets import Targets, scale_inputs
 from nstcam.style._types import Cancelled, StepInfo
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["run"]
+__all__ = ["run", "run_many", "sizes_at_scales"]
+
+
+def sizes_at_scales(content: Image.Image, plan: Plan) -> tuple[tuple[int, int], ...]:
+    """The (width, height) of ``content`` at every scale of ``plan``: images that agree on it can
+    be optimised together."""
+    return tuple(long_side_size(content.size, s) for s in plan.scales)
 
 
 def run(
@@ -38,32 +47,75 @@ def run(
     Raises:
         Cancelled: ``callback`` returned False; holds the partial result as an image.
     """
+    return run_many(rt, [content], styles, plan, callback, progress_bar, cache, [mask])[0]
+
+
+def run_many(
+    rt: Runtime,
+    contents: list[Image.Image],
+    styles: list[Image.Image],
+    plan: Plan,
+    callback: Callable[[StepInfo], bool | None] | None,
+    progress_bar: bool,
+    cache: dict,
+    masks: list[np.ndarray | None],
+) -> list[Image.Image]:
+    """Stylises same-size ``contents`` together: one forward and backward pass per step for all,
+    each image with its own targets and losses (so each gets what a run of its own gives, up to
+    float noise, with Adam; L-BFGS's shared line search would couple them).
+
+    Raises:
+        Cancelled: ``callback`` returned False; holds the first image's partial result.
+    """
     plan = copy.deepcopy(plan)
-    plan.extra["style_mask"] = None if mask is None else f"{mask.shape[1]}x{mask.shape[0]}"
-    check_memory(rt, plan, content)
-    progress = Progress(sum(plan.steps), callback, plan.preview_every, progress_bar)
-    gen = torch.Generator().manual_seed(plan.seed)
+    if len({sizes_at_scales(c, plan) for c in contents}) != 1:
+        raise ValueError(
+            "run_many needs contents of one size at every scale; group them with sizes_at_scales"
+        )
+    shapes = {None if m is None else m.shape for m in masks}
+    plan.extra["style_mask"] = next((f"{m.shape[1]}x{m.shape[0]}" for m in masks if m is not None), None)
+    if len(shapes - {None}) > 1:
+        plan.extra["style_mask"] = "per image"
+    check_memory(rt, plan, contents[0], batch=len(contents))
+    report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
+    progress = Progress(
+        sum(plan.steps), len(contents), callback, plan.preview_every, report_every, progress_bar
+    )
     x: torch.Tensor | None = None
     try:
         with VGGFeatureHooks(rt.net, plan.layers) as hooks:
             for si, (side, n_steps) in enumerate(zip(plan.scales, plan.steps, strict=True)):
-                inputs = scale_inputs(rt, hooks, content, styles, plan, side, cache, mask)
+                inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks)
                 targets = inputs.targets
-                x = init_image(rt, x, inputs.seen, styles, plan, gen)
+                x = init_image(rt, x, inputs.seen, styles, plan)
                 if si > 0 and targets.mask is not None:  # upscaling blurred the kept region: restore it
                     with torch.no_grad():
                         x.copy_(targets.mask * x + (1 - targets.mask) * inputs.seen)
 
                 def preview(best: torch.Tensor, full: torch.Tensor = inputs.full) -> Image.Image:
-                    return to_output(rt, best, full, plan)
+                    return to_output(rt, best[:1], full[:1], plan)
 
-                x = optimize(rt, hooks, x, targets, plan, si, n_steps, progress, preview)
+                loss_fn = _loss_fn(rt, hooks, targets, plan)
+                x = optimize(loss_fn, x, plan, si, n_steps, progress, preview)
     except Cancelled as e:
         partial = e.image if isinstance(e.image, torch.Tensor) else x
+        progress.close()
         image = None
         if partial is not None:
-            image = finish(rt, partial, content, plan, progress.history, progress.t0, mask)
-        raise Cancelled(image, progress.history) from e
+            image = finish(rt, partial[:1], contents[0], plan, progress.histories[0], progress.t0, masks[0])
+        raise Cancelled(image, progress.histories[0]) from e
     finally:
         progress.close()
-    return finish(rt, x, content, plan, progress.history, progress.t0, mask)
+    return [
+        finish(rt, x[i : i + 1], c, plan, progress.histories[i], progress.t0, m)
+        for i, (c, m) in enumerate(zip(contents, masks, strict=True))
+    ]
+
+
+def _loss_fn(
+    rt: Runtime, hooks: VGGFeatureHooks, targets: Targets, plan: Plan
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The step's losses: compiled where the engine compiles (no mask), else eager through hooks."""
+    if rt.compile and targets.mask is None:
+        return compiled_loss(rt, targets, plan)
+    return lambda x: compute_losses(rt, hooks, x, targets, plan)

@@ -63,6 +63,7 @@ class Runtime:
         amp: bfloat16 autocast on CUDA.
         channels_last: inputs are made channels-last.
         weights: where the weights came from.
+        compile: run steps through the compiled function (``_compiled.py``).
         style_targets: how many style images' Gram targets were computed (diagnostics).
     """
 
@@ -71,7 +72,10 @@ class Runtime:
     amp: bool
     channels_last: bool
     weights: WeightsInfo
+    compile: bool = False
     style_targets: Counter = field(default_factory=Counter)
+    compiled: dict = field(default_factory=dict)  # layers -> compiled step (see _compiled.py)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def features(self, hooks: VGGFeatureHooks, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Normalises an RGB batch in [0, 1] and reads the hooked layers (forward stopped early)."""

@@ -1,5 +1,5 @@
 """Targets of one scale: content features, style Gram matrices (cached per call or batch) and the
-style mask resized to each layer."""
+style mask resized to each layer, for one image or a batch of images of one size."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from PIL import Image
 
 from nstcam.image import image_to_tensor, resize_long_side
@@ -22,18 +23,25 @@ __all__ = ["ScaleInputs", "Targets", "scale_inputs", "style_targets"]
 
 @dataclass
 class Targets:
-    """What the losses at one scale compare against."""
+    """What the losses at one scale compare against (one row per image of the batch)."""
 
-    content: dict[str, torch.Tensor]
-    style: dict[str, torch.Tensor]
-    mask: torch.Tensor | None = None  # (1, 1, h, w) style mask at this scale, in-optimisation mode only
-    pixels: torch.Tensor | None = None  # the content image at this scale (for the masked pixel anchor)
-    layer_masks: dict = field(default_factory=dict)  # feature shape -> mask resized to it
+    content: dict[str, torch.Tensor]  # (N, C, h, w) per layer
+    style: dict[str, torch.Tensor]  # (1, C, C) shared by the batch, or (N, C, C)
+    mask: torch.Tensor | None = None  # (N, 1, h, w) style masks at this scale, in-optimisation mode only
+    pixels: torch.Tensor | None = None  # the contents at this scale (for the masked pixel anchor)
+    layer_masks: dict = field(default_factory=dict)  # feature shape -> masks resized to it
 
     def mask_for(self, f: torch.Tensor) -> torch.Tensor:
         key = tuple(f.shape[-2:])
         if key not in self.layer_masks:
-            self.layer_masks[key] = resize_mask(self.mask, key, device=f.device)
+            m = self.mask
+            shrink = key[0] <= m.shape[-2] and key[1] <= m.shape[-1]
+            if shrink:
+                self.layer_masks[key] = F.interpolate(m, size=key, mode="area")
+            else:
+                self.layer_masks[key] = F.interpolate(
+                    m, size=key, mode="bilinear", align_corners=False
+                ).clamp(0, 1)
         return self.layer_masks[key]
 
 
@@ -89,23 +97,36 @@ def style_targets(
 def scale_inputs(
     rt: Runtime,
     hooks: VGGFeatureHooks,
-    content: Image.Image,
+    contents: list[Image.Image],
     styles: list[Image.Image],
     plan: Plan,
     side: int,
     cache: dict,
-    mask: np.ndarray | None,
+    masks: list[np.ndarray | None],
 ) -> ScaleInputs:
-    """The content at long side ``side`` and every target the losses need there."""
-    full = image_to_tensor(resize_long_side(content, side), rt.device)
+    """The contents (all of one size) at long side ``side`` and every target the losses need there."""
+    full = torch.cat([image_to_tensor(resize_long_side(c, side), rt.device) for c in contents])
     seen = luminance_only(full) if plan.preserve_color else full
-    in_loss = mask is not None and plan.extra["mask_mode"] == "optimize"
+    in_loss = any(m is not None for m in masks) and plan.extra["mask_mode"] == "optimize"
     with torch.no_grad():
         feats = rt.features(hooks, seen)
+        per_image = [
+            style_targets(rt, hooks, styles, plan, side, seen[i : i + 1], cache) for i in range(len(seen))
+        ]
+        if all(t is per_image[0] for t in per_image):  # one style target for the whole batch
+            style = per_image[0]
+        else:
+            style = {n: torch.cat([t[n] for t in per_image]) for n in plan.style_layers}
+        mask = None
+        if in_loss:
+            ones = np.ones(seen.shape[-2:], np.float32)
+            mask = torch.cat(
+                [resize_mask(ones if m is None else m, tuple(seen.shape[-2:]), rt.device) for m in masks]
+            )
         targets = Targets(
             content={n: feats[n].detach().float() for n in plan.content_layers},
-            style=style_targets(rt, hooks, styles, plan, side, seen, cache),
-            mask=resize_mask(mask, tuple(seen.shape[-2:]), rt.device) if in_loss else None,
+            style=style,
+            mask=mask,
             pixels=seen if in_loss else None,
         )
     return ScaleInputs(full, seen, targets)

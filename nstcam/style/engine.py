@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+from nstcam._checks import whole
 from nstcam._device import pick_device
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
@@ -62,6 +64,10 @@ class StyleTransfer:
             on quality has not been measured yet.
         channels_last: channels-last memory format; default on for CUDA.
         seed: seed of random weights.
+        compile: run each step as one ``torch.compile``d function (CUDA graphs on CUDA; see
+            ``nstcam/style/_compiled.py``); default on for CUDA, off elsewhere (on CPU it costs
+            tens of seconds of compilation per image size for little gain). Runs with a style mask
+            stay eager.
 
     Attributes:
         model: the VGG16_bn given or built.
@@ -79,6 +85,7 @@ class StyleTransfer:
         amp: bool = False,
         channels_last: bool | None = None,
         seed: int = 0,
+        compile: bool | None = None,
     ) -> None:
         device = pick_device(device)
         if model is None:
@@ -93,30 +100,17 @@ class StyleTransfer:
         info = weights_info(model) or WeightsInfo("vgg16_bn", "custom", "user model")
         channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
         net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
-        self._rt = Runtime(net, device, bool(amp) and device.type == "cuda", channels_last, info)
+        compile = device.type == "cuda" if compile is None else bool(compile)
+        self._rt = Runtime(net, device, bool(amp) and device.type == "cuda", channels_last, info, compile)
         if info.is_random:
             logger.warning("%s", info.notice)
 
     # -- read-only views of the runtime --------------------------------------------------------
-    @property
-    def net(self) -> nn.Sequential:
-        return self._rt.net
-
-    @property
-    def device(self) -> torch.device:
-        return self._rt.device
-
-    @property
-    def weights(self) -> WeightsInfo:
-        return self._rt.weights
-
-    @property
-    def amp(self) -> bool:
-        return self._rt.amp
-
-    @property
-    def channels_last(self) -> bool:
-        return self._rt.channels_last
+    net = property(lambda self: self._rt.net, doc="The (folded, frozen) VGG16_bn features that run.")
+    device = property(lambda self: self._rt.device, doc="Where the engine runs.")
+    weights = property(lambda self: self._rt.weights, doc="Where the weights came from.")
+    amp = property(lambda self: self._rt.amp, doc="bfloat16 autocast on CUDA.")
+    channels_last = property(lambda self: self._rt.channels_last, doc="Channels-last inputs.")
 
     @property
     def style_target_computations(self) -> int:
@@ -151,6 +145,7 @@ class StyleTransfer:
         preview_every: int = 0,
         progress_bar: bool = False,
         on_memory: str = "error",
+        progress_every: int | None = None,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -188,6 +183,8 @@ class StyleTransfer:
             progress_bar: show a tqdm progress bar.
             on_memory: if the run would not fit in free memory, ``"error"`` raises
                 :class:`InsufficientMemoryError`, ``"reduce"`` lowers ``size`` until it fits.
+            progress_every: call ``progress`` every N steps (and on preview steps); reading the
+                losses waits for the device, so the default is 1 on CPU and 10 elsewhere.
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -217,6 +214,7 @@ class StyleTransfer:
         overwrite: bool = False,
         ext: str = ".png",
         progress_bar: bool = True,
+        batch_size: int = 1,
         **params: Any,
     ) -> BatchResult:
         """Stylises many content images with the same style; style targets are computed once.
@@ -229,6 +227,10 @@ class StyleTransfer:
             overwrite: redo inputs whose output already exists.
             ext: ``".png"`` or ``".jpg"``.
             progress_bar: show a tqdm bar over the images.
+            batch_size: optimise up to this many images of the same output size together (one
+                forward and backward pass per step for all, each image with its own targets and
+                losses; the same results as one at a time, up to float noise). Needs
+                ``optimizer="adam"``: L-BFGS's line search would couple the images.
             **params: any keyword of :meth:`stylize` except ``progress_bar``. ``style_mask`` may also be
                 a callable that takes each content image (PIL) and returns its mask.
 
@@ -258,7 +260,13 @@ class StyleTransfer:
             style_mask=style_mask,
             callback=callback,
             progress_bar=progress_bar,
+            batch_size=batch_size,
         )
+
+    def warmup(self, width: int, height: int, **params: Any) -> float:
+        """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
+        returns the seconds it took (see :func:`warmup`)."""
+        return warmup(self._rt, width, height, **params)
 
     def estimate_memory(
         self,
@@ -292,3 +300,18 @@ def _stylize_defaults() -> dict[str, Any]:
         for k, p in sig.parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in ("progress", "progress_bar", "style_mask")
     }
+
+
+def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
+    """Runs two Adam steps on a blank ``width`` x ``height`` image, so that a compiling engine
+    compiles its step for that size now rather than in the first request; returns the seconds.
+
+    ``params`` are :meth:`StyleTransfer.stylize` keywords that change the compiled function
+    (``style_layers``, ``content_layers``); sizes and loss weights do not need them.
+    """
+    t = time.perf_counter()
+    size = (whole("width", width, minimum=16), whole("height", height, minimum=16))
+    blank = Image.new("RGB", size)
+    kw = {**_stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
+    run(rt, blank, [blank], make_plan(n_styles=1, **kw), None, False, {})
+    return time.perf_counter() - t
