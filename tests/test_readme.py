@@ -19,6 +19,7 @@ SHRINK = [
     ("size=512, steps=300", "size=32, steps=2"),
     ("size=1024)", "size=48, steps=2)"),
     ("size=512)", "size=32, steps=2)"),
+    ('size=512, optimizer="adam"', 'size=32, steps=2, optimizer="adam"'),
 ]
 
 

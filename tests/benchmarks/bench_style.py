@@ -244,6 +244,63 @@ def time_to_quality(size, device, weights, ref_steps, scales):
     )
 
 
+def wall_rows(device, weights, size, steps, batch, batch_steps):
+    """The GPU table: wall time of ``size`` px x ``steps`` steps for both optimisers, fp32 and bf16,
+    compiled (compilation timed apart, by ``warmup``) and eager; and batched throughput."""
+    import tempfile
+
+    vgg = build_model("vgg16_bn", weights).to(device)
+    cimg, simg = pil_images(size)
+    c, s = images(size, device)
+    judge = Judge(vgg, c, s)
+    rows = []
+    for compiled in (False, True):
+        for amp in (False, True):
+            st = StyleTransfer(model=vgg, device=device, amp=amp, compile=compiled)
+            w, h = cimg.size
+            warm = st.warmup(w, h)
+            for optimizer in ("adam", "lbfgs"):
+                sync(device)
+                t = time.perf_counter()
+                img = st.stylize(cimg, simg, size=size, steps=steps, scales=[size], optimizer=optimizer, **W)
+                sync(device)
+                rows.append(
+                    dict(
+                        compiled=compiled,
+                        amp=amp,
+                        optimizer=optimizer,
+                        seconds=time.perf_counter() - t,
+                        compile_s=warm,
+                        loss=judge(image_to_tensor(img, device)),
+                    )
+                )
+    st = StyleTransfer(model=vgg, device=device)
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(batch):
+            cimg.save(f"{d}/c{i}.png")
+        through = {}
+        for bs in (1, batch):
+            out = f"{d}/out{bs}"
+            st.stylize_batch(
+                d,
+                simg,
+                out,
+                size=size,
+                steps=batch_steps,
+                optimizer="adam",
+                batch_size=bs,
+                progress_bar=False,
+                **W,
+            )  # warm-up (and compilation)
+            sync(device)
+            t = time.perf_counter()
+            st.stylize_batch(d, simg, out, size=size, steps=batch_steps, optimizer="adam", batch_size=bs,
+                             progress_bar=False, overwrite=True, **W)  # fmt: skip
+            sync(device)
+            through[bs] = batch / (time.perf_counter() - t)
+    return rows, through
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -253,6 +310,16 @@ def main():
     p.add_argument("--quality-size", type=int, default=None, help="default: 256 on CPU, 512 on GPU")
     p.add_argument("--ref-steps", type=int, default=300)
     p.add_argument("--json", help="also write the results here")
+    p.add_argument(
+        "--wall",
+        action="store_true",
+        help="also time whole runs (compiled/eager, fp32/bf16, both optimisers) and batched throughput; "
+        "on by default with --device cuda",
+    )
+    p.add_argument("--wall-size", type=int, default=512)
+    p.add_argument("--wall-steps", type=int, default=500)
+    p.add_argument("--batch", type=int, default=8, help="images per step in the throughput rows")
+    p.add_argument("--batch-steps", type=int, default=300)
     p.add_argument("--_one", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
     device = torch.device(a.device)
@@ -309,9 +376,26 @@ def main():
         if q["reached"]
         else "\nnstcam did not reach the reference's loss"
     )
+    wall = None
+    if a.wall or device.type == "cuda":
+        wall = wall_rows(device, a.weights, a.wall_size, a.wall_steps, a.batch, a.batch_steps)
+        print(f"\n{a.wall_size} px x {a.wall_steps} steps, whole runs (compilation timed apart):\n")
+        print("| step | precision | optimiser | seconds | compile s | judge loss |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in wall[0]:
+            kind = "compiled" if r["compiled"] else "eager"
+            prec = "bf16" if r["amp"] and device.type == "cuda" else "fp32"
+            print(
+                f"| {kind} | {prec} | {r['optimizer']} | {r['seconds']:.2f} | {r['compile_s']:.1f} | {r['loss']:.4f} |"
+            )
+        print(f"\nbatched Adam, {a.wall_size} px x {a.batch_steps} steps, {a.batch} images:\n")
+        print("| batch_size | images/s |")
+        print("| --- | --- |")
+        for bs, v in wall[1].items():
+            print(f"| {bs} | {v:.3f} |")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"per_step": rows, "quality": q}, fh, indent=2)
+            json.dump({"per_step": rows, "quality": q, "wall": wall}, fh, indent=2, default=str)
 
 
 if __name__ == "__main__":
