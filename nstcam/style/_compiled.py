@@ -13,6 +13,7 @@ image size compiles once (``StyleTransfer.warmup`` does it ahead), then hits the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import torch
@@ -27,6 +28,8 @@ from nstcam.style._targets import Targets
 from nstcam.style.vgg import layer_index
 
 __all__ = ["compiled_loss", "tap_features"]
+
+logger = logging.getLogger(__name__)
 
 
 def tap_features(net: nn.Sequential, x: torch.Tensor, taps: dict[int, str]) -> dict[str, torch.Tensor]:
@@ -58,15 +61,38 @@ def _build(rt: Runtime, content_layers: tuple[str, ...], style_layers: tuple[tup
     return torch.compile(step, mode=mode, dynamic=False)
 
 
-def compiled_loss(rt: Runtime, targets: Targets, plan: Plan) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The step's (4, N) weighted losses through the engine's compiled function for these layers."""
+def compiled_loss(
+    rt: Runtime, targets: Targets, plan: Plan, eager: Callable[[torch.Tensor], torch.Tensor]
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The step's (4, N) weighted losses through the engine's compiled function for these layers.
+
+    The first step at each image shape is a probe: one forward and backward pass of the compiled
+    function on a copy of the image. If compiling fails there (an unsupported op, a missing
+    compiler), a warning says so and this engine runs that layer set eagerly (``eager``) from then
+    on, rather than failing the user's request.
+    """
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()))
     with rt.lock:
         fn = rt.compiled.get(key)
         if fn is None:
             fn = rt.compiled[key] = _build(rt, *key)
+    if fn is False:
+        return eager
 
     def loss(x: torch.Tensor) -> torch.Tensor:
+        state = rt.compiled.get(key)
+        if state is False:
+            return eager(x)
+        probe_key = (key, tuple(x.shape))
+        if probe_key not in rt.compiled:
+            try:
+                probe = x.detach().clone().requires_grad_(True)
+                fn(probe, targets.content, targets.style).sum().backward()
+            except Exception as e:  # noqa: BLE001 - any compiler failure: run eagerly instead
+                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
+                rt.compiled[key] = False
+                return eager(x)
+            rt.compiled[probe_key] = True
         terms = fn(x, targets.content, targets.style).clone()  # CUDA graph outputs are reused
         return weighted((terms[0], terms[1], terms[2]), plan)
 

@@ -116,6 +116,10 @@ def _loss_fn(
     rt: Runtime, hooks: VGGFeatureHooks, targets: Targets, plan: Plan
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's losses: compiled where the engine compiles (no mask), else eager through hooks."""
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        return compute_losses(rt, hooks, x, targets, plan)
+
     if rt.compile and targets.mask is None:
-        return compiled_loss(rt, targets, plan)
-    return lambda x: compute_losses(rt, hooks, x, targets, plan)
+        return compiled_loss(rt, targets, plan, eager)
+    return eager
