@@ -61,9 +61,62 @@ def _warn_random(info) -> None:
         logger.warning("%s", info.notice)
 
 
+def _stylize_params(args: argparse.Namespace) -> dict:
+    return dict(
+        size=args.size,
+        steps=args.steps,
+        style_weight=args.style_weight,
+        content_weight=args.content_weight,
+        tv_weight=args.tv_weight,
+        optimizer=args.optimizer,
+        init=args.init,
+        style_weights=args.style_weights,
+        style_scale=args.style_scale,
+        preserve_color=args.preserve_color,
+        scales=args.scales,
+        seed=args.seed,
+    )
+
+
+def _ray_address(args: argparse.Namespace) -> str | None:
+    return None if args.ray == "local" else args.ray
+
+
+def _cmd_stylize_ray(args: argparse.Namespace) -> int:
+    from nstcam.distributed import stylize_dataset
+
+    if args.mask or args.subject_aware or args.report:
+        logger.error("--ray does not take --mask, --subject-aware or --report yet; run without --ray")
+        return 2
+    contents = args.content[0] if len(args.content) == 1 else args.content
+    try:
+        res = stylize_dataset(
+            contents,
+            args.style,
+            args.output,
+            num_workers=args.workers,
+            gpus_per_worker=args.gpus_per_worker,
+            address=_ray_address(args),
+            weights=args.weights,
+            overwrite=args.overwrite,
+            ext=args.ext,
+            **_stylize_params(args),
+        )
+    except (ImportError, ValueError, FileNotFoundError, TypeError) as e:
+        logger.error("%s", e)
+        return 1
+    for p in res.written:
+        print(p)
+    for src, why in res.failed.items():
+        logger.error("skipped %s: %s", src, why)
+    return 1 if res.failed else 0
+
+
 def _cmd_stylize(args: argparse.Namespace) -> int:
     from nstcam.style import StyleTransfer
 
+    if args.ray:
+        return _cmd_stylize_ray(args)
     try:
         st = StyleTransfer(args.weights, device=args.device)
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
@@ -89,20 +142,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
                 img, cam, mode=args.subject_aware, threshold=args.threshold, feather=args.feather
             )[0]
 
-    params = dict(
-        size=args.size,
-        steps=args.steps,
-        style_weight=args.style_weight,
-        content_weight=args.content_weight,
-        tv_weight=args.tv_weight,
-        optimizer=args.optimizer,
-        init=args.init,
-        style_weights=args.style_weights,
-        style_scale=args.style_scale,
-        preserve_color=args.preserve_color,
-        scales=args.scales,
-        seed=args.seed,
-    )
+    params = _stylize_params(args)
     try:
         res = st.stylize_batch(
             contents,
@@ -131,6 +171,48 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def _cmd_cam_ray(args: argparse.Namespace) -> int:
+    from nstcam.distributed import explain_dataset
+
+    if args.target is not None:
+        logger.error("--ray explains the top-k classes; --target works without --ray")
+        return 2
+    images = args.images[0] if len(args.images) == 1 else args.images
+    try:
+        res = explain_dataset(
+            images,
+            args.output,
+            arch=args.arch,
+            layer=args.layer,
+            method=args.method,
+            top_k=args.top_k,
+            num_workers=args.workers,
+            gpus_per_worker=args.gpus_per_worker,
+            address=_ray_address(args),
+            weights=args.weights,
+        )
+    except (ImportError, ValueError, FileNotFoundError, TypeError) as e:
+        logger.error("%s", e)
+        return 1
+    print(res.csv)
+    for src, why in res.failed.items():
+        logger.error("skipped %s: %s", src, why)
+    return 1 if res.failed else 0
+
+
+def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("many images on Ray Data (pip install 'nstcam[ray]')")
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run on Ray: alone, a local instance sized to this machine; or auto, or ray://host:10001",
+    )
+    g.add_argument("--workers", type=int, help="Ray workers (default: one per GPU, else one per two CPUs)")
+    g.add_argument("--gpus-per-worker", type=float, default=0, help="GPUs each worker reserves (default 0)")
+
+
 def _cmd_cam(args: argparse.Namespace) -> int:
     import json
     import re
@@ -139,6 +221,8 @@ def _cmd_cam(args: argparse.Namespace) -> int:
     from nstcam.cam import GradCAM
     from nstcam.image import ImageError, save_image
 
+    if args.ray:
+        return _cmd_cam_ray(args)
     try:
         cam = GradCAM(
             args.arch, weights=args.weights, target_layer=args.layer, method=args.method, device=args.device
@@ -229,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write <output>_report.json: is the subject still recognised after stylisation?",
     )
+    _add_ray_arguments(s)
     s.set_defaults(func=_cmd_stylize)
 
     c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
@@ -247,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", type=int, help="explain this class index instead")
     c.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     c.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
     return p
 

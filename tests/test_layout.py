@@ -19,7 +19,7 @@ BASE = {
     "nstcam.mask",
     "nstcam.weights",
 }
-TOP = {"nstcam", "nstcam.__main__", "nstcam.cli"}
+TOP = {"nstcam", "nstcam.__main__", "nstcam.cli", "nstcam.distributed"}
 
 
 def part(module: str) -> str:

@@ -53,10 +53,19 @@ def test_readme_python_snippet_runs(index, readme_files):
     for old, new in SHRINK:
         code = code.replace(old, new)
     scope: dict = {}
-    exec(compile(code, f"README.md python block {index + 1}", "exec"), scope)
+    try:
+        exec(compile(code, f"README.md python block {index + 1}", "exec"), scope)
+    finally:
+        if "nstcam.distributed" in code:
+            import ray
+
+            ray.shutdown()
     if "StyleTransfer(" in code:
         assert (readme_files / "cat_starry.png").is_file()
         assert (readme_files / "out" / "cat_stylized.png").is_file()  # broken.jpg was skipped
         assert (
             scope["maps"].shape[0] == 1 and 0 <= float(scope["maps"].min()) <= float(scope["maps"].max()) <= 1
         )
+    if "stylize_dataset(" in code:
+        assert len(scope["res"].written) == 1 and list(scope["res"].failed) == ["photos/broken.jpg"]
+        assert Path(scope["cams"].csv).read_text().count("\n") == 4  # header + top-3 of one image

@@ -1,0 +1,398 @@
+"""Many images, many machines: stylise and explain whole datasets on Ray Data.
+
+``pip install "nstcam[ray]"``. The same code runs on a laptop (a local Ray instance sized to the
+machine), a multi-GPU box or a cluster (``address="auto"`` or ``"ray://head:10001"``): Ray Data reads
+the inputs and feeds a pool of actors; each actor builds its engine once (and, for style transfer,
+computes the style targets once) and writes its outputs itself, named exactly as
+:meth:`nstcam.StyleTransfer.stylize_batch` names them, so the two are interchangeable and a rerun
+skips what exists. A bad image is recorded and the rest complete; an actor whose process dies is
+restarted by Ray and its images are retried (outputs are written atomically, so a retry never
+leaves half a file).
+
+Example:
+    >>> from nstcam.distributed import stylize_dataset
+    >>> res = stylize_dataset("photos/", "starry.jpg", "out/", num_workers=4, size=512, steps=300)
+    >>> len(res.written), res.failed
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nstcam.image import ImageError, ImageSource, load_image, save_image
+from nstcam.style import BatchResult
+from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
+
+__all__ = ["explain_dataset", "stylize_dataset"]
+
+logger = logging.getLogger(__name__)
+
+CPUS_PER_WORKER = 0.5
+"""Ray CPUs an actor reserves: a fraction, so that Ray Data's read tasks always find a CPU (an actor
+pool that takes every CPU starves them and the job hangs)."""
+
+
+def _ray():
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ImportError('nstcam.distributed needs Ray Data: pip install "nstcam[ray]"') from None
+    return ray
+
+
+def _connect(address: str | None) -> Any:
+    """Joins ``address`` ("auto", "ray://host:10001"), or starts a local instance sized to the machine
+    (``None``); an instance this process already joined is reused."""
+    ray = _ray()
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    return ray
+
+
+def _inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
+    """Local files from a folder, glob or list; or files under a URI that pyarrow reads (s3://...)."""
+    if isinstance(inputs, str) and "://" in inputs and not inputs.startswith("file://"):
+        from pyarrow import fs as pafs
+
+        filesystem, root = pafs.FileSystem.from_uri(inputs)
+        info = filesystem.get_file_info(root)
+        if info.type == pafs.FileType.File:
+            return [inputs]
+        scheme = inputs.split("://", 1)[0]
+        found = filesystem.get_file_info(pafs.FileSelector(root, recursive=False))
+        files = sorted(f.path for f in found if f.is_file and Path(f.path).suffix.lower() in IMAGE_EXTENSIONS)
+        if not files:
+            raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {inputs}")
+        return [f"{scheme}://{f}" for f in files]
+    items = expand_contents(inputs)
+    bad = [i for i in items if not isinstance(i, (str, Path))]
+    if bad:
+        raise TypeError(
+            "inputs must be paths, a folder, a glob or a URI (images in memory cannot be shipped)"
+        )
+    return [str(i) for i in items]
+
+
+def _read(path: str) -> ImageSource:
+    if "://" in path and not path.startswith("file://"):
+        from pyarrow import fs as pafs
+
+        filesystem, p = pafs.FileSystem.from_uri(path)
+        with filesystem.open_input_stream(p) as fh:
+            return fh.read()
+    return path
+
+
+def _atomic_save(img: Any, out: Path) -> None:
+    tmp = out.with_name(f".{out.stem}.partial{out.suffix}")
+    save_image(img, tmp)
+    os.replace(tmp, out)
+
+
+def _check_weights(arch: str, weights: str, address: str | None) -> None:
+    """On a local run, fetch (or refuse) the weights once here, with a clear error, rather than in
+    every worker, where a failure would only kill the actors."""
+    if address is not None:
+        return  # each node of a cluster has its own weights folder
+    if weights == "imagenet":
+        from nstcam.weights import _ensure_file
+
+        _ensure_file(arch, download=True, timeout=30.0)
+    elif weights != "random" and not Path(weights).is_file():
+        raise FileNotFoundError(f"weights file not found: {weights}")
+
+
+def _workers(num_workers: int | None, gpus_per_worker: float) -> int:
+    ray = _ray()
+    if num_workers is not None:
+        if int(num_workers) < 1:
+            raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+        return int(num_workers)
+    res = ray.cluster_resources()
+    if gpus_per_worker:
+        return max(1, int(res.get("GPU", 0) // gpus_per_worker))
+    return max(1, int(res.get("CPU", 1) // 2))
+
+
+def _map(ray: Any, rows: list[dict], worker: type, kwargs: dict, n: int, gpus: float) -> list[dict]:
+    """Runs ``worker`` over ``rows`` on ``n`` actors, one image per call. Ray Data restarts an actor
+    whose process dies and retries its images (its default for actor pools)."""
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+    ds = ds.map_batches(
+        worker,
+        fn_constructor_kwargs=kwargs,
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=n),
+        num_cpus=CPUS_PER_WORKER,
+        num_gpus=gpus or None,
+    )
+    try:
+        return list(ds.iter_rows())
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RuntimeError(f"the Ray job failed: {first}") from e
+
+
+class _StyleWorker:
+    """One actor: one engine, one plan and one style-target cache for all its images."""
+
+    def __init__(self, styles: list[bytes], weights: str, params: dict, threads: int, gpu: bool) -> None:
+        import torch
+
+        from nstcam.style import StyleTransfer
+        from nstcam.style._plan import make_plan
+        from nstcam.style.engine import _stylize_defaults
+
+        torch.set_num_threads(max(1, threads))
+        self.st = StyleTransfer(weights, device="cuda" if gpu else "cpu")
+        self.styles = [load_image(s) for s in styles]
+        self.plan = make_plan(n_styles=len(self.styles), **{**_stylize_defaults(), **params})
+        self.cache: dict = {}
+
+    def __call__(self, batch: dict) -> dict:
+        from nstcam.style._run import run
+
+        status, errors = [], []
+        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
+            try:
+                img = run(
+                    self.st._rt, load_image(_read(str(path))), self.styles, self.plan, None, False, self.cache
+                )
+            except (ImageError, FileNotFoundError, OSError, MemoryError, ValueError) as e:
+                status.append("failed")
+                errors.append(str(e))
+                continue
+            out = Path(str(out))
+            _atomic_save(img, out)
+            meta = dict(img.info["nstcam"], input=str(label), output=str(out))
+            out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+            status.append("written")
+            errors.append("")
+        return {
+            "label": batch["label"],
+            "out": batch["out"],
+            "status": status,
+            "error": errors,
+            "targets": [self.st.style_target_computations] * len(status),
+        }
+
+
+def stylize_dataset(
+    inputs: str | Path | Sequence[str | Path],
+    style: ImageSource | Sequence[ImageSource],
+    out_dir: str | Path,
+    *,
+    num_workers: int | None = None,
+    gpus_per_worker: float = 0,
+    address: str | None = None,
+    weights: str = "imagenet",
+    overwrite: bool = False,
+    ext: str = ".png",
+    **stylize_params: Any,
+) -> BatchResult:
+    """Stylises every input on a pool of Ray actors; see the module docstring.
+
+    Args:
+        inputs: a folder, a glob, a list of paths, or a URI pyarrow reads (``s3://bucket/photos/``).
+        style: one style image or a list to blend (read here, shipped to every worker once).
+        out_dir: a local (or shared) folder; outputs and JSON sidecars as ``stylize_batch`` names them.
+        num_workers: actors (default: one per GPU with ``gpus_per_worker``, else one per two CPUs).
+        gpus_per_worker: GPUs each actor reserves (0: run on CPU).
+        address: ``None`` starts a local Ray instance; ``"auto"`` or ``"ray://host:10001"`` joins one.
+        weights: weights of the engines (``"imagenet"``, ``"random"`` or a path every worker sees).
+        overwrite: redo inputs whose output exists (else they are skipped: reruns resume).
+        ext: ``".png"`` or ``".jpg"``.
+        **stylize_params: keywords of :meth:`nstcam.StyleTransfer.stylize` (size, steps, ...).
+
+    Returns:
+        A :class:`nstcam.BatchResult`: ``.written``, ``.skipped``, ``.failed`` (input -> reason).
+    """
+    if ext.lower() not in (".png", ".jpg", ".jpeg"):
+        raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {ext!r}")
+    for key in ("progress", "progress_bar", "style_mask"):
+        if key in stylize_params:
+            raise ValueError(f"{key} is not supported by stylize_dataset (Ray Data shows progress)")
+    items = _inputs(inputs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    styles = style if isinstance(style, (list, tuple)) else [style]
+    style_bytes = [_png_bytes(load_image(s)) for s in styles]
+    result = BatchResult()
+    rows = []
+    for item, name in zip(items, output_names(items, ext), strict=True):
+        out = out_dir / name
+        if out.exists() and not overwrite:
+            result.append(out)
+            result.skipped.append(out)
+            continue
+        rows.append({"path": item, "out": str(out), "label": item})
+    if not rows:
+        return result
+    _check_weights("vgg16_bn", weights, address)
+    ray = _connect(address)
+    n = min(_workers(num_workers, gpus_per_worker), len(rows))
+    threads = max(1, int(ray.cluster_resources().get("CPU", 1) // n)) if not gpus_per_worker else 1
+    kwargs = dict(
+        styles=style_bytes, weights=weights, params=stylize_params, threads=threads, gpu=bool(gpus_per_worker)
+    )
+    done = _map(ray, rows, _StyleWorker, kwargs, n, gpus_per_worker)
+    result.style_target_computations = max((int(r["targets"]) for r in done), default=0)
+    order = {r["label"]: i for i, r in enumerate(rows)}
+    for r in sorted(done, key=lambda r: order[str(r["label"])]):
+        if r["status"] == "written":
+            result.append(Path(str(r["out"])))
+            result.written.append(Path(str(r["out"])))
+        else:
+            result.failed[str(r["label"])] = str(r["error"])
+    if result.failed:
+        logger.warning("%d of %d inputs failed", len(result.failed), len(items))
+    return result
+
+
+def _png_bytes(img: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class _CamWorker:
+    """One actor: one GradCAM for all its images."""
+
+    def __init__(
+        self, arch: str, layer: str, method: str, weights: str, top_k: int, npy: bool, threads: int, gpu: bool
+    ):
+        import torch
+
+        from nstcam.cam import GradCAM
+
+        torch.set_num_threads(max(1, threads))
+        self.cam = GradCAM(
+            arch, weights=weights, target_layer=layer, method=method, device="cuda" if gpu else "cpu"
+        )
+        self.top_k, self.npy = top_k, npy
+
+    def __call__(self, batch: dict) -> dict:
+        import numpy as np
+        from PIL import Image
+
+        status, errors = [], []
+        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
+            sidecar = Path(str(out))
+            try:
+                results = self.cam.explain(load_image(_read(str(path))), top_k=self.top_k)
+            except (ImageError, FileNotFoundError, OSError, ValueError) as e:
+                status.append("failed")
+                errors.append(str(e))
+                continue
+            rows = []
+            for rank, r in enumerate(results, 1):
+                stem = f"{sidecar.stem.removesuffix('_cam')}_{rank}_{r.class_index}"
+                heat = sidecar.with_name(f"{stem}.png")
+                _atomic_save(Image.fromarray((r.heatmap * 255).astype(np.uint8), "L"), heat)
+                if self.npy:
+                    np.save(sidecar.with_name(f"{stem}.npy"), r.heatmap)
+                rows.append(
+                    dict(
+                        path=str(label),
+                        rank=rank,
+                        **{"class": r.class_index},
+                        label=r.label,
+                        score=r.score,
+                        heatmap=str(heat),
+                    )
+                )
+            tmp = sidecar.with_name(f".{sidecar.name}.partial")
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "rows": rows,
+                        "random_weights": bool(results[0].weights and results[0].weights.is_random),
+                    }
+                )
+            )
+            os.replace(tmp, sidecar)
+            status.append("written")
+            errors.append("")
+        return {"label": batch["label"], "out": batch["out"], "status": status, "error": errors}
+
+
+def explain_dataset(
+    inputs: str | Path | Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    arch: str = "resnet50",
+    layer: str = "layer4",
+    method: str = "gradcam",
+    top_k: int = 1,
+    num_workers: int | None = None,
+    gpus_per_worker: float = 0,
+    address: str | None = None,
+    weights: str = "imagenet",
+    save_npy: bool = False,
+    overwrite: bool = False,
+) -> BatchResult:
+    """Explains every input on a pool of Ray actors: a heatmap PNG per image and class
+    (``<stem>_<rank>_<class>.png``, and ``.npy`` with ``save_npy``), a JSON sidecar per image
+    (``<stem>_cam.json``, what makes reruns resume) and one CSV, ``out_dir/explanations.csv``, with
+    columns ``path, rank, class, label, score``, one row per image and class, in input order.
+
+    Returns:
+        A :class:`nstcam.BatchResult` of the per-image sidecars; ``.csv`` is the CSV's path.
+    """
+    from nstcam._checks import whole
+
+    top_k = whole("top_k", top_k, minimum=1)
+    items = _inputs(inputs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = [n.replace("_stylized.png", "_cam.json") for n in output_names(items, ".png")]
+    result = BatchResult()
+    rows = []
+    for item, name in zip(items, names, strict=True):
+        out = out_dir / name
+        if out.exists() and not overwrite:
+            result.append(out)
+            result.skipped.append(out)
+            continue
+        rows.append({"path": item, "out": str(out), "label": item})
+    if rows:
+        _check_weights(arch, weights, address)
+        ray = _connect(address)
+        n = min(_workers(num_workers, gpus_per_worker), len(rows))
+        threads = max(1, int(ray.cluster_resources().get("CPU", 1) // n)) if not gpus_per_worker else 1
+        kwargs = dict(
+            arch=arch, layer=layer, method=method, weights=weights, top_k=top_k, npy=save_npy,
+            threads=threads, gpu=bool(gpus_per_worker),
+        )  # fmt: skip
+        for r in _map(ray, rows, _CamWorker, kwargs, n, gpus_per_worker):
+            if r["status"] == "written":
+                result.written.append(Path(str(r["out"])))
+            else:
+                result.failed[str(r["label"])] = str(r["error"])
+    result.extend(result.written)
+    csv_path = out_dir / "explanations.csv"
+    with open(csv_path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["path", "rank", "class", "label", "score"])
+        for item, name in zip(items, names, strict=True):
+            sidecar = out_dir / name
+            if str(item) in result.failed or not sidecar.exists():
+                continue
+            for row in json.loads(sidecar.read_text())["rows"]:
+                writer.writerow([row["path"], row["rank"], row["class"], row["label"], f"{row['score']:.6f}"])
+    result.csv = csv_path
+    if result.failed:
+        logger.warning("%d of %d inputs failed", len(result.failed), len(items))
+    return result

@@ -1,0 +1,153 @@
+"""Many images on Ray Data: one local Ray instance (2 CPUs) for the whole module, tiny images."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import pattern
+from PIL import Image
+
+ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "nstcam[ray]"')
+
+from nstcam import GradCAM, StyleTransfer  # noqa: E402
+from nstcam.distributed import explain_dataset, stylize_dataset  # noqa: E402
+
+KW = dict(weights="random", size=32, steps=3, seed=0, optimizer="adam")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ray")
+    inp = d / "in"
+    inp.mkdir()
+    for i in range(3):
+        pattern(20 + i).save(inp / f"img{i}.png")
+    pattern(30, 48, 64).save(inp / "tall.png")
+    (inp / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n but then nothing")
+    style = d / "style.png"
+    pattern(2, 64, 64).save(style)
+    return inp, style
+
+
+def test_stylize_dataset_equals_local_runs_and_resumes(local_ray, data, tmp_path):
+    inp, style = data
+    out = tmp_path / "out"
+    res = stylize_dataset(inp, style, out, num_workers=2, **KW)
+    names = sorted(p.name for p in res.written)
+    assert names == ["img0_stylized.png", "img1_stylized.png", "img2_stylized.png", "tall_stylized.png"]
+    assert (
+        list(res.failed) == [str(inp / "corrupt.png")]
+        and "not an image" in res.failed[str(inp / "corrupt.png")]
+    )
+    assert res.style_target_computations == 1  # each worker computed the style targets once
+    local = StyleTransfer("random", device="cpu")
+    params = {k: v for k, v in KW.items() if k != "weights"}
+    for name in ("img0", "img1", "img2", "tall"):
+        expected = np.asarray(local.stylize(inp / f"{name}.png", style, **params), dtype=np.int16)
+        got = np.asarray(Image.open(out / f"{name}_stylized.png"), dtype=np.int16)
+        assert got.shape == expected.shape and np.abs(got - expected).max() <= 2, name
+        meta = json.loads((out / f"{name}_stylized.json").read_text())
+        assert meta["input"] == str(inp / f"{name}.png") and meta["random_weights"] is True
+    assert not list(out.glob(".*partial*"))
+    again = stylize_dataset(inp, style, out, num_workers=2, **KW)
+    assert again.written == [] and sorted(p.name for p in again.skipped) == names
+
+
+def test_a_worker_killed_mid_run_loses_no_image(local_ray, tmp_path, data):
+    _, style = data
+    inp = tmp_path / "many"
+    inp.mkdir()
+    for i in range(8):
+        pattern(40 + i).save(inp / f"p{i}.png")
+    out = tmp_path / "out"
+    box: dict = {}
+    run = threading.Thread(
+        target=lambda: box.setdefault(
+            "res", stylize_dataset(inp, style, out, num_workers=2, **{**KW, "size": 64, "steps": 15})
+        )
+    )
+    run.start()
+    deadline = time.time() + 120
+    while not list(out.glob("*_stylized.png")) and time.time() < deadline:
+        time.sleep(0.05)
+    workers = [p for p in _ray_workers() if "_StyleWorker" in p[1]]
+    assert workers, "no worker process found"
+    os.kill(workers[0][0], signal.SIGKILL)
+    run.join(240)
+    res = box["res"]
+    assert len(res.written) == 8 and res.failed == {}
+    assert len(list(out.glob("*_stylized.png"))) == 8
+
+
+def _ray_workers() -> list[tuple[int, str]]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().decode(errors="ignore")
+            except OSError:
+                continue
+            if cmd.startswith("ray::MapWorker"):
+                found.append((int(d.name), cmd))
+    return found
+
+
+def test_explain_dataset_csv_matches_gradcam(local_ray, data, tmp_path):
+    inp, _ = data
+    out = tmp_path / "cams"
+    res = explain_dataset(inp, out, arch="resnet18", top_k=2, num_workers=2, weights="random", save_npy=True)
+    assert len(res.written) == 4 and list(res.failed) == [str(inp / "corrupt.png")]
+    with open(res.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["path"] for r in rows][::2] == [str(inp / f"{n}.png") for n in ("img0", "img1", "img2", "tall")]
+    cam = GradCAM("resnet18", weights="random", device="cpu")
+    for i in range(0, len(rows), 2):
+        path = rows[i]["path"]
+        expected = cam.explain(path, top_k=2)
+        for r, e in zip(rows[i : i + 2], expected, strict=True):
+            assert int(r["class"]) == e.class_index and r["label"] == e.label
+            assert float(r["score"]) == pytest.approx(e.score, abs=1e-5)
+            stem = f"{Path(path).stem}_{r['rank']}_{r['class']}"
+            heat = np.load(out / f"{stem}.npy")
+            np.testing.assert_allclose(heat, e.heatmap, atol=1e-5)
+            assert Image.open(out / f"{stem}.png").size == e.image.size
+    again = explain_dataset(inp, out, arch="resnet18", top_k=2, num_workers=2, weights="random")
+    assert again.written == [] and len(again.skipped) == 4
+    assert Path(again.csv).read_text() == Path(res.csv).read_text()
+
+
+def test_cli_ray_flags(local_ray, data, tmp_path, capsys, caplog):
+    from nstcam.cli import main
+
+    inp, style = data
+    base = ["--weights", "random", "--ray", "--workers", "1"]
+    rc = main(["stylize", str(inp), "--style", str(style), "-o", str(tmp_path / "s"), "--size", "32",
+               "--steps", "2", "--optimizer", "adam", *base])  # fmt: skip
+    assert rc == 1 and "corrupt.png" in caplog.text  # one bad input: reported, exit status 1
+    assert len(list((tmp_path / "s").glob("*_stylized.png"))) == 4
+    rc = main(["cam", str(inp), "-o", str(tmp_path / "c"), "--arch", "resnet18", "--top-k", "1", *base])
+    assert rc == 1 and (tmp_path / "c" / "explanations.csv").read_text().count("\n") == 5
+    assert str(tmp_path / "c" / "explanations.csv") in capsys.readouterr().out
+
+
+def test_missing_weights_fail_fast_with_the_fix(local_ray, data, tmp_path):
+    from nstcam import WeightsUnavailableError
+
+    inp, style = data
+    with pytest.raises(WeightsUnavailableError, match="vgg16_bn-6c64b313.pth is not in"):
+        stylize_dataset(inp, style, tmp_path / "o", num_workers=1, size=32, steps=1)  # imagenet, offline
