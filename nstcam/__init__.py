@@ -2,6 +2,7 @@
 
 from nstcam._version import __version__
 from nstcam.cam import CamResult, GradCAM, overlay_heatmap
+from nstcam.features import FeatureMaps, feature_maps
 from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
 from nstcam.image import (
     ImageError,
@@ -37,6 +38,8 @@ from nstcam.weights import (
 )
 
 __all__ = [
+    "FeatureMaps",
+    "feature_maps",
     "RecognitionReport",
     "SubjectAwareResult",
     "heatmap_to_mask",

@@ -252,6 +252,32 @@ def _cmd_cam(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_features(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from nstcam.features import feature_maps
+    from nstcam.image import ImageError, save_image
+
+    try:
+        if args.model == "vgg16_bn":
+            from nstcam.style import StyleTransfer
+
+            engine = StyleTransfer(args.weights, device=args.device)
+        else:
+            from nstcam.weights import build_model
+
+            engine = build_model(args.model, args.weights)
+        fm = feature_maps(engine, args.image, args.layer, top=args.top)
+    except (WeightsUnavailableError, ValueError, FileNotFoundError, ImageError) as e:
+        _error(e)
+        return 1
+    out = save_image(fm.grid, Path(args.output))
+    out.with_suffix(".json").write_text(json.dumps({"image": args.image, **fm.to_dict()}, indent=2))
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``nstcam`` command."""
     p = argparse.ArgumentParser(prog="nstcam", description="Neural style transfer and Grad-CAM.")
@@ -334,6 +360,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
+
+    f = sub.add_parser("features", help="a grid of the most active channels of one layer")
+    f.add_argument("image", metavar="IMAGE")
+    f.add_argument("--layer", required=True, help="relu3_1 (vgg16_bn) or layer3, layer4.1 (ResNets)")
+    f.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    f.add_argument("--model", default="vgg16_bn", choices=list(ARCHS), help="default vgg16_bn")
+    f.add_argument("--top", type=int, default=16, help="channels in the grid (default 16)")
+    f.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
+    f.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    f.set_defaults(func=_cmd_features)
     return p
 
 

@@ -249,3 +249,19 @@ def test_cams_are_built_once_so_the_random_warning_is_logged_once(models, files,
         for _ in range(3):
             cam_handler(models, str(c), "resnet18", "layer2", "gradcam", 1)
     assert "RANDOM" not in caplog.text
+
+
+def test_features_handler(models, files):
+    from nstcam.app.handlers import features_handler
+
+    c, _, bad = files
+    grid, rows, note = features_handler(models, str(c), "vgg16_bn", "relu2_1", 4)
+    assert grid.size == (2 * 96, 2 * (96 + 14)) and [r[0] for r in rows] == [1, 2, 3, 4]
+    assert note.startswith("vgg16_bn relu2_1: 128 channels") and "RANDOM" in note
+    grid, rows, _ = features_handler(models, str(c), "resnet18", "layer2", 2)
+    assert len(rows) == 2
+    with pytest.raises(gr.Error, match="unknown layer 'layer2' for vgg16_bn; valid layers: relu1_1"):
+        features_handler(models, str(c), "vgg16_bn", "layer2")
+    with pytest.raises(gr.Error, match=r"Bad image \(image\): garbage.png"):
+        features_handler(models, str(bad))
+    assert count_hooks(models.style().net) == 0

@@ -29,6 +29,8 @@ def part(module: str) -> str:
         return "top"
     if module == "nstcam.subject":
         return "subject"
+    if module == "nstcam.features":
+        return "features"
     for engine in ("style", "cam"):
         if module == f"nstcam.{engine}" or module.startswith(f"nstcam.{engine}."):
             return engine
@@ -40,7 +42,8 @@ ALLOWED = {
     "style": {"base", "style"},
     "cam": {"base", "cam"},
     "subject": {"base", "style", "cam"},
-    "top": {"base", "style", "cam", "subject", "top"},
+    "features": {"base", "style"},
+    "top": {"base", "style", "cam", "subject", "features", "top"},
 }
 
 

@@ -60,7 +60,7 @@ def test_readme_python_snippet_runs(index, readme_files):
             import ray
 
             ray.shutdown()
-    if "StyleTransfer(" in code:
+    if "st.stylize(" in code:
         assert (readme_files / "cat_starry.png").is_file()
         assert (readme_files / "out" / "cat_stylized.png").is_file()  # broken.jpg was skipped
         assert (
@@ -69,3 +69,5 @@ def test_readme_python_snippet_runs(index, readme_files):
     if "stylize_dataset(" in code:
         assert len(scope["res"].written) == 1 and list(scope["res"].failed) == ["photos/broken.jpg"]
         assert Path(scope["cams"].csv).read_text().count("\n") == 4  # header + top-3 of one image
+    if "feature_maps(" in code:
+        assert (readme_files / "relu3_1.png").is_file() and scope["fm"].activations.shape[0] == 256

@@ -21,7 +21,7 @@ from nstcam.image import ImageError
 from nstcam.style import Cancelled, InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
 
-__all__ = ["cam_handler", "layer_choices", "stylize_handler", "subject_handler"]
+__all__ = ["cam_handler", "features_handler", "layer_choices", "stylize_handler", "subject_handler"]
 
 logger = logging.getLogger(__name__)
 
@@ -364,3 +364,45 @@ def subject_handler(
     meta = out.info["nstcam"]
     status = f"done: {out.width}x{out.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s{note}"
     yield mask_img, out, before, after, md, status
+
+
+# -- feature maps -------------------------------------------------------------------------------
+FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)
+
+
+def feature_layer_choices(model: str) -> list[str]:
+    """Layers the feature-map viewer offers for ``model``."""
+    from nstcam.style import VGG_LAYERS
+
+    if model == "vgg16_bn":
+        return list(VGG_LAYERS)
+    return layer_choices(model)
+
+
+def features_handler(
+    models: Models, image: Any, model: str = "vgg16_bn", layer: str = "relu3_1", top: int = 16
+) -> tuple[Image.Image, list[list[Any]], str]:
+    """Returns (grid of the most active channels, table rows [rank, channel, mean], a note)."""
+    from nstcam.features import feature_maps
+
+    try:
+        if image is None:
+            raise gr.Error("Upload an image.")
+        if model not in FEATURE_MODELS:
+            raise gr.Error(f"model must be one of {', '.join(FEATURE_MODELS)}, got {model!r}")
+        valid = feature_layer_choices(model)
+        if layer not in valid:
+            raise gr.Error(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
+        _check(top, "channels", 1, 64)
+        img = load_upload(image, "image")
+        engine = models.style() if model == "vgg16_bn" else models.cam(model, "layer4", "gradcam")
+        fm = gpu(feature_maps)(engine, img, layer, top=int(top))
+    except Exception as e:
+        raise _fail(e) from e
+    random = bool(engine.weights and engine.weights.is_random)
+    c, h, w = fm.activations.shape
+    note = f"{model} {layer}: {c} channels of {w}x{h}; the {len(fm.channels)} most active" + _weights_note(
+        random
+    )
+    rows = [[i + 1, ch, round(m, 4)] for i, (ch, m) in enumerate(zip(fm.channels, fm.means, strict=True))]
+    return fm.grid, rows, note

@@ -11,7 +11,15 @@ from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeImage
-from nstcam.app.handlers import cam_handler, layer_choices, stylize_handler, subject_handler
+from nstcam.app.handlers import (
+    FEATURE_MODELS,
+    cam_handler,
+    feature_layer_choices,
+    features_handler,
+    layer_choices,
+    stylize_handler,
+    subject_handler,
+)
 from nstcam.cam import CAM_ARCHS, METHODS
 
 __all__ = ["build_demo", "launch_kwargs"]
@@ -82,6 +90,8 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             _cam_tab(config, models)
         with gr.Tab("Subject-aware"):
             _subject_tab(config, models, runs)
+        with gr.Tab("Feature maps"):
+            _features_tab(models)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     return demo
 
@@ -291,3 +301,34 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         runs.cancel("subject", request)
 
     sa_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
+
+
+def _features_tab(models: Models) -> None:
+    gr.Markdown("What the network sees: the most active channels of one layer (forward stopped there).")
+    with gr.Row():
+        with gr.Column(scale=1):
+            image = SafeImage(label="Image", sources=["upload", "clipboard", "webcam"], height=240)
+            model = gr.Dropdown(list(FEATURE_MODELS), value="vgg16_bn", label="Model")
+            layer = gr.Dropdown(feature_layer_choices("vgg16_bn"), value="relu3_1", label="Layer")
+            top = gr.Slider(1, 64, value=16, step=1, label="Channels")
+            show = gr.Button("Show feature maps", variant="primary", elem_id="fm-run")
+        with gr.Column(scale=2):
+            grid = gr.Image(label="Most active channels (#index  mean)", type="filepath")
+            note = gr.Textbox(label="Layer", interactive=False)
+            table = gr.Dataframe(headers=["rank", "channel", "mean activation"], label="Channels")
+    gr.Examples([[_sample("chelsea.png")], [_sample("astronaut.png")]], inputs=[image])
+    model.change(
+        lambda m: gr.Dropdown(
+            choices=feature_layer_choices(m), value="relu3_1" if m == "vgg16_bn" else "layer3"
+        ),
+        model,
+        layer,
+        api_name=False,
+    )
+
+    def features(image: str, model: str = "vgg16_bn", layer: str = "relu3_1", top: int = 16):
+        """The `top` most active channels of `layer` for `image`, as a grid and a table."""
+        g, rows, text = features_handler(models, image, model, layer, top)
+        return models.outbox.save(g, "features.png"), text, rows
+
+    show.click(features, [image, model, layer, top], [grid, note, table], api_name="features")
