@@ -124,6 +124,26 @@ def _workers(num_workers: int | None, gpus_per_worker: float) -> int:
     return max(1, int(res.get("CPU", 1) // 2))
 
 
+def _pending(items: list[str], outs: list[Path], overwrite: bool, result: BatchResult) -> list[dict]:
+    """The rows still to do; outputs that exist are skipped (``result.skipped``) unless ``overwrite``."""
+    rows = []
+    for item, out in zip(items, outs, strict=True):
+        if out.exists() and not overwrite:
+            result.append(out)
+            result.skipped.append(out)
+            continue
+        rows.append({"path": item, "out": str(out), "label": item})
+    return rows
+
+
+def _pool(address: str | None, num_workers: int | None, gpus: float, n_rows: int) -> tuple[Any, int, int]:
+    """Ray, the number of actors, and torch threads per actor (the machine's CPUs shared out)."""
+    ray = _connect(address)
+    n = min(_workers(num_workers, gpus), n_rows)
+    threads = 1 if gpus else max(1, int(ray.cluster_resources().get("CPU", 1) // n))
+    return ray, n, threads
+
+
 def _map(ray: Any, rows: list[dict], worker: type, kwargs: dict, n: int, gpus: float) -> list[dict]:
     """Runs ``worker`` over ``rows`` on ``n`` actors, one image per call. Ray Data restarts an actor
     whose process dies and retries its images (its default for actor pools)."""
@@ -228,20 +248,11 @@ def stylize_dataset(
     styles = style if isinstance(style, (list, tuple)) else [style]
     style_bytes = [_png_bytes(load_image(s)) for s in styles]
     result = BatchResult()
-    rows = []
-    for item, name in zip(items, output_names(items, ext), strict=True):
-        out = out_dir / name
-        if out.exists() and not overwrite:
-            result.append(out)
-            result.skipped.append(out)
-            continue
-        rows.append({"path": item, "out": str(out), "label": item})
+    rows = _pending(items, [out_dir / n for n in output_names(items, ext)], overwrite, result)
     if not rows:
         return result
     _check_weights("vgg16_bn", weights, address)
-    ray = _connect(address)
-    n = min(_workers(num_workers, gpus_per_worker), len(rows))
-    threads = max(1, int(ray.cluster_resources().get("CPU", 1) // n)) if not gpus_per_worker else 1
+    ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
     kwargs = dict(
         styles=style_bytes, weights=weights, params=stylize_params, threads=threads, gpu=bool(gpus_per_worker)
     )
@@ -359,19 +370,10 @@ def explain_dataset(
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [n.replace("_stylized.png", "_cam.json") for n in output_names(items, ".png")]
     result = BatchResult()
-    rows = []
-    for item, name in zip(items, names, strict=True):
-        out = out_dir / name
-        if out.exists() and not overwrite:
-            result.append(out)
-            result.skipped.append(out)
-            continue
-        rows.append({"path": item, "out": str(out), "label": item})
+    rows = _pending(items, [out_dir / n for n in names], overwrite, result)
     if rows:
         _check_weights(arch, weights, address)
-        ray = _connect(address)
-        n = min(_workers(num_workers, gpus_per_worker), len(rows))
-        threads = max(1, int(ray.cluster_resources().get("CPU", 1) // n)) if not gpus_per_worker else 1
+        ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
         kwargs = dict(
             arch=arch, layer=layer, method=method, weights=weights, top_k=top_k, npy=save_npy,
             threads=threads, gpu=bool(gpus_per_worker),
