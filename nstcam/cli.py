@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from nstcam._version import __version__
 from nstcam.weights import ARCHS, WeightsUnavailableError, download_weights, weights_dir, weights_file
@@ -89,8 +90,8 @@ def _cmd_stylize_ray(args: argparse.Namespace) -> int:
         logger.error("--ray does not take --mask, --subject-aware or --report yet; run without --ray")
         return 2
     contents = args.content[0] if len(args.content) == 1 else args.content
-    try:
-        res = stylize_dataset(
+    return _run_dataset(
+        lambda: stylize_dataset(
             contents,
             args.style,
             args.output,
@@ -101,11 +102,19 @@ def _cmd_stylize_ray(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             ext=args.ext,
             **_stylize_params(args),
-        )
-    except (ImportError, ValueError, FileNotFoundError, TypeError) as e:
-        logger.error("%s", e)
+        ),
+        lambda res: res.written,
+    )
+
+
+def _run_dataset(call: Callable[[], Any], shown: Callable[[Any], list]) -> int:
+    """Runs a Ray Data job, prints what ``shown`` picks from its result, logs each failed input."""
+    try:
+        res = call()
+    except (ImportError, ValueError, FileNotFoundError, TypeError, RuntimeError) as e:
+        _error(e)  # RuntimeError: missing weights (named with the CLI's fix), or the Ray job failed
         return 1
-    for p in res.written:
+    for p in shown(res):
         print(p)
     for src, why in res.failed.items():
         logger.error("skipped %s: %s", src, why)
@@ -178,8 +187,8 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
         logger.error("--ray explains the top-k classes; --target works without --ray")
         return 2
     images = args.images[0] if len(args.images) == 1 else args.images
-    try:
-        res = explain_dataset(
+    return _run_dataset(
+        lambda: explain_dataset(
             images,
             args.output,
             arch=args.arch,
@@ -190,14 +199,9 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
             gpus_per_worker=args.gpus_per_worker,
             address=_ray_address(args),
             weights=args.weights,
-        )
-    except (ImportError, ValueError, FileNotFoundError, TypeError) as e:
-        logger.error("%s", e)
-        return 1
-    print(res.csv)
-    for src, why in res.failed.items():
-        logger.error("skipped %s: %s", src, why)
-    return 1 if res.failed else 0
+        ),
+        lambda res: [res.csv],
+    )
 
 
 def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
@@ -272,8 +276,13 @@ def _cmd_features(args: argparse.Namespace) -> int:
     except (WeightsUnavailableError, ValueError, FileNotFoundError, ImageError) as e:
         _error(e)
         return 1
+    from nstcam.weights import weights_info
+
+    info = weights_info(getattr(engine, "model", engine))
+    _warn_random(info)
     out = save_image(fm.grid, Path(args.output))
-    out.with_suffix(".json").write_text(json.dumps({"image": args.image, **fm.to_dict()}, indent=2))
+    meta = {"image": args.image, **fm.to_dict(), "weights": info.notice, "random_weights": info.is_random}
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2))
     print(out)
     return 0
 

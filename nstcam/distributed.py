@@ -101,7 +101,12 @@ def _atomic_save(img: Any, out: Path) -> None:
 
 def _check_weights(arch: str, weights: str, address: str | None) -> None:
     """On a local run, fetch (or refuse) the weights once here, with a clear error, rather than in
-    every worker, where a failure would only kill the actors."""
+    every worker, where a failure would only kill the actors. Random weights are announced here:
+    the workers' own warnings do not reach this console."""
+    if weights == "random":
+        logger.warning(
+            "%s runs on RANDOM weights: the results are not meaningful (tests and demos only)", arch
+        )
     if address is not None:
         return  # each node of a cluster has its own weights folder
     if weights == "imagenet":

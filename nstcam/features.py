@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw
 from torch import nn
 
 from nstcam._checks import whole
-from nstcam.hooks import HookManager, twin
+from nstcam.hooks import HookManager, eval_view
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.style.vgg import VGG_LAYERS, layer_index
 
@@ -129,10 +129,7 @@ def feature_maps(
         w, h = img.size
         s = input_size / min(w, h)
         x = normalize(image_to_tensor(img.resize((max(1, round(w * s)), max(1, round(h * s)))), device))
-    if any(m.training for m in net.modules()):
-        net = twin(net)
-        for m in net.modules():
-            m.training = False
+    net = eval_view(net)
     with torch.no_grad(), HookManager(net, [name], early_stop=True, detach=True) as hooks:
         act = hooks.run(x.to(device))[name]
     if not isinstance(act, torch.Tensor) or act.ndim != 4:

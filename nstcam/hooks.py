@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["HookManager", "RepeatedCallError", "twin"]
+__all__ = ["HookManager", "RepeatedCallError", "eval_view", "twin"]
 
 logger = logging.getLogger(__name__)
 
@@ -378,3 +378,17 @@ def twin(module: nn.Module) -> nn.Module:
         if table in module.__dict__:
             new.__dict__[table] = OrderedDict()
     return new
+
+
+def eval_view(model: nn.Module) -> nn.Module:
+    """``model`` itself if every module is in eval mode, else an eval-mode :func:`twin` of it.
+
+    Reading a network needs eval mode (BatchNorm's running statistics, no dropout), but flipping a
+    shared model's flags for the length of a call would change them under another thread's feet.
+    """
+    if not any(m.training for m in model.modules()):
+        return model
+    view = twin(model)
+    for m in view.modules():
+        m.training = False
+    return view

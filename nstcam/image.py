@@ -94,15 +94,8 @@ def load_image(
         _check_pixels(src.size, max_pixels, "image")
         img = _to_rgb(_first_frame(src))
     elif isinstance(src, (str, os.PathLike)):
-        path = Path(src)
-        what = name or str(path)
-        if not path.exists():
-            raise FileNotFoundError(f"image file not found: {what}")
-        if path.is_dir():
-            raise ImageError(f"{what} is a directory, not an image file")
-        if path.stat().st_size == 0:
-            raise ImageError(f"{what} is empty (0 bytes)")
-        with open(path, "rb") as fh:
+        what = name or str(src)
+        with open(_checked_file(src, what), "rb") as fh:
             img = _decode(fh, max_pixels, what)
     elif isinstance(src, (bytes, bytearray, memoryview)):
         data = bytes(src)
@@ -121,9 +114,7 @@ def load_image(
             f"cannot load an image from {type(src).__name__}; pass a path, bytes, a file object, "
             "a PIL image or a numpy array"
         )
-    w, h = img.size
-    if min(w, h) < min_side:
-        raise ImageError(f"{name or 'image'} is {w}x{h} px; each side must be at least {min_side} px")
+    _check_min_side(img.size, min_side, name or "image")
     return img
 
 
@@ -144,27 +135,28 @@ def probe_image(
         ImageError: empty, not an image, or a size outside the limits; the message calls the file
             ``name`` (default: its path).
     """
-    path = Path(path)
     what = name or str(path)
-    if not path.is_file():
+    with open(_checked_file(path, what), "rb") as fh:
+        size = _open(fh, max_pixels, what).size  # the header only
+    _check_min_side(size, min_side, what)
+    return size
+
+
+def _checked_file(src: str | os.PathLike, what: str) -> Path:
+    path = Path(src)
+    if not path.exists():
         raise FileNotFoundError(f"image file not found: {what}")
+    if path.is_dir():
+        raise ImageError(f"{what} is a directory, not an image file")
     if path.stat().st_size == 0:
         raise ImageError(f"{what} is empty (0 bytes)")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as im:  # reads the header only
-                size = im.size
-    except UnidentifiedImageError:
-        raise ImageError(f"{what} is not an image in a format Pillow can read") from None
-    except Image.DecompressionBombError:
-        raise ImageError(f"{what} is too large to decode safely (over {max_pixels or 0:,} px)") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as e:
-        raise ImageError(f"{what} is truncated or corrupt: {e}") from None
-    _check_pixels(size, max_pixels, what)
-    if min(size) < min_side:
-        raise ImageError(f"{what} is {size[0]}x{size[1]} px; each side must be at least {min_side} px")
-    return size
+    return path
+
+
+def _check_min_side(size: tuple[int, int], min_side: int, what: str) -> None:
+    w, h = size
+    if min(w, h) < min_side:
+        raise ImageError(f"{what} is {w}x{h} px; each side must be at least {min_side} px")
 
 
 def _check_pixels(size: tuple[int, int], max_pixels: int | None, what: str) -> None:
@@ -176,13 +168,16 @@ def _check_pixels(size: tuple[int, int], max_pixels: int | None, what: str) -> N
         )
 
 
-def _decode(fh: IO[bytes], max_pixels: int | None, what: str) -> Image.Image:
+def _open(fh: IO[bytes], max_pixels: int | None, what: str, *, load: bool = False) -> Image.Image:
+    """Opens an image, refusing it from its header if it is over ``max_pixels``; decodes it only
+    with ``load``. Pillow's errors become an :class:`ImageError` that names ``what``."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             im = Image.open(fh)  # reads the header only
             _check_pixels(im.size, max_pixels, what)
-            im.load()
+            if load:
+                im.load()
     except ImageError:
         raise
     except Image.DecompressionBombError as e:
@@ -194,7 +189,11 @@ def _decode(fh: IO[bytes], max_pixels: int | None, what: str) -> Image.Image:
         raise ImageError(f"{what} is not an image in a format Pillow can read") from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageError(f"{what} is truncated or corrupt: {e}") from None
-    return _to_rgb(_first_frame(im))
+    return im
+
+
+def _decode(fh: IO[bytes], max_pixels: int | None, what: str) -> Image.Image:
+    return _to_rgb(_first_frame(_open(fh, max_pixels, what, load=True)))
 
 
 def _first_frame(im: Image.Image) -> Image.Image:

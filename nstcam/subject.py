@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +168,7 @@ def subject_aware_stylize(
     report: bool = True,
     top_k: int = 3,
     weights: str = "imagenet",
+    on_mask: Callable[[np.ndarray, CamResult], None] | None = None,
     **stylize_params: Any,
 ) -> SubjectAwareResult:
     """Stylises the background and keeps the subject (or the reverse), where Grad-CAM finds it.
@@ -184,6 +186,8 @@ def subject_aware_stylize(
         report: also compute the before/after :class:`RecognitionReport`.
         top_k: classes in the report.
         weights: weights of the default engines.
+        on_mask: called with the mask and its saliency as soon as they exist, before the
+            stylisation starts (a front end shows the mask while the previews stream).
         **stylize_params: passed to :meth:`StyleTransfer.stylize` (``mask_mode="blend"`` for a
             post-hoc blend instead of masked losses).
     """
@@ -195,6 +199,8 @@ def subject_aware_stylize(
     mask, saliency = subject_mask(
         img, cam, target=target, mode=mode, threshold=threshold, feather=feather, dilate=dilate
     )
+    if on_mask is not None:
+        on_mask(mask, saliency)
     out = engine.stylize(img, style, style_mask=mask, **stylize_params)
     out.info["nstcam"]["subject_aware"] = {
         "mode": mode,

@@ -143,6 +143,9 @@ def test_cli_ray_flags(local_ray, data, tmp_path, capsys, caplog):
     rc = main(["cam", str(inp), "-o", str(tmp_path / "c"), "--arch", "resnet18", "--top-k", "1", *base])
     assert rc == 1 and (tmp_path / "c" / "explanations.csv").read_text().count("\n") == 5
     assert str(tmp_path / "c" / "explanations.csv") in capsys.readouterr().out
+    caplog.clear()
+    rc = main(["cam", str(inp), "-o", str(tmp_path / "d"), "--ray", "--workers", "1"])  # imagenet, offline
+    assert rc == 1 and "resnet50-" in caplog.text and "add --weights random" in caplog.text
 
 
 def test_missing_weights_fail_fast_with_the_fix(local_ray, data, tmp_path):

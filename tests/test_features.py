@@ -77,7 +77,7 @@ def test_cli_features(tmp_path):
     )
     assert Image.open(out).size == (2 * 96, 2 * (96 + 14))
     meta = __import__("json").loads(out.with_suffix(".json").read_text())
-    assert meta["layer"] == "relu3_1" and len(meta["channels"]) == 4
+    assert meta["layer"] == "relu3_1" and len(meta["channels"]) == 4 and meta["random_weights"] is True
     assert (
         main(
             [

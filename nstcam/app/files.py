@@ -36,12 +36,18 @@ class Outbox:
         self.keep_s = keep_s
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._next_prune = 0.0
 
     def save(self, img: Image.Image, name: str) -> str:
         """Writes ``img`` as ``name`` in a new subfolder and returns its path."""
-        self.prune()
+        now = time.time()
         with self._lock:
+            prune = now >= self._next_prune
+            if prune:
+                self._next_prune = now + self.keep_s / 10
             folder = self.root / f"{os.getpid()}-{next(self._ids)}"
+        if prune:  # at most ten times per keep_s: previews are saved often
+            self.prune()
         folder.mkdir()
         path = folder / name
         save_image(img, path)

@@ -223,10 +223,9 @@ def layer_choices(arch: str) -> list[str]:
     return list(_meta_layers(arch))
 
 
-def _check_layer(arch: str, layer: str) -> None:
-    valid = layer_choices(arch)
+def _check_layer(model: str, layer: str, valid: list[str]) -> None:
     if layer not in valid:
-        raise gr.Error(f"unknown layer {layer!r} for {arch}; valid layers: {', '.join(valid)}")
+        raise gr.Error(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
 
 
 def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
@@ -261,7 +260,7 @@ def cam_handler(
         _check(top_k, "top-k", 1, 10)
         if method not in METHODS:
             raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-        _check_layer(model, layer)
+        _check_layer(model, layer, layer_choices(model))
         if method == "scorecam":
             _check_scorecam(cfg, model, layer, int(top_k))
         img = load_upload(image, "image")
@@ -297,11 +296,11 @@ def subject_handler(
 ) -> Iterator[tuple[Any, Any, list, list, str, str]]:
     """Streams (mask, image, before overlays, after overlays, report markdown, status).
 
-    Three calls of the Python API, as :func:`nstcam.subject_aware_stylize` makes them: the mask
-    (Grad-CAM), the masked stylisation with previews (``stop`` cancels it at its next step), and
-    the before/after report.
+    One call of :func:`nstcam.subject_aware_stylize`: the mask arrives through ``on_mask`` before
+    the masked stylisation streams its previews (``stop`` cancels it at its next step), then the
+    before/after report.
     """
-    from nstcam.subject import recognition_report, subject_mask
+    from nstcam.subject import SubjectAwareResult, subject_aware_stylize
 
     cfg = models.config
     stop = stop or threading.Event()
@@ -317,14 +316,18 @@ def subject_handler(
         raise _fail(e) from e
     note = _weights_note(engine.weights.is_random)
 
-    def run(put: Callable[[Any], None]) -> tuple[Any, ...]:
-        mask, saliency = subject_mask(img, cam, mode=mode, threshold=float(threshold), feather=float(feather))
-        put(("mask", mask, saliency))
+    def run(put: Callable[[Any], None]) -> SubjectAwareResult | Cancelled:
         try:
-            out = engine.stylize(
+            return subject_aware_stylize(
                 img,
                 style_img,
-                style_mask=mask,
+                engine=engine,
+                cam=cam,
+                mode=mode,
+                threshold=float(threshold),
+                feather=float(feather),
+                top_k=3,
+                on_mask=lambda mask, saliency: put(("mask", mask, saliency)),
                 size=int(size),
                 steps=int(steps),
                 seed=0,
@@ -332,8 +335,7 @@ def subject_handler(
                 preview_every=max(1, int(preview_every)),
             )
         except Cancelled as c:
-            return mask, c
-        return mask, out, recognition_report(img, out, cam, top_k=3)
+            return c
 
     mask_img = None
     try:
@@ -346,13 +348,14 @@ def subject_handler(
                 yield mask_img, item[0], [], [], "", item[1] + note
     except Exception as e:
         raise _fail(e) from e
-    if isinstance(result.value[1], Cancelled):
-        c = result.value[1]
+    if isinstance(result.value, Cancelled):
+        c = result.value
         yield mask_img, c.image, [], [], "", f"cancelled at step {len(c.history)}/{int(steps)}" + note
         return
-    _, out, rep = result.value
-    before = [(r.overlay, f"before: {r.label} · p={r.score:.3f}") for r in rep.before]
-    after = [(r.overlay, f"after: {r.label} · p={r.score:.3f}") for r in rep.after]
+    out, rep = result.value.image, result.value.report
+    mark = " (random weights)" if engine.weights.is_random else ""
+    before = [(r.overlay, f"before: {r.label} · p={r.score:.3f}{mark}") for r in rep.before]
+    after = [(r.overlay, f"after: {r.label} · p={r.score:.3f}{mark}") for r in rep.after]
     d = rep.to_dict()
     md = (
         f"**{rep.summary()}**\n\n| | before | after |\n| --- | --- | --- |\n"
@@ -390,9 +393,7 @@ def features_handler(
             raise gr.Error("Upload an image.")
         if model not in FEATURE_MODELS:
             raise gr.Error(f"model must be one of {', '.join(FEATURE_MODELS)}, got {model!r}")
-        valid = feature_layer_choices(model)
-        if layer not in valid:
-            raise gr.Error(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
+        _check_layer(model, layer, feature_layer_choices(model))
         _check(top, "channels", 1, 64)
         img = load_upload(image, "image")
         engine = models.style() if model == "vgg16_bn" else models.cam(model, "layer4", "gradcam")

@@ -164,7 +164,8 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 models, content, style, style_b, blend, size, steps, style_weight, content_weight,
                 tv_weight, preserve_color, seed, optimizer, stop=stop,
             ):  # fmt: skip
-                yield _as_files(models.outbox, item)
+                image, status, png = item  # the result's PNG, when there is one, is shown as is
+                yield png or _as_files(models.outbox, image), status, png
         finally:
             runs.finish("stylize", request, stop)
 
