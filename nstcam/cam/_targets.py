@@ -8,7 +8,7 @@ import torch
 
 from nstcam._checks import whole
 
-__all__ = ["resolve_targets"]
+__all__ = ["check_targets", "resolve_targets"]
 
 
 def resolve_targets(logits: torch.Tensor, targets: Any, top_k: int) -> torch.Tensor:
@@ -22,6 +22,17 @@ def resolve_targets(logits: torch.Tensor, targets: Any, top_k: int) -> torch.Ten
     if targets is None:
         whole("top_k", top_k, minimum=1, maximum=num_classes)
         return logits.topk(top_k, dim=1).indices.T.contiguous()
+    values = check_targets(targets, n, num_classes)
+    return torch.tensor(values, dtype=torch.long, device=logits.device).unsqueeze(0)
+
+
+def check_targets(targets: Any, n: int, num_classes: int) -> list[int]:
+    """One class index per image, from one class for all or one per image, checked on the host.
+
+    Raises:
+        ValueError: a target that is not a whole number, the wrong number of targets for the
+            batch, or a class out of range.
+    """
     if isinstance(targets, torch.Tensor):
         if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
             raise ValueError(f"targets must hold class indices (integers), got a {targets.dtype} tensor")
@@ -40,4 +51,4 @@ def resolve_targets(logits: torch.Tensor, targets: Any, top_k: int) -> torch.Ten
             f"target class {bad[0]} is out of range: the model has {num_classes} classes "
             f"(0-{num_classes - 1})"
         )
-    return torch.tensor(values, dtype=torch.long, device=logits.device).unsqueeze(0)
+    return values

@@ -21,11 +21,12 @@ from torch import nn
 
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
+from nstcam.cam._graphed import CamGraphs, Outputs, cam_pass
 from nstcam.cam._maps import scorecam, upsample_maps
-from nstcam.cam._targets import resolve_targets
+from nstcam.cam._targets import check_targets, resolve_targets
 from nstcam.cam.hooks import CamHooks, eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
-from nstcam.cam.methods import GRADIENT_METHODS, METHODS
+from nstcam.cam.methods import METHODS
 from nstcam.cam.result import CamResult
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.weights import build_model, weights_info
@@ -60,6 +61,12 @@ class GradCAM:
         scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
         colormap: matplotlib colormap of overlays.
         alpha: opacity of the heatmap in overlays.
+        cuda_graphs: replay gradient-CAM passes from CUDA graphs, captured once per input shape
+            (the engine's first call runs eagerly; after it each new shape is captured on first
+            use, a few hundred milliseconds, and replayed from then on): a batch-1 pass then
+            costs about one eager forward pass. Default: on when ``device`` is CUDA. Score-CAM
+            always runs eagerly. The graphs read the model's parameters in place, so load new
+            weights with ``load_state_dict`` (which copies into them), not by replacing tensors.
     """
 
     def __init__(
@@ -75,6 +82,7 @@ class GradCAM:
         scorecam_batch: int = 32,
         colormap: str = "jet",
         alpha: float = 0.5,
+        cuda_graphs: bool | None = None,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
@@ -100,6 +108,11 @@ class GradCAM:
             from torchvision.models import ResNet50_Weights
 
             self.categories = list(ResNet50_Weights.DEFAULT.meta["categories"])
+        if cuda_graphs and self.device.type != "cuda":
+            raise ValueError(f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}")
+        use_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
+        self._graphs = CamGraphs() if use_graphs else None
+        self._num_classes: int | None = None
         if self.weights is not None and self.weights.is_random:
             logger.warning("%s", self.weights.notice)
 
@@ -212,28 +225,49 @@ class GradCAM:
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
         model = eval_view(self.model)
-        with torch.inference_mode(False), torch.no_grad(), CamHooks(model, self.target_layer) as hooks:
-            x = x.clone() if x.is_inference() else x
-            logits = model(x)  # grad mode switches on at the target layer
-            act = self._activation(hooks, logits)
-            classes = resolve_targets(logits.detach(), targets, top_k)
-            probs = logits.detach().float().softmax(1)
-            raws = [] if self.method == "scorecam" else self._gradient_maps(hooks, logits, act, classes)
-            act = act.detach()
-            del logits
-        if self.method == "scorecam":  # forward passes only, with the hooks gone
-            raws = self._scorecam_maps(model, x, act, classes, progress)
-        maps = [upsample_maps(r, out_size) for r in raws]
-        return maps, raws, probs, classes.T.cpu()
+        x = x.clone() if x.is_inference() else x
+        if self.method == "scorecam":
+            maps, raws, probs, classes = self._scorecam_run(model, x, targets, top_k, out_size, progress)
+        else:
+            out = self._graphed(model, x, targets, top_k, out_size)
+            if out is None:
+                out = cam_pass(
+                    model, self.target_layer, self.method, x,
+                    lambda logits: resolve_targets(logits, targets, top_k), out_size,
+                )  # fmt: skip
+            maps, raws, probs, classes = out
+        self._num_classes = probs.shape[1]
+        return list(maps), list(raws), probs, classes.T.cpu()
 
-    def _scorecam_maps(
+    def _graphed(
+        self, model: nn.Module, x: torch.Tensor, targets: Any, top_k: int, out_size: tuple[int, int]
+    ) -> Outputs | None:
+        """The pass replayed from a captured CUDA graph, or None where it runs eagerly (no graphs,
+        or the number of classes not yet known for checking ``targets``/``top_k`` on the host)."""
+        if self._graphs is None or self._num_classes is None:
+            return None
+        if targets is None:
+            classes: torch.Tensor | int = whole("top_k", top_k, minimum=1, maximum=self._num_classes)
+        else:
+            values = check_targets(targets, x.shape[0], self._num_classes)
+            classes = torch.tensor(values, dtype=torch.long, device=x.device).unsqueeze(0)
+        return self._graphs.run(model, self.target_layer, self.method, x, classes, out_size)
+
+    def _scorecam_run(
         self,
         model: nn.Module,
         x: torch.Tensor,
-        act: torch.Tensor,
-        classes: torch.Tensor,
+        targets: Any,
+        top_k: int,
+        out_size: tuple[int, int],
         progress: Callable[[int, int], None] | None,
-    ) -> list[torch.Tensor]:
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        with torch.inference_mode(False), torch.no_grad(), CamHooks(model, self.target_layer) as hooks:
+            logits = model(x)
+            act = hooks.checked_activation(logits).detach()
+            classes = resolve_targets(logits, targets, top_k)
+            probs = logits.float().softmax(1)
+            del logits
         total = classes.shape[0] * act.shape[0] * act.shape[1]
         done = 0
 
@@ -243,37 +277,12 @@ class GradCAM:
             if progress is not None:
                 progress(done, total)
 
-        with torch.inference_mode(False), torch.no_grad():
-            return [
+        with torch.inference_mode(False), torch.no_grad():  # forward passes only, with the hooks gone
+            raws = [
                 torch.relu(scorecam(model, x, act, classes[j], self.scorecam_batch, on_chunk))
                 for j in range(classes.shape[0])
             ]
-
-    def _activation(self, hooks: CamHooks, logits: torch.Tensor) -> torch.Tensor:
-        if hooks.outputs.get(self.target_layer) is None:
-            raise RuntimeError(f"layer {self.target_layer!r} did not run in the forward pass")
-        if logits.ndim != 2:
-            raise ValueError(f"the model must return logits of shape (N, classes), got {tuple(logits.shape)}")
-        act = hooks.activation
-        if act.ndim != 4:
-            raise ValueError(
-                f"layer {self.target_layer!r} outputs shape {tuple(act.shape)}; CAM needs "
-                "(N, C, h, w): choose a convolutional layer"
-            )
-        return act
-
-    def _gradient_maps(
-        self, hooks: CamHooks, logits: torch.Tensor, act: torch.Tensor, classes: torch.Tensor
-    ) -> list[torch.Tensor]:
-        """One raw map per row of ``classes``; autograd is asked for d(score)/d(act) only."""
-        raws = []
-        for j in range(classes.shape[0]):
-            with torch.enable_grad():
-                score = logits.gather(1, classes[j].view(-1, 1)).sum()
-                torch.autograd.grad(score, act, retain_graph=j < classes.shape[0] - 1)
-            cam = GRADIENT_METHODS[self.method](act.detach().float(), hooks.gradient.float())
-            raws.append(torch.relu(cam))
-        return raws
+        return [upsample_maps(r, out_size) for r in raws], raws, probs, classes
 
     def __repr__(self) -> str:
         return (

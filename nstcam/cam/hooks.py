@@ -29,3 +29,22 @@ class CamHooks(HookManager):
     @property
     def gradient(self) -> torch.Tensor:
         return self.grads[self.layer]
+
+    def checked_activation(self, logits: torch.Tensor) -> torch.Tensor:
+        """The recorded activation, after checking that the pass fits CAM (shape checks only).
+
+        Raises:
+            RuntimeError: the layer did not run.
+            ValueError: the model's output is not (N, classes) or the layer's is not (N, C, h, w).
+        """
+        if self.outputs.get(self.layer) is None:
+            raise RuntimeError(f"layer {self.layer!r} did not run in the forward pass")
+        if logits.ndim != 2:
+            raise ValueError(f"the model must return logits of shape (N, classes), got {tuple(logits.shape)}")
+        act = self.activation
+        if act.ndim != 4:
+            raise ValueError(
+                f"layer {self.layer!r} outputs shape {tuple(act.shape)}; CAM needs "
+                "(N, C, h, w): choose a convolutional layer"
+            )
+        return act
