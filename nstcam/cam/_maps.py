@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import cam_from_weights
 
-__all__ = ["normalize_maps", "scorecam", "upsample_maps"]
+__all__ = ["normalize_maps", "scorecam", "scorecam_pass", "upsample_maps"]
 
 
 def normalize_maps(m: torch.Tensor) -> torch.Tensor:
@@ -55,3 +56,35 @@ def scorecam(
             if on_chunk is not None:
                 on_chunk(len(m))
     return cam_from_weights(act.float(), weights)
+
+
+def scorecam_pass(
+    model: nn.Module,
+    layer: str,
+    x: torch.Tensor,
+    classes: Callable[[torch.Tensor], torch.Tensor],
+    chunk: int,
+    out_size: tuple[int, int],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """A whole Score-CAM call: one hooked pass for the activation and the (k, N) ``classes(logits)``,
+    then masked forward passes with the hooks gone; ``progress(done, total)`` after each.
+    Returns (maps, raw maps, probabilities, classes) like the gradient pass."""
+    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
+        logits = model(x)
+        act = hooks.checked_activation(logits).detach()
+        targets = classes(logits)
+        probs = logits.float().softmax(1)
+        del logits
+    total = targets.shape[0] * act.shape[0] * act.shape[1]
+    done = 0
+
+    def on_chunk(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    with torch.inference_mode(False), torch.no_grad():
+        raws = [torch.relu(scorecam(model, x, act, targets[j], chunk, on_chunk)) for j in range(len(targets))]
+    return [upsample_maps(r, out_size) for r in raws], raws, probs, targets

@@ -22,9 +22,9 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._graphed import CamGraphs, Outputs, cam_pass
-from nstcam.cam._maps import scorecam, upsample_maps
+from nstcam.cam._maps import scorecam_pass
 from nstcam.cam._targets import check_targets, resolve_targets
-from nstcam.cam.hooks import CamHooks, eval_view
+from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
 from nstcam.cam.methods import METHODS
 from nstcam.cam.result import CamResult
@@ -227,7 +227,11 @@ class GradCAM:
         model = eval_view(self.model)
         x = x.clone() if x.is_inference() else x
         if self.method == "scorecam":
-            maps, raws, probs, classes = self._scorecam_run(model, x, targets, top_k, out_size, progress)
+            maps, raws, probs, classes = scorecam_pass(
+                model, self.target_layer, x,
+                lambda logits: resolve_targets(logits, targets, top_k),
+                self.scorecam_batch, out_size, progress,
+            )  # fmt: skip
         else:
             out = self._graphed(model, x, targets, top_k, out_size)
             if out is None:
@@ -252,37 +256,6 @@ class GradCAM:
             values = check_targets(targets, x.shape[0], self._num_classes)
             classes = torch.tensor(values, dtype=torch.long, device=x.device).unsqueeze(0)
         return self._graphs.run(model, self.target_layer, self.method, x, classes, out_size)
-
-    def _scorecam_run(
-        self,
-        model: nn.Module,
-        x: torch.Tensor,
-        targets: Any,
-        top_k: int,
-        out_size: tuple[int, int],
-        progress: Callable[[int, int], None] | None,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        with torch.inference_mode(False), torch.no_grad(), CamHooks(model, self.target_layer) as hooks:
-            logits = model(x)
-            act = hooks.checked_activation(logits).detach()
-            classes = resolve_targets(logits, targets, top_k)
-            probs = logits.float().softmax(1)
-            del logits
-        total = classes.shape[0] * act.shape[0] * act.shape[1]
-        done = 0
-
-        def on_chunk(n: int) -> None:
-            nonlocal done
-            done += n
-            if progress is not None:
-                progress(done, total)
-
-        with torch.inference_mode(False), torch.no_grad():  # forward passes only, with the hooks gone
-            raws = [
-                torch.relu(scorecam(model, x, act, classes[j], self.scorecam_batch, on_chunk))
-                for j in range(classes.shape[0])
-            ]
-        return [upsample_maps(r, out_size) for r in raws], raws, probs, classes
 
     def __repr__(self) -> str:
         return (
