@@ -6,7 +6,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["finite", "whole"]
+__all__ = ["check_targets", "finite", "whole"]
 
 
 def whole(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
@@ -41,3 +41,31 @@ def finite(name: str, value: Any, *, minimum: float | None = None, maximum: floa
     if maximum is not None and v > maximum:
         raise ValueError(f"{name} must be <= {maximum:g}, got {v:g}")
     return v
+
+
+def check_targets(targets: Any, n: int, num_classes: int) -> list[int]:
+    """One class index per image, from one class for all or one per image, checked on the host.
+
+    Raises:
+        ValueError: a target that is not a whole number, the wrong number of targets for the
+            batch, or a class out of range.
+    """
+    if hasattr(targets, "dtype") and hasattr(targets, "tolist"):  # a tensor or an array
+        if str(targets.dtype).split(".")[-1].startswith(("float", "complex", "bool")):
+            raise ValueError(f"targets must hold class indices (integers), got {targets.dtype} values")
+        targets = targets.tolist()
+    if isinstance(targets, (list, tuple, range)) or hasattr(targets, "__array__"):
+        values = [whole("targets", v) for v in (targets.tolist() if hasattr(targets, "tolist") else targets)]
+        if len(values) != n:
+            raise ValueError(
+                f"targets has {len(values)} entries for a batch of {n} images; give one per image"
+            )
+    else:
+        values = [whole("target", targets)] * n
+    bad = [v for v in values if not 0 <= v < num_classes]
+    if bad:
+        raise ValueError(
+            f"target class {bad[0]} is out of range: the model has {num_classes} classes "
+            f"(0-{num_classes - 1})"
+        )
+    return values

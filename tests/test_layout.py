@@ -31,6 +31,8 @@ def part(module: str) -> str:
         return "subject"
     if module == "nstcam.features":
         return "features"
+    if module == "nstcam.metrics" or module.startswith("nstcam.metrics."):
+        return "metrics"
     for engine in ("style", "cam"):
         if module == f"nstcam.{engine}" or module.startswith(f"nstcam.{engine}."):
             return engine
@@ -40,10 +42,11 @@ def part(module: str) -> str:
 ALLOWED = {
     "base": {"base"},
     "style": {"base", "style"},
-    "cam": {"base", "cam"},
-    "subject": {"base", "style", "cam"},
+    "metrics": {"base", "metrics"},
+    "cam": {"base", "metrics", "cam"},
+    "subject": {"base", "style", "metrics", "cam"},
     "features": {"base", "style"},
-    "top": {"base", "style", "cam", "subject", "features", "top"},
+    "top": {"base", "style", "metrics", "cam", "subject", "features", "top"},
 }
 
 

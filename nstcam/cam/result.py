@@ -9,6 +9,7 @@ import numpy as np
 from PIL import Image
 
 from nstcam.cam.overlay import overlay_heatmap
+from nstcam.metrics import Faithfulness
 from nstcam.weights import WeightsInfo
 
 __all__ = ["CamResult"]
@@ -28,6 +29,9 @@ class CamResult:
         method: the CAM method.
         layer: the target layer.
         weights: where the model's weights came from.
+        faithfulness: with ``explain(evaluate=True)``, how faithful the map is
+            (:class:`nstcam.metrics.Faithfulness`), else None.
+        baseline: the same metrics for a random map (seed 0), to read ``faithfulness`` against.
     """
 
     heatmap: np.ndarray
@@ -41,6 +45,8 @@ class CamResult:
     weights: WeightsInfo | None = field(default=None, repr=False)
     colormap: str = "jet"
     alpha: float = 0.5
+    faithfulness: Faithfulness | None = None
+    baseline: Faithfulness | None = field(default=None, repr=False)
 
     @property
     def overlay(self) -> Image.Image:
@@ -59,4 +65,9 @@ class CamResult:
             "heatmap_size": [int(self.heatmap.shape[1]), int(self.heatmap.shape[0])],
             "random_weights": random,
             "weights": self.weights.notice if self.weights else "custom model",
+            **(
+                {"faithfulness": self.faithfulness.as_dict(), "random_map": self.baseline.as_dict()}
+                if self.faithfulness is not None and self.baseline is not None
+                else {}
+            ),
         }
