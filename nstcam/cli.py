@@ -183,8 +183,8 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
 def _cmd_cam_ray(args: argparse.Namespace) -> int:
     from nstcam.distributed import explain_dataset
 
-    if args.target is not None:
-        logger.error("--ray explains the top-k classes; --target works without --ray")
+    if args.target is not None or args.evaluate:
+        logger.error("--ray explains the top-k classes; --target and --evaluate work without --ray")
         return 2
     images = args.images[0] if len(args.images) == 1 else args.images
     return _run_dataset(
@@ -199,6 +199,7 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
             gpus_per_worker=args.gpus_per_worker,
             address=_ray_address(args),
             weights=args.weights,
+            input_size=args.input_size,
         ),
         lambda res: [res.csv],
     )
@@ -229,7 +230,12 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         return _cmd_cam_ray(args)
     try:
         cam = GradCAM(
-            args.arch, weights=args.weights, target_layer=args.layer, method=args.method, device=args.device
+            args.arch,
+            weights=args.weights,
+            target_layer=args.layer,
+            method=args.method,
+            device=args.device,
+            input_size=args.input_size,
         )
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
         _error(e)
@@ -237,9 +243,16 @@ def _cmd_cam(args: argparse.Namespace) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
+    rows: list[dict] = []
     for src in args.images:
         try:
-            results = cam.explain(src, target=args.target, top_k=args.top_k)
+            results = cam.explain(
+                src,
+                target=args.target,
+                top_k=args.top_k,
+                evaluate=args.evaluate,
+                evaluate_steps=args.evaluate_steps,
+            )
         except (ImageError, FileNotFoundError, ValueError) as e:
             logger.error("skipping %s: %s", src, e)
             failed += 1
@@ -251,9 +264,53 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             path = save_image(r.overlay, out / f"{stem}_cam{rank}_{slug}.png")
             entries.append({**r.to_dict(), "rank": rank, "overlay": str(path)})
             print(path)
+            if r.faithfulness is not None:
+                rows.append(_metrics_row(src, rank, r))
+                print("  " + _metrics_line(r))
         meta = {"image": str(src), "arch": args.arch, "classes": entries}
         (out / f"{stem}_cam.json").write_text(json.dumps(meta, indent=2))
+    if rows:
+        _write_metrics(out / "metrics.csv", rows)
     return 1 if failed else 0
+
+
+_METRICS = ("confidence_change", "deletion_auc", "insertion_auc", "road")
+
+
+def _metrics_row(src: str, rank: int, r: Any) -> dict:
+    f, b = r.faithfulness.as_dict(), r.baseline.as_dict()
+    return {
+        "image": str(src), "rank": rank, "class_index": r.class_index, "label": r.label,
+        "score": round(r.score, 6), **f, **{f"random_{k}": v for k, v in b.items()},
+    }  # fmt: skip
+
+
+def _metrics_line(r: Any) -> str:
+    f, b = r.faithfulness, r.baseline
+    arrows = {"confidence_change": "+", "deletion_auc": "-", "insertion_auc": "+", "road": "+"}
+    return "  ".join(
+        f"{k} {getattr(f, k):.4f} (random map {getattr(b, k):.4f}, {arrows[k]} is better)" for k in _METRICS
+    )
+
+
+def _write_metrics(path: Any, rows: list[dict]) -> None:
+    """metrics.csv, one row per explained class, and the batch's Average Drop / Increase."""
+    import csv
+
+    import torch
+
+    from nstcam.metrics.confidence import drop_increase
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    before = torch.tensor([r["score"] for r in rows])
+    after = before + torch.tensor([r["confidence_change"] for r in rows])
+    drop, increase = drop_increase(before, after)
+    print(
+        f"{path}\n  average drop {drop:.2f} %, increase in confidence {increase:.2f} % over {len(rows)} maps"
+    )
 
 
 def _cmd_features(args: argparse.Namespace) -> int:
@@ -365,8 +422,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
     c.add_argument("--target", type=int, help="explain this class index instead")
+    c.add_argument("--input-size", type=int, default=224, help="shorter side the network sees (default 224)")
     c.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     c.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    c.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="measure each map's faithfulness beside a random map's (in the JSON and OUTDIR/metrics.csv)",
+    )
+    c.add_argument(
+        "--evaluate-steps", type=int, default=20, help="points of the deletion/insertion curves, less one"
+    )
     _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
 

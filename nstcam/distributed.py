@@ -287,7 +287,16 @@ class _CamWorker:
     """One actor: one GradCAM for all its images."""
 
     def __init__(
-        self, arch: str, layer: str, method: str, weights: str, top_k: int, npy: bool, threads: int, gpu: bool
+        self,
+        arch: str,
+        layer: str,
+        method: str,
+        weights: str,
+        top_k: int,
+        npy: bool,
+        threads: int,
+        gpu: bool,
+        input_size: int = 224,
     ):
         import torch
 
@@ -295,7 +304,12 @@ class _CamWorker:
 
         torch.set_num_threads(max(1, threads))
         self.cam = GradCAM(
-            arch, weights=weights, target_layer=layer, method=method, device="cuda" if gpu else "cpu"
+            arch,
+            weights=weights,
+            target_layer=layer,
+            method=method,
+            device="cuda" if gpu else "cpu",
+            input_size=input_size,
         )
         self.top_k, self.npy = top_k, npy
 
@@ -358,6 +372,7 @@ def explain_dataset(
     weights: str = "imagenet",
     save_npy: bool = False,
     overwrite: bool = False,
+    input_size: int = 224,
 ) -> BatchResult:
     """Explains every input on a pool of Ray actors: a heatmap PNG per image and class
     (``<stem>_<rank>_<class>.png``, and ``.npy`` with ``save_npy``), a JSON sidecar per image
@@ -370,6 +385,7 @@ def explain_dataset(
     from nstcam._checks import whole
 
     top_k = whole("top_k", top_k, minimum=1)
+    input_size = whole("input_size", input_size, minimum=16)
     items = _inputs(inputs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -381,7 +397,7 @@ def explain_dataset(
         ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
         kwargs = dict(
             arch=arch, layer=layer, method=method, weights=weights, top_k=top_k, npy=save_npy,
-            threads=threads, gpu=bool(gpus_per_worker),
+            threads=threads, gpu=bool(gpus_per_worker), input_size=input_size,
         )  # fmt: skip
         for r in _map(ray, rows, _CamWorker, kwargs, n, gpus_per_worker):
             if r["status"] == "written":

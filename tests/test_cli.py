@@ -162,3 +162,34 @@ def test_stylize_cli_mask_file(tmp_path):
     assert rc == 0
     meta = json.loads((tmp_path / "o" / "a_stylized.json").read_text())
     assert meta["params"]["mask_mode"] == "blend" and meta["params"]["style_mask"] == "10x10"
+
+
+def test_cam_cli_evaluate_writes_metrics_to_json_and_csv(tmp_path, capsys):
+    import csv
+
+    from nstcam import GradCAM
+
+    a = _img(tmp_path / "a.png", 1)
+    b = _img(tmp_path / "b.png", 2)
+    out = tmp_path / "cam"
+    args = ["cam", str(a), str(b), "-o", str(out), "--arch", "resnet18", "--weights", "random"]
+    rc = main([*args, "--evaluate", "--evaluate-steps", "4", "--top-k", "2", "--input-size", "64"])
+    assert rc == 0
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert [(r["image"][-5:], r["rank"]) for r in rows] == [
+        ("a.png", "1"),
+        ("a.png", "2"),
+        ("b.png", "1"),
+        ("b.png", "2"),
+    ]
+    meta = json.loads((out / "a_cam.json").read_text())
+    want = GradCAM("resnet18", weights="random", device="cpu", input_size=64).explain(
+        str(a), top_k=2, evaluate=True, evaluate_steps=4
+    )
+    for row, entry, r in zip(rows, meta["classes"], want, strict=False):
+        assert entry["faithfulness"] == r.faithfulness.as_dict()
+        assert float(row["deletion_auc"]) == r.faithfulness.as_dict()["deletion_auc"]
+        assert float(row["random_road"]) == r.baseline.as_dict()["road"]
+    printed = capsys.readouterr().out
+    assert "deletion_auc" in printed and "random map" in printed and "average drop" in printed
+    assert main([*args, "--evaluate", "--ray"]) == 2
