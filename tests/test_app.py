@@ -21,6 +21,7 @@ from nstcam.app import (
     Models,
     build_demo,
     cam_handler,
+    faithfulness_handler,
     layer_choices,
     stylize_handler,
     subject_handler,
@@ -126,7 +127,7 @@ def test_layer_choices_and_demo_endpoints(models):
     assert "layer4.2" in layer_choices("resnet50")
     demo = build_demo(models.config, models)
     names = {fn.api_name for fn in demo.fns.values()}
-    assert {"stylize", "gradcam", "subject_aware"} <= names
+    assert {"stylize", "gradcam", "subject_aware", "faithfulness", "features"} <= names
 
 
 def test_limits_follow_device(monkeypatch):
@@ -265,3 +266,23 @@ def test_features_handler(models, files):
     with pytest.raises(gr.Error, match=r"Bad image \(image\): garbage.png"):
         features_handler(models, str(bad))
     assert count_hooks(models.style().net) == 0
+
+
+def test_faithfulness_handler_equals_explain_evaluate(models, files):
+    c, _, bad = files
+    rows, plot, verdict = faithfulness_handler(models, str(c), "resnet18", "layer4", "gradcam")
+    (r,) = models.cam("resnet18", "layer4", "gradcam").explain(
+        load_image(str(c)), top_k=1, evaluate=True, evaluate_steps=10
+    )
+    keys = ["confidence_change", "deletion_auc", "insertion_auc", "road"]
+    assert [row[1] for row in rows] == [round(getattr(r.faithfulness, k), 4) for k in keys]
+    assert [row[2] for row in rows] == [round(getattr(r.baseline, k), 4) for k in keys]
+    assert [row[3] for row in rows] == ["higher", "lower", "higher", "higher"]
+    wins = sum((row[1] < row[2]) if row[3] == "lower" else (row[1] > row[2]) for row in rows)
+    assert f"beats a random map on {wins} of 4" in verdict and "RANDOM weights" in verdict
+    fig = Image.open(plot)
+    assert fig.size == (720, 280) and np.asarray(fig).std() > 10  # two panels were drawn
+    with pytest.raises(gr.Error, match="Bad image"):
+        faithfulness_handler(models, str(bad), "resnet18")
+    with pytest.raises(gr.Error, match="unknown layer 'layer9'"):
+        faithfulness_handler(models, str(c), "resnet18", "layer9")

@@ -156,12 +156,13 @@ def test_api_parameters_are_named_with_defaults(server):
             "tv_weight", "preserve_color", "seed", "optimizer",
         ],
         "/gradcam": ["image", "model", "layer", "method", "top_k"],
+        "/faithfulness": ["image", "model", "layer", "method"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
     }  # fmt: skip
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
-        n_images = 1 if name == "/gradcam" else 2
+        n_images = 1 if name in ("/gradcam", "/faithfulness") else 2
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
         labels = [r["label"] for r in api[name]["returns"]]

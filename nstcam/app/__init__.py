@@ -7,7 +7,13 @@ untouched, results written once), ``handlers`` (plain functions, testable withou
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeImage, load_upload
-from nstcam.app.handlers import cam_handler, layer_choices, stylize_handler, subject_handler
+from nstcam.app.handlers import (
+    cam_handler,
+    faithfulness_handler,
+    layer_choices,
+    stylize_handler,
+    subject_handler,
+)
 from nstcam.app.ui import build_demo, launch_kwargs
 
 __all__ = [
@@ -18,6 +24,7 @@ __all__ = [
     "SafeImage",
     "build_demo",
     "cam_handler",
+    "faithfulness_handler",
     "launch_kwargs",
     "layer_choices",
     "load_upload",

@@ -14,6 +14,7 @@ from nstcam.app.files import Outbox, SafeImage
 from nstcam.app.handlers import (
     FEATURE_MODELS,
     cam_handler,
+    faithfulness_handler,
     feature_layer_choices,
     features_handler,
     layer_choices,
@@ -238,6 +239,31 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
     explain.click(
         gradcam, [cam_image, arch, layer, method, top_k], [overlays, heatmap, table], api_name="gradcam"
     )
+    _faithfulness_panel(config, models, cam_image, arch, layer, method)
+
+
+def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.components.Component) -> None:
+    cost = "a few seconds" if config.torch_device.type == "cuda" else "about 15 s with resnet50"
+    with gr.Accordion("How faithful is this map?", open=False, elem_id="cam-faithfulness"):
+        gr.Markdown(
+            "Perturbs the image by the top-1 class's map and watches the class probability, beside "
+            f"a random map's figures ({cost}; computed only when you ask)."
+        )
+        measure = gr.Button("Measure faithfulness", elem_id="cam-measure")
+        verdict = gr.Markdown(label="Verdict")
+        figures = gr.Dataframe(
+            headers=["metric", "this map", "random map", "better when"],
+            label="Faithfulness",
+            wrap=True,
+            elem_id="cam-metrics",
+        )
+        curves = gr.Image(label="Deletion and insertion curves", type="filepath", elem_id="cam-curves")
+
+    def faithfulness(image: str, model: str = "resnet50", layer: str = "layer4", method: str = "gradcam"):
+        """How faithful the top-1 class's map is: metrics beside a random map's, and the curves."""
+        return faithfulness_handler(models, image, model, layer, method)
+
+    measure.click(faithfulness, list(inputs), [figures, curves, verdict], api_name="faithfulness")
 
 
 def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:

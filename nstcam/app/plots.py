@@ -1,0 +1,41 @@
+"""Figures the app shows: the deletion and insertion curves of a map beside a random map's."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+from nstcam.metrics import Faithfulness
+
+__all__ = ["curves_figure"]
+
+
+def curves_figure(ours: Faithfulness, chance: Faithfulness, title: str) -> Image.Image:
+    """Two panels: the target's score as the most relevant pixels are deleted (left) and inserted
+    into a blurred copy (right), for the map and for a random map, with each curve's area."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 2.8), dpi=100, layout="constrained")
+    panels = (
+        ("Deletion (lower area is better)", "deletion"),
+        ("Insertion (higher area is better)", "insertion"),
+    )
+    for i, (name, key) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        for f, label, style in ((ours, "this map", "-"), (chance, "random map", "--")):
+            y, auc = getattr(f, f"{key}_curve"), getattr(f, f"{key}_auc")
+            ax.plot(np.linspace(0, 1, len(y)), y, style, label=f"{label} (AUC {auc:.3f})")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(f"share of pixels {'removed' if key == 'deletion' else 'inserted'}", fontsize=8)
+        ax.set_ylabel("class probability", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
