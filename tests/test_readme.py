@@ -20,6 +20,8 @@ SHRINK = [
     ("size=1024)", "size=48, steps=2)"),
     ("size=512)", "size=32, steps=2)"),
     ('size=512, optimizer="adam"', 'size=32, steps=2, optimizer="adam"'),
+    ("input_size=224", "input_size=64"),
+    ("evaluate=True)", "evaluate=True, evaluate_steps=2)"),
 ]
 
 
@@ -69,5 +71,8 @@ def test_readme_python_snippet_runs(index, readme_files):
     if "stylize_dataset(" in code:
         assert len(scope["res"].written) == 1 and list(scope["res"].failed) == ["photos/broken.jpg"]
         assert Path(scope["cams"].csv).read_text().count("\n") == 4  # header + top-3 of one image
+    if "evaluate=True" in code:
+        f, b = scope["r"].faithfulness, scope["r"].baseline
+        assert len(f.deletion_curve) == 3 and 0 <= f.deletion_auc <= 1 and -1 <= b.road <= 1
     if "feature_maps(" in code:
         assert (readme_files / "relu3_1.png").is_file() and scope["fm"].activations.shape[0] == 256
