@@ -379,7 +379,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--style-scale", type=float, default=1.0, help="style image size relative to output")
     s.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     s.add_argument("--init", choices=["content", "noise", "style"], default="content")
-    s.add_argument("--preserve-color", action="store_true", help="keep the content's colours")
+    s.add_argument(
+        "--preserve-color",
+        nargs="?",
+        const="luminance",
+        default=False,
+        choices=["luminance", "histogram"],
+        help="keep the content's colours: luminance (the default when given alone) or histogram",
+    )
     s.add_argument("--seed", type=int, help="random seed (recorded in the JSON sidecar)")
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")

@@ -53,7 +53,7 @@ def test_stylize_cli_blends_and_skips_bad_files(tmp_path, caplog):
     img = Image.open(out / "a_stylized.png")
     assert img.size == (32, 23)
     meta = json.loads((out / "a_stylized.json").read_text())
-    assert meta["params"]["blend"] == [0.7, 0.3] and meta["params"]["preserve_color"] is True
+    assert meta["params"]["blend"] == [0.7, 0.3] and meta["params"]["preserve_color"] == "luminance"
     assert meta["params"]["seed"] == 5
 
 

@@ -150,6 +150,43 @@ def test_blend_weights_one_zero_equal_single_style(st, content, style):
         st.stylize(content, [style, other], style_weights=[1], size=32, steps=1)
 
 
+def test_histogram_colour_preservation_keeps_the_content_channel_means(st):
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:64, 0:64] / 64
+    grey_blue = np.stack([0.45 + 0.1 * xx, 0.5 + 0.1 * yy, 0.65 + 0.05 * xx], -1) + rng.normal(
+        0, 0.05, (64, 64, 3)
+    )
+    content = Image.fromarray((grey_blue.clip(0, 1) * 255).astype(np.uint8))
+    hot = np.stack(
+        [0.85 + 0.1 * np.sin(xx * 20), 0.3 + 0.2 * np.sin(yy * 15), 0.1 + 0.05 * rng.random((64, 64))], -1
+    )
+    style = Image.fromarray((hot.clip(0, 1) * 255).astype(np.uint8))
+    want = image_to_tensor(content).mean((0, 2, 3))
+    kw = dict(size=64, steps=20, seed=0)
+    kept = image_to_tensor(st.stylize(content, style, preserve_color="histogram", **kw))
+    free = image_to_tensor(st.stylize(content, style, preserve_color=False, **kw))
+    assert (kept.mean((0, 2, 3)) - want).abs().max() < 0.05
+    assert (free.mean((0, 2, 3)) - want).abs().max() > 0.15  # plain transfer takes the style's colours
+    assert (kept - image_to_tensor(content)).abs().mean() > 0.02  # and the style was transferred
+    with pytest.raises(ValueError, match="preserve_color must be 'luminance', 'histogram' or False"):
+        st.stylize(content, style, preserve_color="hsv", size=32, steps=1)
+
+
+def test_match_color_gives_the_target_mean_and_covariance():
+    from nstcam.style._color import color_stats, match_color
+
+    g = torch.Generator().manual_seed(0)
+    source = 0.3 + 0.1 * torch.rand(1, 3, 40, 50, generator=g)
+    source[:, 0] += 0.2 * source[:, 1]  # correlated channels
+    target = 0.5 + 0.15 * torch.randn(1, 3, 30, 30, generator=g).clamp(-2, 2) * torch.tensor(
+        [1, 0.5, 0.8]
+    ).view(1, 3, 1, 1)
+    out = match_color(source, target)
+    (mu_o, cov_o), (mu_t, cov_t) = color_stats(out), color_stats(target)
+    torch.testing.assert_close(mu_o, mu_t, atol=1e-4, rtol=0)
+    torch.testing.assert_close(cov_o, cov_t, atol=1e-4, rtol=0)
+
+
 def test_preserve_color_keeps_content_chroma(st, content, style):
     colourful_style = Image.fromarray(
         np.dstack(

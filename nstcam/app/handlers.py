@@ -76,6 +76,15 @@ def _weights_note(random: bool) -> str:
 _DONE = object()
 
 
+def _color_mode(value: bool | str | None) -> bool | str:
+    """The app's dropdown ("off", "luminance", "histogram"); API callers may still send a bool."""
+    if value in (None, False, "off"):
+        return False
+    if value is True or value in ("luminance", "histogram"):
+        return value
+    raise gr.Error(f"preserve_color must be 'off', 'luminance' or 'histogram', got {value!r}")
+
+
 def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event) -> Iterator[Any]:
     """Runs ``fn(put)`` in a worker thread and yields whatever it puts; returns what ``fn`` returns.
 
@@ -129,7 +138,7 @@ def stylize_handler(
     style_weight: float = 50.0,
     content_weight: float = 1.0,
     tv_weight: float = 5.0,
-    preserve_color: bool = False,
+    preserve_color: bool | str = False,
     seed: int = 0,
     optimizer: str = "lbfgs",
     preview_every: int = 10,
@@ -169,7 +178,7 @@ def stylize_handler(
                 style_weight=float(style_weight),
                 content_weight=float(content_weight),
                 tv_weight=float(tv_weight),
-                preserve_color=bool(preserve_color),
+                preserve_color=_color_mode(preserve_color),
                 seed=int(seed),
                 optimizer=optimizer,
                 progress=_progress_reporter(put, stop),

@@ -128,7 +128,12 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 style_strength = gr.Number(50.0, label="Style strength", minimum=0)
                 content_strength = gr.Number(1.0, label="Content strength", minimum=0)
                 smoothness = gr.Number(5.0, label="Smoothness (total variation)", minimum=0)
-                preserve = gr.Checkbox(False, label="Preserve content colours")
+                preserve = gr.Dropdown(
+                    ["off", "luminance", "histogram"],
+                    value="off",
+                    label="Preserve content colours",
+                    info="luminance: the content's chroma back; histogram: the style recoloured first",
+                )
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0)
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
         with gr.Column():
@@ -153,7 +158,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         style_weight: float = 50.0,
         content_weight: float = 1.0,
         tv_weight: float = 5.0,
-        preserve_color: bool = False,
+        preserve_color: str = "off",
         seed: int = 0,
         optimizer: str = "lbfgs",
         request: gr.Request = None,

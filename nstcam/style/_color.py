@@ -1,10 +1,19 @@
-"""Luminance and chroma (BT.601 YUV) for colour-preserving style transfer."""
+"""Colour preservation: luminance and chroma (BT.601 YUV) for ``preserve_color="luminance"``, and
+colour-statistics matching for ``preserve_color="histogram"``."""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["luminance_only", "match_luminance", "merge_luminance", "rgb_to_yuv", "yuv_to_rgb"]
+__all__ = [
+    "color_stats",
+    "luminance_only",
+    "match_color",
+    "match_luminance",
+    "merge_luminance",
+    "rgb_to_yuv",
+    "yuv_to_rgb",
+]
 
 _RGB2YUV = torch.tensor(
     [[0.299, 0.587, 0.114], [-0.14713, -0.28886, 0.436], [0.615, -0.51499, -0.10001]], dtype=torch.float64
@@ -43,3 +52,31 @@ def merge_luminance(luma_from: torch.Tensor, chroma_from: torch.Tensor) -> torch
     yuv = rgb_to_yuv(chroma_from)
     yuv = torch.cat([rgb_to_yuv(luma_from)[:, :1], yuv[:, 1:]], 1)
     return yuv_to_rgb(yuv).clamp(0, 1)
+
+
+def color_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean (3,) and covariance (3, 3) of the RGB pixels of ``x`` (1, 3, H, W), in float64."""
+    p = x.reshape(3, -1).double()
+    mu = p.mean(1)
+    d = p - mu[:, None]
+    return mu, d @ d.T / max(1, d.shape[1] - 1)
+
+
+def _sqrt_and_inverse(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    vals, vecs = torch.linalg.eigh(cov)
+    vals = vals.clamp_min(1e-8)  # a flat (single-colour) image has a singular covariance
+    return vecs @ torch.diag(vals.sqrt()) @ vecs.T, vecs @ torch.diag(vals.rsqrt()) @ vecs.T
+
+
+def match_color(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``source`` (1, 3, H, W) recoloured so that its RGB pixels have the mean and covariance of
+    ``target``'s (Gatys et al. 2016, "Preserving color in neural artistic style transfer", the
+    eigen form: ``x' = C_t^(1/2) C_s^(-1/2) (x - mu_s) + mu_t``), clamped to [0, 1]."""
+    mu_s, cov_s = color_stats(source)
+    mu_t, cov_t = color_stats(target)
+    sqrt_t, _ = _sqrt_and_inverse(cov_t)
+    _, inv_sqrt_s = _sqrt_and_inverse(cov_s)
+    a = sqrt_t @ inv_sqrt_s
+    p = source.reshape(3, -1).double()
+    out = a @ (p - mu_s[:, None]) + mu_t[:, None]
+    return out.to(source.dtype).reshape(source.shape).clamp(0, 1)

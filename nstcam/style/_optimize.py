@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam.image import image_to_tensor
-from nstcam.style._color import luminance_only
+from nstcam.style._color import luminance_only, match_color
 from nstcam.style._losses import content_loss, gram, style_loss, total_variation
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
@@ -44,12 +44,16 @@ def init_image(
             torch.rand((1, 3, h, w), generator=torch.Generator().manual_seed(plan.seed)) for _ in range(n)
         ]
         x = torch.cat(draws).to(rt.device)
-    else:  # style, blended by weight where several
-        x = torch.zeros_like(c_in[:1])
+    else:  # style, blended by weight where several (recoloured per image with "histogram")
+        x = torch.zeros_like(c_in)
         for img, wt in zip(styles, plan.blend, strict=True):
             s = image_to_tensor(img.resize((w, h), Image.Resampling.LANCZOS), rt.device)
-            x += wt * (luminance_only(s) if plan.preserve_color else s)
-        x = x.expand_as(c_in)
+            if plan.luminance:
+                x += wt * luminance_only(s)
+            elif plan.histogram:
+                x += wt * torch.cat([match_color(s, c_in[i : i + 1]) for i in range(n)])
+            else:
+                x += wt * s
     return x.detach().contiguous().requires_grad_(True)
 
 

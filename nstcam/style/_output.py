@@ -24,7 +24,7 @@ def to_output(
 ) -> Image.Image:
     """The image a user sees: colours restored if asked, and the post-hoc mask blend if asked."""
     y = x.clamp(0, 1)
-    if plan.preserve_color:
+    if plan.luminance:
         y = merge_luminance(y, c_full)
     if mask is not None and plan.extra["mask_mode"] == "blend":
         m = resize_mask(mask, tuple(c_full.shape[-2:]), rt.device)

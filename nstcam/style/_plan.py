@@ -35,12 +35,22 @@ class Plan:
     init: str
     blend: list[float]
     style_scale: float
-    preserve_color: bool
+    preserve_color: str | bool  # "luminance", "histogram" or False
     seed: int
     lr: float
     history_size: int
     preview_every: int
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def luminance(self) -> bool:
+        """The network sees luminance only and the output takes the content's chroma."""
+        return self.preserve_color == "luminance"
+
+    @property
+    def histogram(self) -> bool:
+        """The style images are recoloured to the content's colour statistics first."""
+        return self.preserve_color == "histogram"
 
     @property
     def layers(self) -> list[str]:
@@ -65,6 +75,17 @@ def auto_scales(size: int) -> list[int]:
 def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def _preserve_color(value: bool | str | None) -> str | bool:
+    """``True`` keeps meaning luminance; ``False``/``None`` and ``"off"`` mean no preservation."""
+    if value is True or value == "luminance":
+        return "luminance"
+    if value == "histogram":
+        return "histogram"
+    if value in (False, None, "off", "none"):
+        return False
+    raise ValueError(f"preserve_color must be 'luminance', 'histogram' or False, got {value!r}")
 
 
 def _check_weights(**weights: float) -> None:
@@ -133,7 +154,7 @@ def make_plan(
     style_layers: Sequence[str] | Mapping[str, float] | None,
     content_layers: Sequence[str] | None,
     style_scale: float,
-    preserve_color: bool,
+    preserve_color: bool | str,
     mask_mode: str,
     scales: Sequence[int] | None,
     seed: int | None,
@@ -177,7 +198,7 @@ def make_plan(
         init=init,
         blend=_blend(n_styles, style_weights),
         style_scale=float(style_scale),
-        preserve_color=bool(preserve_color),
+        preserve_color=_preserve_color(preserve_color),
         seed=int(seed),
         lr=float(lr if lr is not None else (1.0 if optimizer == "lbfgs" else 0.02)),
         history_size=int(history_size),

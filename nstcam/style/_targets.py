@@ -12,7 +12,7 @@ from PIL import Image
 
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
-from nstcam.style._color import luminance_only, match_luminance
+from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
@@ -73,8 +73,11 @@ def style_targets(
     call, or per batch) keeps them for the next image or scale that needs the same."""
     s_side = max(16, round(long_side * plan.style_scale))
     key = (s_side, tuple(plan.blend), tuple(plan.style_layers), plan.preserve_color)
-    if plan.preserve_color:  # grey style matched to this content's luminance statistics
+    if plan.luminance:  # grey style matched to this content's luminance statistics
         key += (round(float(content_t.mean()), 4), round(float(content_t.std()), 4))
+    elif plan.histogram:  # style recoloured to this content's colour statistics
+        mu, cov = color_stats(content_t)
+        key += tuple(round(v, 5) for v in [*mu.tolist(), *cov.flatten().tolist()])
     if key in cache:
         return cache[key]
     targets: dict[str, torch.Tensor] = {}
@@ -83,8 +86,10 @@ def style_targets(
             if w == 0:
                 continue
             s = image_to_tensor(resize_long_side(img, s_side), rt.device)
-            if plan.preserve_color:
+            if plan.luminance:
                 s = match_luminance(s, content_t)
+            elif plan.histogram:
+                s = match_color(s, content_t)
             feats = rt.features(hooks, s)
             rt.style_targets.add()
             for name in plan.style_layers:
@@ -106,7 +111,7 @@ def scale_inputs(
 ) -> ScaleInputs:
     """The contents (all of one size) at long side ``side`` and every target the losses need there."""
     full = torch.cat([image_to_tensor(resize_long_side(c, side), rt.device) for c in contents])
-    seen = luminance_only(full) if plan.preserve_color else full
+    seen = luminance_only(full) if plan.luminance else full
     in_loss = any(m is not None for m in masks) and plan.extra["mask_mode"] == "optimize"
     with torch.no_grad():
         feats = rt.features(hooks, seen)

@@ -134,7 +134,7 @@ class StyleTransfer:
         style_layers: Sequence[str] | Mapping[str, float] | None = None,
         content_layers: Sequence[str] | None = None,
         style_scale: float = 1.0,
-        preserve_color: bool = False,
+        preserve_color: bool | str = False,
         style_mask: MaskSource | None = None,
         mask_mode: str = "optimize",
         scales: Sequence[int] | None = None,
@@ -165,7 +165,10 @@ class StyleTransfer:
                 equal weights).
             content_layers: content layers (default: relu4_2).
             style_scale: size of the style image relative to the output (1 = same long side).
-            preserve_color: transfer luminance only and keep the content's colours.
+            preserve_color: keep the content's colours: ``"luminance"`` (or True) transfers the
+                luminance only and puts the content's chroma back; ``"histogram"`` recolours the
+                style images to the content's RGB mean and covariance first, then transfers
+                normally (Gatys et al. 2016); False: the style's colours.
             style_mask: H x W values in [0, 1] (any size; array, tensor, image or path): 1 where the
                 style goes, 0 where the content is kept.
             mask_mode: ``"optimize"`` weights the losses by the mask inside the optimisation (style
