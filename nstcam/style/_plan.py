@@ -40,6 +40,8 @@ class Plan:
     lr: float
     history_size: int
     preview_every: int
+    tile: int | None = None
+    tile_overlap: int = 64
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -163,6 +165,8 @@ def make_plan(
     preview_every: int,
     on_memory: str,
     progress_every: int | None = None,
+    tile: int | None = None,
+    tile_overlap: int = 64,
 ) -> Plan:
     """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
 
@@ -204,6 +208,11 @@ def make_plan(
         history_size=int(history_size),
         preview_every=int(preview_every),
     )
+    if tile is not None:
+        plan.tile = whole("tile", tile, minimum=64)
+        plan.tile_overlap = whole("tile_overlap", tile_overlap, minimum=0, maximum=plan.tile // 4)
+    else:
+        plan.tile_overlap = whole("tile_overlap", tile_overlap, minimum=0)
     plan.extra["on_memory"] = on_memory
     if progress_every is not None:
         plan.extra["progress_every"] = whole("progress_every", progress_every, minimum=1)

@@ -20,6 +20,7 @@ from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets, scale_inputs
+from nstcam.style._tiles import optimize_tiled, tiles_per_scale
 from nstcam.style._types import Cancelled, StepInfo
 from nstcam.style.hooks import VGGFeatureHooks
 
@@ -76,15 +77,26 @@ def run_many(
     plan.extra["style_mask"] = next((f"{m.shape[1]}x{m.shape[0]}" for m in masks if m is not None), None)
     if len(shapes - {None}) > 1:
         plan.extra["style_mask"] = "per image"
+    if plan.tile is not None and plan.extra["style_mask"] and plan.extra["mask_mode"] == "optimize":
+        raise ValueError(
+            "tile does not combine with a style_mask in mask_mode='optimize'; use mask_mode='blend'"
+        )
     check_memory(rt, plan, contents[0], batch=len(contents))
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
-    progress = Progress(
-        sum(plan.steps), len(contents), callback, plan.preview_every, report_every, progress_bar
-    )
+    windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
+    plan.extra["tiles_per_scale"] = windows
+    total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))
+    progress = Progress(total, len(contents), callback, plan.preview_every, report_every, progress_bar)
     x: torch.Tensor | None = None
     try:
         with VGGFeatureHooks(rt.net, plan.layers) as hooks:
             for si, (side, n_steps) in enumerate(zip(plan.scales, plan.steps, strict=True)):
+                if windows[si] > 1:
+                    x = optimize_tiled(
+                        rt, hooks, contents, styles, plan, side, cache, x, si, n_steps, progress,
+                        lambda targets: _loss_fn(rt, hooks, targets, plan),
+                    )  # fmt: skip
+                    continue
                 inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks)
                 targets = inputs.targets
                 x = init_image(rt, x, inputs.seen, styles, plan)

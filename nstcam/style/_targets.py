@@ -18,7 +18,7 @@ from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["ScaleInputs", "Targets", "scale_inputs", "style_targets"]
+__all__ = ["ScaleInputs", "Targets", "scale_inputs", "style_targets", "tiled_grams"]
 
 
 @dataclass
@@ -72,7 +72,8 @@ def style_targets(
     """Blended Gram matrices of the style images at ``long_side * style_scale``; ``cache`` (one per
     call, or per batch) keeps them for the next image or scale that needs the same."""
     s_side = max(16, round(long_side * plan.style_scale))
-    key = (s_side, tuple(plan.blend), tuple(plan.style_layers), plan.preserve_color)
+    tiled = plan.tile is not None and s_side > plan.tile
+    key = (s_side, tuple(plan.blend), tuple(plan.style_layers), plan.preserve_color, tiled)
     if plan.luminance:  # grey style matched to this content's luminance statistics
         key += (round(float(content_t.mean()), 4), round(float(content_t.std()), 4))
     elif plan.histogram:  # style recoloured to this content's colour statistics
@@ -90,10 +91,14 @@ def style_targets(
                 s = match_luminance(s, content_t)
             elif plan.histogram:
                 s = match_color(s, content_t)
-            feats = rt.features(hooks, s)
+            if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
+                grams = tiled_grams(rt, hooks, s, list(plan.style_layers), plan.tile)
+            else:
+                feats = rt.features(hooks, s)
+                grams = {name: gram(feats[name]) for name in plan.style_layers}
             rt.style_targets.add()
             for name in plan.style_layers:
-                g = gram(feats[name]) * w
+                g = grams[name] * w
                 targets[name] = targets[name] + g if name in targets else g
     cache[key] = targets
     return targets
@@ -135,3 +140,37 @@ def scale_inputs(
             pixels=seen if in_loss else None,
         )
     return ScaleInputs(full, seen, targets)
+
+
+def _stride(layer: str) -> int:
+    return 2 ** (int(layer[4]) - 1)  # reluB_I: after B - 1 max-pools
+
+
+def tiled_grams(
+    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int
+) -> dict[str, torch.Tensor]:
+    """Gram matrices of ``s`` (1, 3, H, W) read window by window: cores of ``tile`` px (multiples of
+    16) partition the image, each read with a 64 px margin of context of which only the core's
+    features count; equal to :func:`gram` of the whole image up to the context beyond the margin."""
+    h, w = s.shape[-2:]
+    core, margin = max(16, tile // 16 * 16), 64
+    sums: dict[str, torch.Tensor] = {}
+    counts = dict.fromkeys(layers, 0)
+    for y0 in range(0, h, core):
+        for x0 in range(0, w, core):
+            y1, x1 = min(h, y0 + core), min(w, x0 + core)
+            wy0, wx0 = max(0, y0 - margin), max(0, x0 - margin)
+            wy1, wx1 = min(h, y1 + margin), min(w, x1 + margin)
+            feats = rt.features(hooks, s[..., wy0:wy1, wx0:wx1])
+            for name in layers:
+                f, st = feats[name], _stride(name)
+                fy0, fx0 = (y0 - wy0) // st, (x0 - wx0) // st
+                fy1 = f.shape[-2] if y1 == wy1 else (y1 - wy0) // st
+                fx1 = f.shape[-1] if x1 == wx1 else (x1 - wx0) // st
+                part = f[..., fy0:fy1, fx0:fx1]
+                if part.numel() == 0:
+                    continue
+                g = gram(part) * (part.shape[-2] * part.shape[-1])
+                sums[name] = sums[name] + g if name in sums else g
+                counts[name] += part.shape[-2] * part.shape[-1]
+    return {name: sums[name] / max(1, counts[name]) for name in layers}

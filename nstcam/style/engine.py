@@ -29,7 +29,7 @@ from nstcam._device import pick_device
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._batch import BatchResult, expand_contents, run_batch
-from nstcam.style._memory import estimate_memory
+from nstcam.style._memory import estimate_memory, estimate_tiled
 from nstcam.style._plan import make_plan
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
@@ -146,6 +146,8 @@ class StyleTransfer:
         progress_bar: bool = False,
         on_memory: str = "error",
         progress_every: int | None = None,
+        tile: int | None = None,
+        tile_overlap: int = 64,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -185,9 +187,18 @@ class StyleTransfer:
             preview_every: put a preview image in the :class:`StepInfo` every N steps (0: never).
             progress_bar: show a tqdm progress bar.
             on_memory: if the run would not fit in free memory, ``"error"`` raises
-                :class:`InsufficientMemoryError`, ``"reduce"`` lowers ``size`` until it fits.
+                :class:`InsufficientMemoryError`; ``"reduce"`` optimises in tiles (the largest of
+                2048, 1024, ..., 128 px that fits, when ``tile`` is not given), else lowers ``size``
+                until it fits.
             progress_every: call ``progress`` every N steps (and on preview steps); reading the
                 losses waits for the device, so the default is 1 on CPU and 10 elsewhere.
+            tile: optimise every scale larger than this many px window by window (see
+                ``nstcam/style/_tiles.py``): peak memory then follows the tile, not the output.
+                Style targets stay those of the whole style image; each window is optimised for
+                ``steps`` evaluations (a tiled scale costs ``steps`` x windows), in row-major order,
+                and the windows are blended over their overlaps. Not with a ``style_mask`` in
+                ``mask_mode="optimize"``.
+            tile_overlap: px that neighbouring windows share at least (at most ``tile // 4``).
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -279,18 +290,21 @@ class StyleTransfer:
         optimizer: str = "lbfgs",
         history_size: int = 50,
         deepest: str = "relu5_1",
+        steps: int | None = None,
+        batch: int = 1,
+        tile: int | None = None,
+        tile_overlap: int = 64,
     ) -> int:
-        """Rough peak bytes of one optimisation step at ``width`` x ``height`` (activations kept for
-        backward, their gradients, optimiser state, weights)."""
-        return estimate_memory(
-            self.net,
-            width,
-            height,
-            amp=self.amp,
-            optimizer=optimizer,
-            history_size=history_size,
-            deepest=deepest,
-        )
+        """Peak bytes a run at ``width`` x ``height`` needs beyond the loaded engine, on this
+        engine's device (calibrated against measured peaks: see ``nstcam/style/_memory.py``);
+        with ``tile``, of a run tiled above that size."""
+        kw = dict(
+            amp=self.amp, optimizer=optimizer, history_size=history_size, deepest=deepest, steps=steps,
+            batch=batch, device=self.device.type,
+        )  # fmt: skip
+        if tile is not None and max(width, height) > tile:
+            return estimate_tiled(self.net, width, height, tile, tile_overlap, **kw)
+        return estimate_memory(self.net, width, height, **kw)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
