@@ -8,10 +8,12 @@ At such a scale:
 - the windows are ``tile`` x ``tile`` px (smaller only where the image is), at least
   ``tile_overlap`` px apart from their neighbours' edges, spread evenly, and taken in row-major
   order (top row left to right, then the next row);
-- each window starts from what the windows before it left (the blend so far, else the previous
-  scale's result upscaled) and is optimised for ``steps`` evaluations against the content
-  features of the same window and the whole image's style Grams: a tiled scale therefore costs
-  ``steps x number of windows`` evaluations, all counted by the progress callback;
+- each window starts from the scale's starting image (the previous scale's result upscaled, else
+  the ``init``) and is optimised for ``steps`` evaluations against the content features of the
+  same window and the whole image's style Grams: a tiled scale therefore costs
+  ``steps x number of windows`` evaluations, all counted by the progress callback. (Starting a
+  window from the blend its predecessors left was tried: within a finite budget the edge between
+  their stylised part and its unstylised rest survives as a seam.)
 - each result is added into the image with a weight that ramps linearly from 0 to 1 over
   ``tile_overlap`` px at every edge shared with a neighbour, and the image is the weighted mean,
   so no seam shows.
@@ -125,20 +127,17 @@ def optimize_tiled(
     num = torch.zeros_like(start)
     den = torch.zeros(n, 1, h, w, device=start.device)
 
-    def current(win: Window) -> torch.Tensor:
-        d = den[..., win[0], win[1]]
-        return torch.where(d > 0, num[..., win[0], win[1]] / d.clamp_min(1e-12), start[..., win[0], win[1]])
-
     def composed(win: Window, best: torch.Tensor) -> torch.Tensor:
         img = torch.where(den > 0, num / den.clamp_min(1e-12), start)
         img[..., win[0], win[1]] = best.detach()
         return img
 
     for win in tile_grid(h, w, plan.tile, plan.tile_overlap):
-        x = current(win).contiguous().requires_grad_(True)
+        x = start[..., win[0], win[1]].contiguous().requires_grad_(True)
         with torch.no_grad():
             feats = rt.features(hooks, seen[..., win[0], win[1]].contiguous())
         targets = Targets(content={k: feats[k].detach().float() for k in plan.content_layers}, style=style)
+        del feats
 
         def preview(best: torch.Tensor, win: Window = win) -> Image.Image:
             return to_output(rt, composed(win, best)[:1], full[:1], plan)
