@@ -166,7 +166,7 @@ def make_plan(
     on_memory: str,
     progress_every: int | None = None,
     tile: int | None = None,
-    tile_overlap: int = 64,
+    tile_overlap: int | None = None,
 ) -> Plan:
     """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
 
@@ -210,8 +210,14 @@ def make_plan(
     )
     if tile is not None:
         plan.tile = whole("tile", tile, minimum=64)
-        plan.tile_overlap = whole("tile_overlap", tile_overlap, minimum=0, maximum=plan.tile // 4)
-    else:
+        default = min(64, plan.tile // 4)
+        plan.tile_overlap = whole(
+            "tile_overlap",
+            default if tile_overlap is None else tile_overlap,
+            minimum=0,
+            maximum=plan.tile // 4,
+        )
+    elif tile_overlap is not None:
         plan.tile_overlap = whole("tile_overlap", tile_overlap, minimum=0)
     plan.extra["on_memory"] = on_memory
     if progress_every is not None:

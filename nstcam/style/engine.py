@@ -147,7 +147,7 @@ class StyleTransfer:
         on_memory: str = "error",
         progress_every: int | None = None,
         tile: int | None = None,
-        tile_overlap: int = 64,
+        tile_overlap: int | None = None,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -198,7 +198,8 @@ class StyleTransfer:
                 ``steps`` evaluations (a tiled scale costs ``steps`` x windows), in row-major order,
                 and the windows are blended over their overlaps. Not with a ``style_mask`` in
                 ``mask_mode="optimize"``.
-            tile_overlap: px that neighbouring windows share at least (at most ``tile // 4``).
+            tile_overlap: px that neighbouring windows share at least (at most ``tile // 4``;
+                default ``min(64, tile // 4)``).
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
