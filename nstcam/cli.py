@@ -76,6 +76,8 @@ def _stylize_params(args: argparse.Namespace) -> dict:
         preserve_color=args.preserve_color,
         scales=args.scales,
         seed=args.seed,
+        tile=args.tile,
+        tile_overlap=args.tile_overlap,
     )
 
 
@@ -388,6 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the content's colours: luminance (the default when given alone) or histogram",
     )
     s.add_argument("--seed", type=int, help="random seed (recorded in the JSON sidecar)")
+    s.add_argument(
+        "--tile",
+        type=int,
+        help="optimise scales above this many px window by window (memory follows the tile)",
+    )
+    s.add_argument("--tile-overlap", type=int, help="px neighbouring windows share (default min(64, tile/4))")
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")

@@ -70,6 +70,22 @@ def test_stylize_streams_previews_then_result(models, files):
     assert count_hooks(models.style().net) == 0
 
 
+def test_stylize_tiled_and_histogram_through_the_handler(models, files):
+    c, s, _ = files
+    items = list(
+        stylize_handler(
+            models, str(c), str(s), None, 0.0, 96, 2, preserve_color="histogram", tile=64, preview_every=4
+        )
+    )
+    img, status, _ = items[-1]
+    assert img.size == (96, 64) and status.startswith("done: 96x64")
+    assert [p[1].split(" ·")[0] for p in items[:-1]][-1] == "step 4/4"  # 2 steps x 2 windows
+    with pytest.raises(gr.Error, match="tile must be between 64 and 128"):
+        list(stylize_handler(models, str(c), str(s), size=64, steps=2, tile=32))
+    with pytest.raises(gr.Error, match="preserve_color must be 'off', 'luminance' or 'histogram'"):
+        list(stylize_handler(models, str(c), str(s), size=64, steps=2, preserve_color="hsv"))
+
+
 def test_stylize_blend_and_errors(models, files):
     c, s, bad = files
     *_, (img, _, _) = stylize_handler(models, str(c), str(s), str(c), 0.5, 64, 2)

@@ -193,3 +193,17 @@ def test_cam_cli_evaluate_writes_metrics_to_json_and_csv(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "deletion_auc" in printed and "random map" in printed and "average drop" in printed
     assert main([*args, "--evaluate", "--ray"]) == 2
+
+
+def test_stylize_cli_tile_and_histogram_colour(tmp_path):
+    a = _img(tmp_path / "a.png", 1)
+    s = _img(tmp_path / "s.png", 2)
+    out = tmp_path / "out"
+    args = ["stylize", str(a), "--style", str(s), "-o", str(out), "--size", "96", "--steps", "1"]
+    rc = main(
+        [*args, "--weights", "random", "--tile", "64", "--preserve-color", "histogram", "--optimizer", "adam"]
+    )
+    assert rc == 0
+    params = json.loads((out / "a_stylized.json").read_text())["params"]
+    assert params["tile"] == 64 and params["tile_overlap"] == 16 and params["preserve_color"] == "histogram"
+    assert params["tiles_per_scale"][-1] > 1

@@ -153,7 +153,7 @@ def test_api_parameters_are_named_with_defaults(server):
     expected = {
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
-            "tv_weight", "preserve_color", "seed", "optimizer",
+            "tv_weight", "preserve_color", "seed", "optimizer", "tile",
         ],
         "/gradcam": ["image", "model", "layer", "method", "top_k"],
         "/faithfulness": ["image", "model", "layer", "method"],

@@ -141,12 +141,14 @@ def stylize_handler(
     preserve_color: bool | str = False,
     seed: int = 0,
     optimizer: str = "lbfgs",
+    tile: int = 0,
     preview_every: int = 10,
     stop: threading.Event | None = None,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
-    ``blend`` is the weight of ``style_b`` (0 = only ``style``). Setting ``stop`` (the Cancel
+    ``blend`` is the weight of ``style_b`` (0 = only ``style``); ``tile`` > 0 optimises scales
+    above that many px window by window (0: whole images). Setting ``stop`` (the Cancel
     button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
     its PNG; closing the generator stops it too.
     """
@@ -157,6 +159,8 @@ def stylize_handler(
             raise gr.Error("Upload a content image and at least one style image.")
         _check_run(cfg, size, steps)
         _check(blend, "blend", 0, 1)
+        if tile:
+            _check(tile, "tile", 64, cfg.max_size)
         content_img = load_upload(content, "content")
         styles, weights = [load_upload(style, "style")], [1.0]
         if style_b is not None and blend > 0:
@@ -166,8 +170,15 @@ def stylize_handler(
     except Exception as e:
         raise _fail(e) from e
     note = _weights_note(st.weights.is_random)
+    total = [int(steps)]  # evaluations in all (steps x windows when tiled), from the progress
 
     def run(put: Callable[[Any], None]) -> Image.Image | Cancelled:
+        report = _progress_reporter(put, stop)
+
+        def on_step(info: Any) -> bool:
+            total[0] = info.total_steps
+            return report(info)
+
         try:
             return st.stylize(
                 content_img,
@@ -181,7 +192,8 @@ def stylize_handler(
                 preserve_color=_color_mode(preserve_color),
                 seed=int(seed),
                 optimizer=optimizer,
-                progress=_progress_reporter(put, stop),
+                tile=int(tile) if tile else None,
+                progress=on_step,
                 preview_every=max(1, int(preview_every)),
             )
         except Cancelled as c:
@@ -195,7 +207,7 @@ def stylize_handler(
     if isinstance(result.value, Cancelled):
         img = result.value.image
         path = models.outbox.save(img, "stylized_partial.png") if img is not None else None
-        yield img, f"cancelled at step {len(result.value.history)}/{int(steps)}" + note, path
+        yield img, f"cancelled at step {len(result.value.history)}/{total[0]}" + note, path
         return
     img = result.value
     meta = img.info["nstcam"]

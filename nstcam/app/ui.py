@@ -135,6 +135,13 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                     info="luminance: the content's chroma back; histogram: the style recoloured first",
                 )
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+                tile = gr.Number(
+                    0,
+                    label="Tile (px; 0 = whole image)",
+                    info="optimise big outputs window by window: memory follows the tile",
+                    precision=0,
+                    minimum=0,
+                )
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
         with gr.Column():
             result = gr.Image(label="Result", type="filepath", format="png", elem_id="st-result")
@@ -161,6 +168,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         preserve_color: str = "off",
         seed: int = 0,
         optimizer: str = "lbfgs",
+        tile: int = 0,
         request: gr.Request = None,
     ):
         """Stylises `content` with `style` (and `style_b`, weighted by `blend`); streams previews."""
@@ -168,7 +176,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         try:
             for item in stylize_handler(
                 models, content, style, style_b, blend, size, steps, style_weight, content_weight,
-                tv_weight, preserve_color, seed, optimizer, stop=stop,
+                tv_weight, preserve_color, seed, optimizer, tile, stop=stop,
             ):  # fmt: skip
                 image, status, png = item  # the result's PNG, when there is one, is shown as is
                 yield png or _as_files(models.outbox, image), status, png
@@ -178,7 +186,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
     run.click(
         stylize,
-        [*inputs, preserve, seed, optimizer],
+        [*inputs, preserve, seed, optimizer, tile],
         [result, status, download],
         api_name="stylize",
         trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
