@@ -3,14 +3,17 @@ stylisation of the same image, with the peak RSS of each above the RSS before it
 reset through /proc/self/clear_refs before each run), the wall time, and the
 results' style distance by an independent judge and seam statistics.
 
-    python tests/_tile_probe.py SIZE TILE STEPS [--no-untiled] [--lbfgs]  -> one JSON line
-    (TILE 0: the untiled run only)
+    python tests/_tile_probe.py SIZE TILE STEPS [--no-untiled] [--lbfgs] [--no-judge]
+        [--device cuda] [--gpu-limit-gb 16]  -> one JSON line  (TILE 0: the untiled run only)
+
+On CUDA the peak is ``torch.cuda.max_memory_allocated`` above the memory allocated before each
+run, and ``--gpu-limit-gb`` caps the process (``set_per_process_memory_fraction``), emulating a
+smaller card.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -62,33 +65,65 @@ def seam_ratios(img) -> tuple[float, float]:
 
 
 def main() -> None:
-    size, tile, steps = (int(v) for v in sys.argv[1:4])
-    untiled = "--no-untiled" not in sys.argv
-    optimizer = "lbfgs" if "--lbfgs" in sys.argv else "adam"
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("size", type=int)
+    p.add_argument("tile", type=int)
+    p.add_argument("steps", type=int)
+    p.add_argument("--no-untiled", action="store_true")
+    p.add_argument("--lbfgs", action="store_true")
+    p.add_argument("--no-judge", action="store_true")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--gpu-limit-gb", type=float)
+    a = p.parse_args()
+    size, tile, steps, untiled = a.size, a.tile, a.steps, not a.no_untiled
+    optimizer = "lbfgs" if a.lbfgs else "adam"
+    cuda = a.device.startswith("cuda")
+    if cuda and a.gpu_limit_gb:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.gpu_limit_gb * 2**30 / total))
     torch.set_num_threads(2)
     from nstcam import StyleTransfer, load_image
 
+    def start() -> int:
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            return torch.cuda.memory_allocated()
+        return reset_peak()
+
+    def peak(base: int) -> int:
+        if cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - base
+        return peak_since(base)
+
     content = load_image(ROOT / "nstcam/assets/samples/chelsea.png")
     style = load_image(ROOT / "nstcam/assets/samples/brick.png")
-    st = StyleTransfer("random", device="cpu")
+    st = StyleTransfer("random", device=a.device)
     kw = dict(size=size, steps=steps, scales=[size], optimizer=optimizer, seed=0, style_weight=500.0)
     st.stylize(content, style, size=32, steps=1)  # allocations of a first call, outside the readings
     out = {"size": size, "tile": tile, "steps": steps, "optimizer": optimizer}
     tiled = None
     if tile:
-        base, t = reset_peak(), time.perf_counter()
+        base, t = start(), time.perf_counter()
         tiled = st.stylize(content, style, tile=tile, tile_overlap=tile // 4, **kw)
         out["tiled_s"] = time.perf_counter() - t
-        out["tiled_peak"] = peak_since(base)
+        out["tiled_peak"] = peak(base)
+        out["windows"] = tiled.info["nstcam"]["params"]["tiles_per_scale"][-1]
         out["tiled_estimate"] = st.estimate_memory(
             *tiled.size, optimizer=optimizer, steps=steps, tile=tile, tile_overlap=tile // 4
         )
     if untiled:
-        base, t = reset_peak(), time.perf_counter()
+        base, t = start(), time.perf_counter()
         whole = st.stylize(content, style, **kw)
         out["untiled_s"] = time.perf_counter() - t
-        out["untiled_peak"] = peak_since(base)
+        out["untiled_peak"] = peak(base)
         out["untiled_estimate"] = st.estimate_memory(*whole.size, optimizer=optimizer, steps=steps)
+    if a.no_judge:
+        print(json.dumps(out))
+        return
     judge = StyleTransfer("random", device="cpu", seed=1)  # built after the readings
     layers = ["relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1"]
     if tiled is not None:

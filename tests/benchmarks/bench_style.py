@@ -9,6 +9,14 @@ Adam. It uses the same loss code as nstcam (``nstcam.style._losses``), and one j
 
 Reports per-step cost and peak memory at each size, and time to quality: the wall time nstcam needs
 to reach the total loss the reference reaches after 300 Adam steps.
+
+    python tests/benchmarks/bench_style.py --tile 512 [--tile-sizes 1024,2048,4096] [--device cuda]
+
+prints only the tiled-versus-untiled table instead: peak memory (and the calibrated estimate),
+wall time and windows per output size, each run in a fresh process (``tests/_tile_probe.py``,
+``--tile-steps`` Adam evaluations per window at one scale). An untiled run whose estimate exceeds
+the free memory is not started. On CUDA 8192 px is added and ``--gpu-limit-gb 16`` emulates a
+16 GB card.
 """
 
 from __future__ import annotations
@@ -321,9 +329,16 @@ def main():
     p.add_argument("--batch", type=int, default=8, help="images per step in the throughput rows")
     p.add_argument("--batch-steps", type=int, default=300)
     p.add_argument("--_one", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--tile", type=int, help="print the tiled-vs-untiled table for this tile size only")
+    p.add_argument("--tile-sizes", help="default 1024,2048,4096 (and 8192 on CUDA)")
+    p.add_argument("--tile-steps", type=int, default=2)
+    p.add_argument("--gpu-limit-gb", type=float, help="cap the GPU memory of the tiled runs (CUDA)")
     a = p.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
+    if a.tile:
+        tile_table(a, device)
+        return
     if a._one:  # child process: one peak-memory measurement
         print(json.dumps({"peak": peak_memory(a._one[0], int(a._one[1]), a.steps, device, a.weights)}))
         return
@@ -396,6 +411,58 @@ def main():
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"per_step": rows, "quality": q, "wall": wall}, fh, indent=2, default=str)
+
+
+def tile_table(a, device):
+    """Peak memory and wall time against output size, tiled and untiled (see the module docstring)."""
+    from pathlib import Path
+
+    from nstcam._device import available_memory
+
+    probe = Path(__file__).resolve().parent.parent / "_tile_probe.py"
+    default = "1024,2048,4096,8192" if device.type == "cuda" else "1024,2048,4096"
+    sizes = [int(v) for v in (a.tile_sizes or default).split(",")]
+    hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    free = available_memory(device)
+    limit = f", tiled runs capped at {a.gpu_limit_gb:g} GB" if a.gpu_limit_gb else ""
+    print(
+        f"device: {device} ({hw}), torch {torch.__version__}, random weights, Adam, "
+        f"{a.tile_steps} evaluations per window at one scale, tile {a.tile} px{limit}; "
+        f"free memory {free / 2**30:.1f} GiB"
+    )
+    st = StyleTransfer("random", device=device)
+    print("\n| output | run | windows | peak MiB | estimate MiB | wall s | s per evaluation |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    common = ["--no-judge", "--device", a.device]
+    for size in sizes:
+        w, h = size, round(size * 300 / 451)  # chelsea's aspect
+        runs = [("tiled", [str(size), str(a.tile), str(a.tile_steps), "--no-untiled", *common])]
+        if a.gpu_limit_gb:
+            runs[0][1].extend(["--gpu-limit-gb", str(a.gpu_limit_gb)])
+        need = st.estimate_memory(w, h, optimizer="adam", steps=a.tile_steps)
+        if free is None or need < 0.8 * free:
+            runs.append(("untiled", [str(size), "0", str(a.tile_steps), *common]))
+        for kind, args in runs:
+            try:
+                out = subprocess.run(
+                    [sys.executable, str(probe), *args],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=3600,
+                )
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+            except subprocess.CalledProcessError as e:
+                print(f"| {w}x{h} | {kind} | failed: {e.stderr.strip().splitlines()[-1][:80]} | | | | |")
+                continue
+            windows = r.get("windows", 1) if kind == "tiled" else 1
+            evals = a.tile_steps * windows
+            print(
+                f"| {w}x{h} | {kind} | {windows} | {r[f'{kind}_peak'] / 2**20:.0f} | "
+                f"{r[f'{kind}_estimate'] / 2**20:.0f} | {r[f'{kind}_s']:.1f} | {r[f'{kind}_s'] / evals:.2f} |"
+            )
+        if len(runs) == 1:
+            print(f"| {w}x{h} | untiled | 1 | not run: needs about {need / 2**30:.1f} GiB | | | |")
 
 
 if __name__ == "__main__":
