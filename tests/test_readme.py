@@ -18,6 +18,7 @@ SHRINK = [
     ('weights="imagenet"', 'weights="random"'),
     ("size=512, steps=300", "size=32, steps=2"),
     ("size=1024)", "size=48, steps=2)"),
+    ("size=1024, tile=256", "size=96, steps=1, tile=64"),
     ("size=512)", "size=32, steps=2)"),
     ('size=512, optimizer="adam"', 'size=32, steps=2, optimizer="adam"'),
     ("input_size=224", "input_size=64"),

@@ -268,6 +268,19 @@ def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
         )
 
 
+def _cam_request(models: Models, image: Any, model: str, layer: str, method: str, top_k: float) -> tuple:
+    """Checks a Grad-CAM request against the server's limits; returns (image, engine)."""
+    if image is None:
+        raise gr.Error("Upload an image.")
+    _check(top_k, "top-k", 1, 10)
+    if method not in METHODS:
+        raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    _check_layer(model, layer, layer_choices(model))
+    if method == "scorecam":
+        _check_scorecam(models.config, model, layer, int(top_k))
+    return load_upload(image, "image"), models.cam(model, layer, method)
+
+
 def cam_handler(
     models: Models,
     image: Any,
@@ -284,16 +297,7 @@ def cam_handler(
     """
     cfg = models.config
     try:
-        if image is None:
-            raise gr.Error("Upload an image.")
-        _check(top_k, "top-k", 1, 10)
-        if method not in METHODS:
-            raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-        _check_layer(model, layer, layer_choices(model))
-        if method == "scorecam":
-            _check_scorecam(cfg, model, layer, int(top_k))
-        img = load_upload(image, "image")
-        cam = models.cam(model, layer, method)
+        img, cam = _cam_request(models, image, model, layer, method, top_k)
         results = gpu(cam.explain)(img, top_k=int(top_k), max_side=cfg.display_size, progress=progress)
     except Exception as e:
         raise _fail(e) from e
@@ -329,18 +333,9 @@ def faithfulness_handler(
     passes for the map and as many for the random map (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
-        if image is None:
-            raise gr.Error("Upload an image.")
-        if method not in METHODS:
-            raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-        _check_layer(model, layer, layer_choices(model))
-        if method == "scorecam":
-            _check_scorecam(cfg, model, layer, 1)
-        img = load_upload(image, "image")
+        img, cam = _cam_request(models, image, model, layer, method, 1)
         steps = 20 if cfg.torch_device.type == "cuda" else 10
-        (r,) = gpu(models.cam(model, layer, method).explain)(
-            img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps
-        )
+        (r,) = gpu(cam.explain)(img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps)
     except Exception as e:
         raise _fail(e) from e
     ours, chance = r.faithfulness, r.baseline

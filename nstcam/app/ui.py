@@ -131,6 +131,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 preserve = gr.Dropdown(
                     ["off", "luminance", "histogram"],
                     value="off",
+                    allow_custom_value=True,  # API clients of the checkbox era may still send true/false
                     label="Preserve content colours",
                     info="luminance: the content's chroma back; histogram: the style recoloured first",
                 )

@@ -30,7 +30,7 @@ from nstcam.style._runtime import Runtime
 from nstcam.style._types import InsufficientMemoryError
 from nstcam.style.vgg import deepest_layer, layer_index
 
-__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_tiled"]
+__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,24 @@ def estimate_tiled(net: nn.Sequential, width: int, height: int, tile: int, overl
     tw, th = min(width, side), min(height, side)
     batch = int(kw.get("batch", 1))  # type: ignore[arg-type]
     return estimate_memory(net, tw, th, **kw) + batch * _TILED_BUFFERS * 3 * width * height * 4  # type: ignore[arg-type]
+
+
+def estimate_run(
+    rt: Runtime,
+    width: int,
+    height: int,
+    *,
+    tile: int | None = None,
+    tile_overlap: int | None = None,
+    **kw: object,
+) -> int:
+    """:func:`estimate_memory` (or, with ``tile`` below the long side, :func:`estimate_tiled`) on
+    the engine's network and device."""
+    kw = {"amp": rt.amp, "device": rt.device.type, **kw}
+    if tile is not None and max(width, height) > tile:
+        overlap = min(64, tile // 4) if tile_overlap is None else tile_overlap
+        return estimate_tiled(rt.net, width, height, tile, overlap, **kw)
+    return estimate_memory(rt.net, width, height, **kw)  # type: ignore[arg-type]
 
 
 def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) -> None:

@@ -16,9 +16,18 @@ from nstcam.style._color import color_stats, luminance_only, match_color, match_
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
+from nstcam.style._windows import starts
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["ScaleInputs", "Targets", "scale_inputs", "style_targets", "tiled_grams"]
+__all__ = [
+    "ScaleInputs",
+    "Targets",
+    "batch_style_targets",
+    "scale_images",
+    "scale_inputs",
+    "style_targets",
+    "tiled_grams",
+]
 
 
 @dataclass
@@ -104,6 +113,34 @@ def style_targets(
     return targets
 
 
+def scale_images(
+    rt: Runtime, contents: list[Image.Image], plan: Plan, side: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contents (all of one size) at long side ``side``: in colour, and as the network sees them
+    (luminance only when colours are preserved that way)."""
+    full = torch.cat([image_to_tensor(resize_long_side(c, side), rt.device) for c in contents])
+    return full, luminance_only(full) if plan.luminance else full
+
+
+def batch_style_targets(
+    rt: Runtime,
+    hooks: VGGFeatureHooks,
+    styles: list[Image.Image],
+    plan: Plan,
+    side: int,
+    seen: torch.Tensor,
+    cache: dict,
+) -> dict[str, torch.Tensor]:
+    """Style targets of a batch: one (1, C, C) per layer when every image shares them, else (N, C, C)."""
+    with torch.no_grad():
+        per_image = [
+            style_targets(rt, hooks, styles, plan, side, seen[i : i + 1], cache) for i in range(len(seen))
+        ]
+    if all(t is per_image[0] for t in per_image):
+        return per_image[0]
+    return {n: torch.cat([t[n] for t in per_image]) for n in plan.style_layers}
+
+
 def scale_inputs(
     rt: Runtime,
     hooks: VGGFeatureHooks,
@@ -115,18 +152,11 @@ def scale_inputs(
     masks: list[np.ndarray | None],
 ) -> ScaleInputs:
     """The contents (all of one size) at long side ``side`` and every target the losses need there."""
-    full = torch.cat([image_to_tensor(resize_long_side(c, side), rt.device) for c in contents])
-    seen = luminance_only(full) if plan.luminance else full
+    full, seen = scale_images(rt, contents, plan, side)
     in_loss = any(m is not None for m in masks) and plan.extra["mask_mode"] == "optimize"
+    style = batch_style_targets(rt, hooks, styles, plan, side, seen, cache)
     with torch.no_grad():
         feats = rt.features(hooks, seen)
-        per_image = [
-            style_targets(rt, hooks, styles, plan, side, seen[i : i + 1], cache) for i in range(len(seen))
-        ]
-        if all(t is per_image[0] for t in per_image):  # one style target for the whole batch
-            style = per_image[0]
-        else:
-            style = {n: torch.cat([t[n] for t in per_image]) for n in plan.style_layers}
         mask = None
         if in_loss:
             ones = np.ones(seen.shape[-2:], np.float32)
@@ -154,8 +184,6 @@ def tiled_grams(
     (``min(64, tile // 4)`` px), each feature position counted by the one window whose core holds
     its centre (cores split the overlaps in the middle); equal to :func:`gram` of the whole image
     up to context beyond the margin (1-3 % at relu4/relu5 with 40-64 px margins)."""
-    from nstcam.style._tiles import starts  # the shared window layout (imports this module)
-
     h, w = s.shape[-2:]
     margin = min(64, tile // 4)
     win = tile

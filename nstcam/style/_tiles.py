@@ -21,45 +21,22 @@ At such a scale:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from PIL import Image
 
-from nstcam.image import image_to_tensor, resize_long_side
-from nstcam.style._color import luminance_only
 from nstcam.style._optimize import init_image, optimize
 from nstcam.style._output import to_output
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
-from nstcam.style._targets import Targets, style_targets
+from nstcam.style._targets import Targets, batch_style_targets, scale_images
 from nstcam.style._types import Cancelled
+from nstcam.style._windows import Window, starts, tile_grid
 from nstcam.style.hooks import VGGFeatureHooks
 
 __all__ = ["blend_weight", "optimize_tiled", "starts", "tile_grid", "tiles_per_scale"]
-
-Window = tuple[slice, slice]
-
-
-def starts(length: int, tile: int, overlap: int) -> list[int]:
-    """Start positions of windows of ``tile`` px covering ``length`` px, neighbours overlapping by
-    at least ``overlap`` px, spread evenly (one window when ``length <= tile``)."""
-    if length <= tile:
-        return [0]
-    k = math.ceil((length - overlap) / (tile - overlap))
-    return [round(i * (length - tile) / (k - 1)) for i in range(k)]
-
-
-def tile_grid(height: int, width: int, tile: int, overlap: int) -> list[Window]:
-    """The windows of a ``height`` x ``width`` image, row-major."""
-    th, tw = min(tile, height), min(tile, width)
-    return [
-        (slice(y, y + th), slice(x, x + tw))
-        for y in starts(height, tile, overlap)
-        for x in starts(width, tile, overlap)
-    ]
 
 
 def tiles_per_scale(sizes: list[tuple[int, int]], plan: Plan) -> list[int]:
@@ -112,16 +89,8 @@ def optimize_tiled(
     Raises:
         Cancelled: holding the whole image as blended so far, the current window's best in place.
     """
-    full = torch.cat([image_to_tensor(resize_long_side(c, side), rt.device) for c in contents])
-    seen = luminance_only(full) if plan.luminance else full
-    with torch.no_grad():
-        per_image = [
-            style_targets(rt, hooks, styles, plan, side, seen[i : i + 1], cache) for i in range(len(seen))
-        ]
-    if all(t is per_image[0] for t in per_image):
-        style = per_image[0]
-    else:
-        style = {n: torch.cat([t[n] for t in per_image]) for n in plan.style_layers}
+    full, seen = scale_images(rt, contents, plan, side)
+    style = batch_style_targets(rt, hooks, styles, plan, side, seen, cache)
     start = init_image(rt, prev, seen, styles, plan).detach()
     n, _, h, w = start.shape
     num = torch.zeros_like(start)

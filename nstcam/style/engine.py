@@ -29,7 +29,7 @@ from nstcam._device import pick_device
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._batch import BatchResult, expand_contents, run_batch
-from nstcam.style._memory import estimate_memory, estimate_tiled
+from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
@@ -173,11 +173,9 @@ class StyleTransfer:
                 normally (Gatys et al. 2016); False: the style's colours.
             style_mask: H x W values in [0, 1] (any size; array, tensor, image or path): 1 where the
                 style goes, 0 where the content is kept.
-            mask_mode: ``"optimize"`` weights the losses by the mask inside the optimisation (style
-                Gram matrices over the masked region, content loss 10x stronger where the mask is 0,
-                the mask resized to each layer, plus a pixel-space content anchor where the mask is
-                0, since deep layers see across the mask edge); ``"blend"`` stylises everything, then blends
-                ``mask * stylised + (1 - mask) * content``.
+            mask_mode: ``"optimize"`` weights the losses by the mask (masked style Grams, content
+                loss 10x stronger and a pixel-space anchor where the mask is 0); ``"blend"``
+                stylises everything, then blends ``mask * stylised + (1 - mask) * content``.
             scales: long sides to optimise at, coarse to fine; each starts from the previous result
                 upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
             seed: seed of the noise initialisation (recorded in the result either way).
@@ -192,14 +190,10 @@ class StyleTransfer:
                 until it fits.
             progress_every: call ``progress`` every N steps (and on preview steps); reading the
                 losses waits for the device, so the default is 1 on CPU and 10 elsewhere.
-            tile: optimise every scale larger than this many px window by window (see
-                ``nstcam/style/_tiles.py``): peak memory then follows the tile, not the output.
-                Style targets stay those of the whole style image; each window is optimised for
-                ``steps`` evaluations (a tiled scale costs ``steps`` x windows), in row-major order,
-                and the windows are blended over their overlaps. Not with a ``style_mask`` in
-                ``mask_mode="optimize"``.
-            tile_overlap: px that neighbouring windows share at least (at most ``tile // 4``;
-                default ``min(64, tile // 4)``).
+            tile: optimise scales above this many px window by window, so peak memory follows
+                the tile (``nstcam/style/_tiles.py``: whole-image style Grams, ``steps`` per window,
+                row-major, blended overlaps). Not with a ``style_mask`` in ``mask_mode="optimize"``.
+            tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -265,18 +259,9 @@ class StyleTransfer:
         style_mask = params.pop("style_mask", None)
         plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
         return run_batch(
-            self._rt,
-            items,
-            out_dir,
-            style_imgs,
-            plan,
-            ext=ext,
-            overwrite=overwrite,
-            style_mask=style_mask,
-            callback=callback,
-            progress_bar=progress_bar,
-            batch_size=batch_size,
-        )
+            self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
+            callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+        )  # fmt: skip
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
@@ -294,18 +279,14 @@ class StyleTransfer:
         steps: int | None = None,
         batch: int = 1,
         tile: int | None = None,
-        tile_overlap: int = 64,
+        tile_overlap: int | None = None,
     ) -> int:
-        """Peak bytes a run at ``width`` x ``height`` needs beyond the loaded engine, on this
-        engine's device (calibrated against measured peaks: see ``nstcam/style/_memory.py``);
-        with ``tile``, of a run tiled above that size."""
-        kw = dict(
-            amp=self.amp, optimizer=optimizer, history_size=history_size, deepest=deepest, steps=steps,
-            batch=batch, device=self.device.type,
+        """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``) needs beyond the loaded
+        engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``)."""
+        return estimate_run(
+            self._rt, width, height, optimizer=optimizer, history_size=history_size, deepest=deepest,
+            steps=steps, batch=batch, tile=tile, tile_overlap=tile_overlap,
         )  # fmt: skip
-        if tile is not None and max(width, height) > tile:
-            return estimate_tiled(self.net, width, height, tile, tile_overlap, **kw)
-        return estimate_memory(self.net, width, height, **kw)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
