@@ -104,22 +104,29 @@ def test_average_drop_and_increase_by_hand(known):
     assert inc == pytest.approx(float((after > before).float().mean() * 100), abs=1e-6)
 
 
-def test_confidence_change_matches_pytorch_grad_cam_formula_on_a_resnet():
+def _resnet_case():
     torch.manual_seed(0)
     model = resnet18(num_classes=10).eval()
     x = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(2))
-    maps = random_map(4, 64, 64, seed=5)
-    targets = [1, 3, 5, 7]
+    return model, x, random_map(4, 64, 64, seed=5), [1, 3, 5, 7]
+
+
+def test_confidence_change_equals_the_formula_on_a_resnet():
+    model, x, maps, targets = _resnet_case()
     with torch.no_grad():
         want = model(x * maps.unsqueeze(1)).softmax(1) - model(x).softmax(1)
     want = want[torch.arange(4), torch.tensor(targets)]
     got = confidence_change(model, x, maps.numpy(), targets, chunk=3)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
-    pgc = pytest.importorskip("pytorch_grad_cam")  # the original, where it is installed
+
+
+def test_confidence_change_equals_pytorch_grad_cams():
+    pytest.importorskip("pytorch_grad_cam")  # the original, where it is installed (not a test dependency)
     from pytorch_grad_cam.metrics.cam_mult_image import CamMultImageConfidenceChange
     from pytorch_grad_cam.utils.model_targets import ClassifierOutputSoftmaxTarget
 
-    assert pgc is not None
+    model, x, maps, targets = _resnet_case()
+    got = confidence_change(model, x, maps, targets)
     theirs = CamMultImageConfidenceChange()(
         x, maps.numpy(), [ClassifierOutputSoftmaxTarget(t) for t in targets], model
     )
