@@ -112,9 +112,7 @@ def main() -> None:
         out["tiled_s"] = time.perf_counter() - t
         out["tiled_peak"] = peak(base)
         out["windows"] = tiled.info["nstcam"]["params"]["tiles_per_scale"][-1]
-        out["tiled_estimate"] = st.estimate_memory(
-            *tiled.size, optimizer=optimizer, steps=steps, tile=tile, tile_overlap=tile // 4
-        )
+        out["tiled_estimate"] = st.estimate_memory(*tiled.size, optimizer=optimizer, steps=steps, tile=tile)
     if untiled:
         base, t = start(), time.perf_counter()
         whole = st.stylize(content, style, **kw)

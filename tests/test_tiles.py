@@ -20,7 +20,8 @@ from nstcam import Cancelled, StyleTransfer, count_hooks, load_image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.style._losses import gram
 from nstcam.style._targets import tiled_grams
-from nstcam.style._tiles import blend_weight, starts, tile_grid
+from nstcam.style._tiles import blend_weight
+from nstcam.style._windows import starts, tile_grid
 from nstcam.style.hooks import VGGFeatureHooks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,6 +106,29 @@ def test_batched_tiled_equals_one_at_a_time(st, tmp_path):
         assert np.abs(a - b).max() <= 2
 
 
+def test_tiled_calls_from_threads_equal_sequential_ones(st):
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [
+        (pattern(30 + i, 120, 80), pattern(40 + i, 64, 64), preserve)
+        for i, preserve in enumerate([False, "histogram", "luminance"])
+    ]
+
+    def run(job):
+        content, style, preserve = job
+        img = st.stylize(
+            content, style, size=120, steps=2, tile=64, optimizer="adam", seed=0, preserve_color=preserve
+        )
+        return np.asarray(img)
+
+    sequential = [run(j) for j in jobs]
+    with ThreadPoolExecutor(3) as pool:
+        threaded = list(pool.map(run, jobs * 2))
+    for i, got in enumerate(threaded):
+        assert np.array_equal(got, sequential[i % 3])
+    assert count_hooks(st.net) == 0
+
+
 def test_cancel_inside_a_window_returns_the_whole_image(st):
     content, style = pattern(5, 152, 96), pattern(6, 64, 64)
     with pytest.raises(Cancelled) as e:
@@ -134,7 +158,7 @@ def test_on_memory_reduce_chooses_a_tile_before_shrinking(st, monkeypatch):
 
     content, style = pattern(9, 304, 200), pattern(10, 64, 64)
     whole = st.estimate_memory(304, 200, optimizer="adam", steps=1)
-    tiled = st.estimate_memory(304, 200, optimizer="adam", steps=1, tile=128, tile_overlap=32)
+    tiled = st.estimate_memory(304, 200, optimizer="adam", steps=1, tile=128)
     assert tiled < whole / 2
     monkeypatch.setattr(M, "available_memory", lambda device: int(tiled / 0.9) + 1)
     img = st.stylize(content, style, size=304, steps=1, optimizer="adam", on_memory="reduce", tile_overlap=32)

@@ -19,12 +19,12 @@ import torch
 from PIL import Image
 from torch import nn
 
-from nstcam._checks import check_targets, finite, whole
+from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._evaluate import evaluate_maps
 from nstcam.cam._graphed import CamGraphs, Outputs, cam_pass
 from nstcam.cam._maps import scorecam_pass
-from nstcam.cam._targets import resolve_targets
+from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
 from nstcam.cam.methods import METHODS
@@ -110,7 +110,10 @@ class GradCAM:
 
             self.categories = list(ResNet50_Weights.DEFAULT.meta["categories"])
         if cuda_graphs and self.device.type != "cuda":
-            raise ValueError(f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}")
+            raise ValueError(
+                f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}: leave "
+                "cuda_graphs unset (on for CUDA only)"
+            )
         use_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
         self._graphs = CamGraphs() if use_graphs else None
         self._num_classes: int | None = None
@@ -263,11 +266,11 @@ class GradCAM:
         or the number of classes not yet known for checking ``targets``/``top_k`` on the host)."""
         if self._graphs is None or self._num_classes is None:
             return None
-        if targets is None:
-            classes: torch.Tensor | int = whole("top_k", top_k, minimum=1, maximum=self._num_classes)
+        spec = host_targets(targets, top_k, x.shape[0], self._num_classes)
+        if isinstance(spec, int):
+            classes: torch.Tensor | int = spec
         else:
-            values = check_targets(targets, x.shape[0], self._num_classes)
-            classes = torch.tensor(values, dtype=torch.long, device=x.device).unsqueeze(0)
+            classes = torch.tensor(spec, dtype=torch.long, device=x.device).unsqueeze(0)
         return self._graphs.run(model, self.target_layer, self.method, x, classes, out_size)
 
     def __repr__(self) -> str:

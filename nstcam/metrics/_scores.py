@@ -4,6 +4,7 @@ scoring many perturbed images in chunks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from nstcam.hooks import eval_view
 __all__ = ["Inputs", "prepare", "rank_pixels", "score_items", "trapezoid"]
 
 
+@dataclass
 class Inputs:
     """Checked inputs of one metric call.
 
@@ -28,10 +30,12 @@ class Inputs:
         chunk: perturbed images per forward pass.
     """
 
-    def __init__(self, model, x, maps, classes, scores, chunk) -> None:
-        self.model, self.x, self.maps, self.classes, self.scores, self.chunk = (
-            model, x, maps, classes, scores, chunk,
-        )  # fmt: skip
+    model: nn.Module
+    x: torch.Tensor
+    maps: torch.Tensor
+    classes: torch.Tensor
+    scores: torch.Tensor
+    chunk: int
 
     @property
     def n(self) -> int:

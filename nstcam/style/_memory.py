@@ -7,7 +7,7 @@ more of its size; L-BFGS: two vectors per history entry used), plus eight image-
 (content, best iterate, gradients, ...), plus a constant. It is the memory a run needs *beyond* the
 loaded engine (weights are already in memory when the check runs).
 
-Calibration (``tests/test_memory.py`` checks it; ``bench_style.py --tile`` reports it):
+Calibration (``tests/test_tiles.py`` checks it; ``bench_style.py --calibrate`` and ``--tile`` report it):
 - CPU (2 cores, torch 2.14.1): the peak RSS of runs at 256-768 px, both optimisers, above the
   RSS before each (``tests/_tile_probe.py``): factor 2.30, constant 46 MiB; within 15 % of every
   measured peak (256 px: 155 MiB measured, 154 estimated; 768 px: 980 and 1015).
@@ -74,7 +74,7 @@ def estimate_memory(
     return int(batch * (factor * act + opt_state + _BUFFERS * image) + constant)
 
 
-def estimate_tiled(net: nn.Sequential, width: int, height: int, tile: int, overlap: int, **kw: object) -> int:
+def estimate_tiled(net: nn.Sequential, width: int, height: int, tile: int, **kw: object) -> int:
     """Peak bytes of a run whose scales above ``tile`` px are optimised tile by tile: one tile's
     step (a ``tile`` x ``tile`` window at most) plus the full-size tensors the scale keeps."""
     side = min(tile, max(width, height))
@@ -89,15 +89,13 @@ def estimate_run(
     height: int,
     *,
     tile: int | None = None,
-    tile_overlap: int | None = None,
     **kw: object,
 ) -> int:
     """:func:`estimate_memory` (or, with ``tile`` below the long side, :func:`estimate_tiled`) on
     the engine's network and device."""
     kw = {"amp": rt.amp, "device": rt.device.type, **kw}
     if tile is not None and max(width, height) > tile:
-        overlap = min(64, tile // 4) if tile_overlap is None else tile_overlap
-        return estimate_tiled(rt.net, width, height, tile, overlap, **kw)
+        return estimate_tiled(rt.net, width, height, tile, **kw)
     return estimate_memory(rt.net, width, height, **kw)  # type: ignore[arg-type]
 
 
@@ -109,15 +107,12 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     if free is None:
         return
     kw = dict(
-        amp=rt.amp, optimizer=plan.optimizer, history_size=plan.history_size,
-        deepest=deepest_layer(plan.layers), batch=batch, steps=max(plan.steps), device=rt.device.type,
+        optimizer=plan.optimizer, history_size=plan.history_size, deepest=deepest_layer(plan.layers),
+        batch=batch, steps=max(plan.steps),
     )  # fmt: skip
 
     def need(long_side: int, tile: int | None) -> int:
-        w, h = long_side_size(content.size, long_side)
-        if tile is not None and long_side > tile:
-            return estimate_tiled(rt.net, w, h, tile, plan.tile_overlap, **kw)
-        return estimate_memory(rt.net, w, h, **kw)
+        return estimate_run(rt, *long_side_size(content.size, long_side), tile=tile, **kw)
 
     budget = int(free * 0.9)
     if need(plan.size, plan.tile) <= budget:

@@ -33,10 +33,10 @@ from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets, batch_style_targets, scale_images
 from nstcam.style._types import Cancelled
-from nstcam.style._windows import Window, starts, tile_grid
+from nstcam.style._windows import Window, tile_grid
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["blend_weight", "optimize_tiled", "starts", "tile_grid", "tiles_per_scale"]
+__all__ = ["blend_weight", "optimize_tiled", "tiles_per_scale"]
 
 
 def tiles_per_scale(sizes: list[tuple[int, int]], plan: Plan) -> list[int]:

@@ -279,13 +279,12 @@ class StyleTransfer:
         steps: int | None = None,
         batch: int = 1,
         tile: int | None = None,
-        tile_overlap: int | None = None,
     ) -> int:
         """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``) needs beyond the loaded
         engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``)."""
         return estimate_run(
             self._rt, width, height, optimizer=optimizer, history_size=history_size, deepest=deepest,
-            steps=steps, batch=batch, tile=tile, tile_overlap=tile_overlap,
+            steps=steps, batch=batch, tile=tile,
         )  # fmt: skip
 
     def __repr__(self) -> str:
