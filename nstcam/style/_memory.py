@@ -8,12 +8,12 @@ more of its size; L-BFGS: two vectors per history entry used), plus eight image-
 loaded engine (weights are already in memory when the check runs).
 
 Calibration (``tests/test_tiles.py`` checks it; ``bench_style.py --calibrate`` and ``--tile`` report it):
-- CPU (2 cores, torch 2.14.1): the peak RSS of runs at 256-768 px, both optimisers, above the
-  RSS before each (``tests/_tile_probe.py``): factor 2.30, constant 46 MiB; within 15 % of every
-  measured peak (256 px: 155 MiB measured, 154 estimated; 768 px: 980 and 1015).
+- CPU (2 cores, torch 2.14.1): the peak RSS of untiled runs at 256-768 px, both optimisers, above
+  the RSS before each (``tests/_tile_probe.py``): factor 2.30, constant 46 MiB. ``bench_style.py
+  --calibrate`` prints the table (within 20 % of every peak there); the tiled rows are in ``--tile``.
 - CUDA: factor 1.2, constant 1 GiB, fitted to the three H100 peaks (torch 2.11) of issue 14:
-  2048 px 9.6 GB, 4096 px 29 GB, 4351 px 28 GiB, L-BFGS (each within 14 %). Not re-measured by
-  the session that wrote this (no GPU); the earlier model was about 2-3x pessimistic there.
+  2048 px 9.6 GB, 4096 px 29 GB, 4351 px 28 GiB, L-BFGS. Not re-measured by the session that
+  wrote this (no GPU); the issue found the earlier model about 3x pessimistic there.
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def tiled_grams(
     the memory follows the tile), neighbours overlapping by twice a margin of context
     (``min(64, tile // 4)`` px), each feature position counted by the one window whose core holds
     its centre (cores split the overlaps in the middle); equal to :func:`gram` of the whole image
-    up to context beyond the margin (1-3 % at relu4/relu5 with 40-64 px margins)."""
+    up to context beyond the margin (``tests/test_tiles.py`` bounds the difference at 5 %)."""
     h, w = s.shape[-2:]
     margin = min(64, tile // 4)
     win = tile

@@ -333,11 +333,19 @@ def main():
     p.add_argument("--tile-sizes", help="default 1024,2048,4096 (and 8192 on CUDA)")
     p.add_argument("--tile-steps", type=int, default=2)
     p.add_argument("--gpu-limit-gb", type=float, help="cap the GPU memory of the tiled runs (CUDA)")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="print the memory estimate against measured peaks of untiled runs (256-768 px, both optimisers)",
+    )
     a = p.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
     if a.tile:
         tile_table(a, device)
+        return
+    if a.calibrate:
+        calibration_table(a)
         return
     if a._one:  # child process: one peak-memory measurement
         print(json.dumps({"peak": peak_memory(a._one[0], int(a._one[1]), a.steps, device, a.weights)}))
@@ -411,6 +419,29 @@ def main():
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"per_step": rows, "quality": q, "wall": wall}, fh, indent=2, default=str)
+
+
+def _probe(args):
+    from pathlib import Path
+
+    probe = Path(__file__).resolve().parent.parent / "_tile_probe.py"
+    out = subprocess.run([sys.executable, str(probe), *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def calibration_table(a):
+    """Measured peak (above the RSS, or CUDA memory, before the run) against the estimate."""
+    print(f"device: {a.device}, torch {torch.__version__}, random weights, one scale, fresh process per row")
+    print("\n| size | optimiser | steps | peak MiB | estimate MiB | estimate error |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    runs = [(s, "adam", 2) for s in (256, 384, 512, 640, 768)] + [(256, "lbfgs", 3), (512, "lbfgs", 3)]
+    for size, opt, steps in runs:
+        extra = ["--lbfgs"] if opt == "lbfgs" else []
+        r = _probe([str(size), "0", str(steps), "--no-judge", "--device", a.device, *extra])
+        peak, est = r["untiled_peak"], r["untiled_estimate"]
+        print(
+            f"| {size} | {opt} | {steps} | {peak / 2**20:.0f} | {est / 2**20:.0f} | {(est - peak) / peak * 100:+.1f} % |"
+        )
 
 
 def tile_table(a, device):
