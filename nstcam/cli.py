@@ -284,6 +284,7 @@ def _metrics_row(src: str, rank: int, r: Any) -> dict:
     return {
         "image": str(src), "rank": rank, "class_index": r.class_index, "label": r.label,
         "score": round(r.score, 6), **f, **{f"random_{k}": v for k, v in b.items()},
+        "random_weights": bool(r.weights and r.weights.is_random),
     }  # fmt: skip
 
 

@@ -192,6 +192,7 @@ def test_cam_cli_evaluate_writes_metrics_to_json_and_csv(tmp_path, capsys):
         assert float(row["random_road"]) == r.baseline.as_dict()["road"]
     printed = capsys.readouterr().out
     assert "deletion_auc" in printed and "random map" in printed and "average drop" in printed
+    assert all(r["random_weights"] == "True" for r in rows) and "RANDOM weights" in printed
     assert main([*args, "--evaluate", "--ray"]) == 2
 
 
