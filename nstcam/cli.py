@@ -313,6 +313,7 @@ def _write_metrics(path: Any, rows: list[dict]) -> None:
     drop, increase = drop_increase(before, after)
     print(
         f"{path}\n  average drop {drop:.2f} %, increase in confidence {increase:.2f} % over {len(rows)} maps"
+        + (" (RANDOM weights: not meaningful)" if any(r["random_weights"] for r in rows) else "")
     )
 
 
