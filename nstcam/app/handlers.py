@@ -330,7 +330,7 @@ def faithfulness_handler(
 ) -> tuple[list[list[Any]], str, str]:
     """How faithful the top-1 class's map is: (table rows [metric, this map, random map, better],
     curves figure file, verdict). Runs only on request: it costs about ``4 * steps + 44`` forward
-    passes for the map and as many for the random map (steps: 10 on CPU, 20 on GPU)."""
+    passes, the map's and the random map's together (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
         img, cam = _cam_request(models, image, model, layer, method, 1)

@@ -258,7 +258,7 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
 
 def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.components.Component) -> None:
     steps = 20 if config.torch_device.type == "cuda" else 10  # as faithfulness_handler measures
-    cost = f"about {2 * (4 * steps + 44)} forward passes of the model"
+    cost = f"about {4 * steps + 44} forward passes of the model"
     with gr.Accordion("How faithful is this map?", open=False, elem_id="cam-faithfulness"):
         gr.Markdown(
             "Perturbs the image by the top-1 class's map and watches the class probability, beside "
