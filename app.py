@@ -1,8 +1,7 @@
-"""nstcam web app: ``python app.py`` locally, or unchanged as a Hugging Face Space.
+"""nstcam web app: neural style transfer and Grad-CAM in the browser, over HTTP and as MCP tools.
 
-Flags: ``--random-weights`` (or NSTCAM_RANDOM_WEIGHTS=1) runs offline with seeded random weights and
-a banner saying results are not meaningful; ``--device``; ``--port``/``--host`` (default from
-GRADIO_SERVER_PORT / GRADIO_SERVER_NAME).
+Runs locally (python app.py, then open http://127.0.0.1:7860) or unchanged as a Hugging Face Space.
+Every option also reads an environment variable, named in its help, so that a Space can set it.
 """
 
 from __future__ import annotations
@@ -14,22 +13,54 @@ import os
 from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python app.py``."""
+    p = argparse.ArgumentParser(prog="python app.py", description=__doc__)
     p.add_argument(
         "--random-weights",
         action="store_true",
-        default=os.environ.get("NSTCAM_RANDOM_WEIGHTS", "").lower() in ("1", "true", "yes"),
+        default=_flag("NSTCAM_RANDOM_WEIGHTS"),
+        help="run offline on seeded random weights; every page and result says they are not meaningful "
+        "(env NSTCAM_RANDOM_WEIGHTS=1)",
     )
-    p.add_argument("--device", default=os.environ.get("NSTCAM_DEVICE"))
-    p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT") or 7860))
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--device",
+        default=os.environ.get("NSTCAM_DEVICE"),
+        help="cpu, cuda or mps (env NSTCAM_DEVICE; default: the best available)",
+    )
+    p.add_argument(
+        "--host",
+        default=os.environ.get("GRADIO_SERVER_NAME"),
+        help="address to listen on (env GRADIO_SERVER_NAME; default 127.0.0.1)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("GRADIO_SERVER_PORT") or 7860),
+        help="port to listen on (env GRADIO_SERVER_PORT; default 7860)",
+    )
+    p.add_argument(
+        "--mcp",
+        action="store_true",
+        default=_flag("NSTCAM_MCP"),
+        help="also serve the app's endpoints as Model Context Protocol tools for AI agents, at "
+        "/gradio_api/mcp/ (env NSTCAM_MCP=1)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
     models.preload()  # once per process: weights are fetched at start-up, never per request
-    build_demo(config, models).launch(server_name=args.host, server_port=args.port, **launch_kwargs(config))
+    demo = build_demo(config, models)
+    demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(config, mcp=args.mcp))
 
 
 if __name__ == "__main__":

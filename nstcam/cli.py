@@ -120,7 +120,14 @@ def _run_dataset(call: Callable[[], Any], shown: Callable[[Any], list]) -> int:
         print(p)
     for src, why in res.failed.items():
         logger.error("skipped %s: %s", src, why)
+    _report_kept(res)
     return 1 if res.failed else 0
+
+
+def _report_kept(res: Any) -> None:
+    """Says, in the CLI's words, that outputs already there were kept."""
+    if getattr(res, "skipped", None):
+        logger.info("kept %d existing output(s); add --overwrite to redo them", len(res.skipped))
 
 
 def _cmd_stylize(args: argparse.Namespace) -> int:
@@ -168,6 +175,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as e:
         logger.error("%s", e)
         return 1
+    _report_kept(res)
     for p in res.written:
         print(p)
         if args.report:
@@ -221,12 +229,11 @@ def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_cam(args: argparse.Namespace) -> int:
-    import json
-    import re
     from pathlib import Path
 
     from nstcam.cam import GradCAM
-    from nstcam.image import ImageError, save_image
+    from nstcam.cam.files import csv_rows, save_explanation, sidecar_names, write_csv
+    from nstcam.image import ImageError
 
     if args.ray:
         return _cmd_cam_ray(args)
@@ -245,8 +252,10 @@ def _cmd_cam(args: argparse.Namespace) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
+    metas: list[dict] = []
     rows: list[dict] = []
-    for src in args.images:
+    names = sidecar_names(args.images)
+    for src, name in zip(args.images, names, strict=True):
         try:
             results = cam.explain(
                 src,
@@ -259,18 +268,15 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             logger.error("skipping %s: %s", src, e)
             failed += 1
             continue
-        stem = Path(src).stem
-        entries = []
-        for rank, r in enumerate(results, 1):
-            slug = re.sub(r"[^A-Za-z0-9]+", "-", r.label).strip("-").lower() or str(r.class_index)
-            path = save_image(r.overlay, out / f"{stem}_cam{rank}_{slug}.png")
-            entries.append({**r.to_dict(), "rank": rank, "overlay": str(path)})
-            print(path)
+        meta = save_explanation(results, str(src), out / name, arch=args.arch)
+        metas.append(meta)
+        for entry, r in zip(meta["classes"], results, strict=True):
+            print(entry["overlay"])
             if r.faithfulness is not None:
-                rows.append(_metrics_row(src, rank, r))
+                rows.append(_metrics_row(str(src), entry["rank"], r))
                 print("  " + _metrics_line(r))
-        meta = {"image": str(src), "arch": args.arch, "classes": entries}
-        (out / f"{stem}_cam.json").write_text(json.dumps(meta, indent=2))
+    if metas:
+        print(write_csv(out / "explanations.csv", csv_rows(metas)))
     if rows:
         _write_metrics(out / "metrics.csv", rows)
     return 1 if failed else 0
@@ -280,12 +286,11 @@ _METRICS = ("confidence_change", "deletion_auc", "insertion_auc", "road")
 
 
 def _metrics_row(src: str, rank: int, r: Any) -> dict:
+    """A row of metrics.csv: the explanations.csv columns, then this map's and a random map's figures."""
+    from nstcam.cam.files import csv_row
+
     f, b = r.faithfulness.as_dict(), r.baseline.as_dict()
-    return {
-        "image": str(src), "rank": rank, "class_index": r.class_index, "label": r.label,
-        "score": round(r.score, 6), **f, **{f"random_{k}": v for k, v in b.items()},
-        "random_weights": bool(r.weights and r.weights.is_random),
-    }  # fmt: skip
+    return {**csv_row(src, rank, r), **f, **{f"random_{k}": v for k, v in b.items()}}
 
 
 def _metrics_line(r: Any) -> str:
@@ -298,16 +303,12 @@ def _metrics_line(r: Any) -> str:
 
 def _write_metrics(path: Any, rows: list[dict]) -> None:
     """metrics.csv, one row per explained class, and the batch's Average Drop / Increase."""
-    import csv
-
     import torch
 
+    from nstcam.cam.files import write_csv
     from nstcam.metrics.confidence import drop_increase
 
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows, fields=list(rows[0]))
     before = torch.tensor([r["score"] for r in rows])
     after = before + torch.tensor([r["confidence_change"] for r in rows])
     drop, increase = drop_increase(before, after)

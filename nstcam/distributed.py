@@ -17,14 +17,13 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nstcam.cam.files import csv_rows, sidecar_names, write_csv
 from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
@@ -91,12 +90,6 @@ def _read(path: str) -> ImageSource:
         with filesystem.open_input_stream(p) as fh:
             return fh.read()
     return path
-
-
-def _atomic_save(img: Any, out: Path) -> None:
-    tmp = out.with_name(f".{out.stem}.partial{out.suffix}")
-    save_image(img, tmp)
-    os.replace(tmp, out)
 
 
 def _check_weights(arch: str, weights: str, address: str | None) -> None:
@@ -198,7 +191,7 @@ class _StyleWorker:
                 errors.append(str(e))
                 continue
             out = Path(str(out))
-            _atomic_save(img, out)
+            save_image(img, out)  # atomic: a killed worker leaves no half file
             meta = dict(img.info["nstcam"], input=str(label), output=str(out))
             out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
             status.append("written")
@@ -311,48 +304,20 @@ class _CamWorker:
             device="cuda" if gpu else "cpu",
             input_size=input_size,
         )
-        self.top_k, self.npy = top_k, npy
+        self.top_k, self.npy, self.arch = top_k, npy, arch
 
     def __call__(self, batch: dict) -> dict:
-        import numpy as np
-        from PIL import Image
+        from nstcam.cam.files import save_explanation
 
         status, errors = [], []
         for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
-            sidecar = Path(str(out))
             try:
                 results = self.cam.explain(load_image(_read(str(path))), top_k=self.top_k)
             except (ImageError, FileNotFoundError, OSError, ValueError) as e:
                 status.append("failed")
                 errors.append(str(e))
                 continue
-            rows = []
-            for rank, r in enumerate(results, 1):
-                stem = f"{sidecar.stem.removesuffix('_cam')}_{rank}_{r.class_index}"
-                heat = sidecar.with_name(f"{stem}.png")
-                _atomic_save(Image.fromarray((r.heatmap * 255).astype(np.uint8), "L"), heat)
-                if self.npy:
-                    np.save(sidecar.with_name(f"{stem}.npy"), r.heatmap)
-                rows.append(
-                    dict(
-                        path=str(label),
-                        rank=rank,
-                        **{"class": r.class_index},
-                        label=r.label,
-                        score=r.score,
-                        heatmap=str(heat),
-                    )
-                )
-            tmp = sidecar.with_name(f".{sidecar.name}.partial")
-            tmp.write_text(
-                json.dumps(
-                    {
-                        "rows": rows,
-                        "random_weights": bool(results[0].weights and results[0].weights.is_random),
-                    }
-                )
-            )
-            os.replace(tmp, sidecar)
+            save_explanation(results, str(label), Path(str(out)), arch=self.arch, save_npy=self.npy)
             status.append("written")
             errors.append("")
         return {"label": batch["label"], "out": batch["out"], "status": status, "error": errors}
@@ -374,10 +339,12 @@ def explain_dataset(
     overwrite: bool = False,
     input_size: int = 224,
 ) -> BatchResult:
-    """Explains every input on a pool of Ray actors: a heatmap PNG per image and class
-    (``<stem>_<rank>_<class>.png``, and ``.npy`` with ``save_npy``), a JSON sidecar per image
+    """Explains every input on a pool of Ray actors, writing what ``nstcam cam`` writes
+    (:mod:`nstcam.cam.files`): per image and class an overlay ``<stem>_cam<rank>_<label>.png`` and a
+    heatmap ``..._heatmap.png`` (and ``.npy`` with ``save_npy``), a JSON sidecar per image
     (``<stem>_cam.json``, what makes reruns resume) and one CSV, ``out_dir/explanations.csv``, with
-    columns ``path, rank, class, label, score``, one row per image and class, in input order.
+    columns ``image, rank, class_index, label, score, random_weights``, one row per image and class,
+    in input order.
 
     Returns:
         A :class:`nstcam.BatchResult` of the per-image sidecars; ``.csv`` is the CSV's path.
@@ -389,7 +356,7 @@ def explain_dataset(
     items = _inputs(inputs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = [n.replace("_stylized.png", "_cam.json") for n in output_names(items, ".png")]
+    names = sidecar_names(items)
     result = BatchResult()
     rows = _pending(items, [out_dir / n for n in names], overwrite, result)
     if rows:
@@ -405,16 +372,12 @@ def explain_dataset(
             else:
                 result.failed[str(r["label"])] = str(r["error"])
     result.extend(result.written)
-    csv_path = out_dir / "explanations.csv"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["path", "rank", "class", "label", "score"])
-        for item, name in zip(items, names, strict=True):
-            sidecar = out_dir / name
-            if str(item) in result.failed or not sidecar.exists():
-                continue
-            for row in json.loads(sidecar.read_text())["rows"]:
-                writer.writerow([row["path"], row["rank"], row["class"], row["label"], f"{row['score']:.6f}"])
+    metas = [
+        json.loads((out_dir / name).read_text())
+        for item, name in zip(items, names, strict=True)
+        if str(item) not in result.failed and (out_dir / name).exists()
+    ]
+    csv_path = write_csv(out_dir / "explanations.csv", csv_rows(metas))
     result.csv = csv_path
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(items))

@@ -69,23 +69,29 @@ def _target(obj: Any, layer: str) -> tuple[nn.Module, str, torch.device, str]:
     return model, layer, device, "module"
 
 
+def tile_size(h: int, w: int, cell: int) -> tuple[int, int]:
+    """(width, height) of one channel's tile: the map's aspect ratio, ``cell`` px on its long side."""
+    scale = cell / max(h, w)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
 def _grid(acts: torch.Tensor, channels: list[int], means: list[float], cell: int) -> Image.Image:
     from matplotlib import colormaps
 
     cols = max(1, math.ceil(math.sqrt(len(channels))))
     rows = max(1, math.ceil(len(channels) / cols))
     label_h = 14
-    grid = Image.new("RGB", (cols * cell, rows * (cell + label_h)), "white")
+    tw, th = tile_size(int(acts.shape[-2]), int(acts.shape[-1]), cell)
+    col_w = max(tw, 72)  # room for the "#channel  mean" label under a narrow tile
+    grid = Image.new("RGB", (cols * col_w, rows * (th + label_h)), "white")
     draw = ImageDraw.Draw(grid)
     cmap = colormaps["viridis"]
     for k, (ch, mean) in enumerate(zip(channels, means, strict=True)):
         a = acts[ch]
         lo, hi = float(a.min()), float(a.max())
         scaled = ((a - lo) / (hi - lo)).numpy() if hi > lo else np.zeros(tuple(a.shape), np.float32)
-        tile = Image.fromarray((cmap(scaled)[..., :3] * 255).astype(np.uint8)).resize(
-            (cell, cell), Image.NEAREST
-        )
-        x, y = (k % cols) * cell, (k // cols) * (cell + label_h)
+        tile = Image.fromarray((cmap(scaled)[..., :3] * 255).astype(np.uint8)).resize((tw, th), Image.NEAREST)
+        x, y = (k % cols) * col_w, (k // cols) * (th + label_h)
         grid.paste(tile, (x, y + label_h))
         draw.text((x + 2, y + 1), f"#{ch}  {mean:.3g}", fill=(0, 0, 0))
     return grid
@@ -111,7 +117,7 @@ def feature_maps(
         top: how many channels the grid shows.
         input_size: the network sees the image with this long side (VGG) or short side (others;
             a GradCAM uses its own ``input_size``).
-        cell: pixels per channel tile in the grid.
+        cell: pixels on the long side of each channel's tile (tiles keep the map's aspect ratio).
 
     The forward pass stops once the layer has fired, no hook is left afterwards, and a model in
     training mode is read through an eval-mode twin (its flags are never flipped).

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import IO
@@ -19,6 +18,8 @@ from typing import IO
 import numpy as np
 import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from nstcam._files import atomic_file
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -367,15 +368,9 @@ def save_image(img: Image.Image, path: str | os.PathLike, *, quality: int = 95) 
     if fmt is None:
         raise ValueError(f"cannot save {path.name}: use a .png, .jpg or .jpeg file name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if fmt == "JPEG":
-                img.convert("RGB").save(fh, fmt, quality=quality, optimize=True)
-            else:
-                img.save(fh, fmt, optimize=False, compress_level=6)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, suffix=path.suffix) as fh:
+        if fmt == "JPEG":
+            img.convert("RGB").save(fh, fmt, quality=quality, optimize=True)
+        else:
+            img.save(fh, fmt, optimize=False, compress_level=6)
     return path

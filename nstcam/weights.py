@@ -19,7 +19,6 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,6 +30,8 @@ import torch
 from torch import nn
 from torchvision import models
 from tqdm.auto import tqdm
+
+from nstcam._files import atomic_file
 
 __all__ = [
     "ARCHS",
@@ -90,7 +91,7 @@ class WeightsUnavailableError(RuntimeError):
             return f"{self}. {random_hint}"
         return (
             f"{self.path.name} is not in {self.path.parent} and {self.reason}. Where a network exists, "
-            f"`nstcam weights download {self.arch}` fetches it; or copy it there by hand from {self.url}. "
+            f"run: nstcam weights download {self.arch}; or copy it there by hand from {self.url}. "
             f"{random_hint}"
         )
 
@@ -180,25 +181,20 @@ def _download(url: str, dest: Path, *, timeout: float, progress: bool) -> None:
     """Downloads ``url`` to ``dest`` atomically, checking the sha256 prefix in the file name."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     prefix = _expected_prefix(dest)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
-            total = int(resp.headers.get("Content-Length") or 0) or None
-            h = hashlib.sha256()
-            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress) as bar:
-                while chunk := resp.read(_CHUNK):
-                    out.write(chunk)
-                    h.update(chunk)
-                    bar.update(len(chunk))
+    with atomic_file(dest, suffix=".part") as out, urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+        total = int(resp.headers.get("Content-Length") or 0) or None
+        h = hashlib.sha256()
+        with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress) as bar:
+            while chunk := resp.read(_CHUNK):
+                out.write(chunk)
+                h.update(chunk)
+                bar.update(len(chunk))
         digest = h.hexdigest()
         if prefix and not digest.startswith(prefix):
             raise WeightsUnavailableError(
                 f"hash check failed for {dest.name}: sha256 starts with {digest[: len(prefix)]}, "
                 f"expected {prefix}; the download is corrupt, try again"
             )
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _ensure_file(

@@ -61,7 +61,9 @@ def files(tmp_path):
 def test_stylize_streams_previews_then_result(models, files):
     c, s, _ = files
     items = list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 4, preview_every=2))
-    previews, final = items[:-1], items[-1]
+    starting, previews, final = items[0], items[1:-1], items[-1]
+    # the status speaks at once, before the targets are built (seconds on a CPU)
+    assert starting[0] is None and starting[1].startswith("starting: building targets")
     assert [p[1].split(" ·")[0] for p in previews] == ["step 2/4", "step 4/4"]
     img, status, path = final
     assert img.size == (64, 43)
@@ -104,6 +106,7 @@ def test_stylize_blend_and_errors(models, files):
 def test_stylize_cancel_stops_worker(models, files):
     c, s, _ = files
     gen = stylize_handler(models, str(c), str(s), None, 0.0, 64, 20, preview_every=1)
+    assert next(gen)[1].startswith("starting")
     first = next(gen)
     assert first[1].startswith("step 1/20")
     gen.close()  # what Gradio's Cancel does to the generator
@@ -160,7 +163,8 @@ def test_subject_handler_streams_then_reports(models, files):
         subject_handler(models, str(c), str(s), "background", 0.5, 4.0, 64, 4, "resnet18", preview_every=2)
     )
     statuses = [it[5].split(" ·")[0].split(" —")[0] for it in items]
-    assert statuses[0].startswith("subject: ") and statuses[1:3] == ["step 2/4", "step 4/4"]
+    assert statuses[0].startswith("starting: finding the subject") and items[0][0] is None
+    assert statuses[1].startswith("subject: ") and statuses[2:4] == ["step 2/4", "step 4/4"]
     mask, result, before, after, md, status = items[-1]
     assert mask.size == (90, 60) and mask.mode == "L"
     assert result.size == (64, 43) and status.startswith("done: 64x43, 4 steps")
@@ -220,7 +224,7 @@ def test_uploads_reach_load_image_untouched(models, tmp_path):
 
 def test_scorecam_budget_and_progress(models, files):
     c, _, _ = files
-    with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 with top-k 3 scores 1536 masked images"):
+    with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 .* with top-k 3 scores 1536 masked"):
         cam_handler(models, str(c), "resnet18", "layer4", "scorecam", 3)
     seen = []
     gallery, _, _ = cam_handler(
@@ -302,3 +306,41 @@ def test_faithfulness_handler_equals_explain_evaluate(models, files):
         faithfulness_handler(models, str(bad), "resnet18")
     with pytest.raises(gr.Error, match="unknown layer 'layer9'"):
         faithfulness_handler(models, str(c), "resnet18", "layer9")
+
+
+def test_scorecam_refusal_advises_only_what_fits(files):
+    """resnet50 layer4 has 2048 channels: over a 1024 budget even at top-k 1, so "use top-k 1" would
+    be no advice at all; a budget of 1536 fits resnet18's layer4 (512) at top-k 3 or less."""
+    c, _, _ = files
+    m = Models(AppConfig(random_weights=True, device="cpu", scorecam_budget=1024))
+    with pytest.raises(gr.Error) as e:
+        cam_handler(m, str(c), "resnet50", "layer4", "scorecam", 1)
+    msg = str(e.value)
+    assert "top-k" not in msg.split("Use ")[1] and "layer3" in msg and "another method" in msg
+    m2 = Models(AppConfig(random_weights=True, device="cpu", scorecam_budget=1536))
+    with pytest.raises(gr.Error, match=r"Use top-k 3 or less; or an earlier layer"):
+        cam_handler(m2, str(c), "resnet18", "layer4", "scorecam", 4)
+
+
+def test_user_errors_are_one_log_line_and_faults_keep_their_traceback(models, files, caplog):
+    c, _, _ = files
+    caplog.set_level(logging.INFO, logger="nstcam")
+    with pytest.raises(gr.Error) as e:
+        cam_handler(models, None, "resnet18")
+    assert e.value.print_exception is False  # Gradio prints no traceback for it
+    with pytest.raises(gr.Error) as e:
+        cam_handler(models, str(c), "resnet18", "layer9")
+    assert e.value.print_exception is False
+    refused = [r for r in caplog.records if "request refused" in r.getMessage()]
+    assert len(refused) == 2 and all(r.exc_info is None for r in refused)
+    assert "Upload an image." in refused[0].getMessage()
+
+    from nstcam.app.handlers import _fail
+
+    caplog.clear()
+    try:
+        raise RuntimeError("a real fault")
+    except RuntimeError as fault:
+        err = _fail(fault)
+    assert "Internal error (RuntimeError)" in str(err)
+    assert any(r.exc_info for r in caplog.records)  # logged once, with its traceback

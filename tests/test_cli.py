@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -208,3 +209,43 @@ def test_stylize_cli_tile_and_histogram_colour(tmp_path):
     params = json.loads((out / "a_stylized.json").read_text())["params"]
     assert params["tile"] == 64 and params["tile_overlap"] == 16 and params["preserve_color"] == "histogram"
     assert params["tiles_per_scale"][-1] > 1
+
+
+def test_messages_speak_the_cli_and_bars_show_where_a_person_watches(tmp_path, caplog, monkeypatch):
+    """A rerun says --overwrite (not the Python keyword); a terminal gets a bar of the steps, a log
+    file or pipe does not."""
+    import io
+    import logging
+
+    a, s = _img(tmp_path / "a.png", 1), _img(tmp_path / "s.png", 2)
+    args = ["stylize", str(a), "--style", str(s), "-o", str(tmp_path / "o"), "--size", "32", "--steps", "3"]
+    caplog.set_level(logging.INFO)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main([*args, "--weights", "random"]) == 0
+    shown = term.getvalue()
+    assert "3/3" in shown and "step" in shown and "img" in shown  # the steps' bar and the images' bar
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    assert main([*args, "--weights", "random", "--overwrite"]) == 0
+    assert "step" not in pipe.getvalue()
+    caplog.clear()
+    assert main([*args, "--weights", "random"]) == 0
+    assert "add --overwrite to redo" in caplog.text and "overwrite=True" not in caplog.text
+
+
+def test_app_help_has_a_line_for_every_option():
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    out = subprocess.run(
+        [sys.executable, str(app), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for flag in ("--random-weights", "--device", "--host", "--port", "--mcp"):
+        line = next(x for x in out.splitlines() if x.strip().startswith(flag))
+        block = out[out.index(line) : out.index(line) + 300]
+        assert len(block.split()) > 3, f"{flag} has no help"
+    assert "``" not in out and "NSTCAM_MCP" in out

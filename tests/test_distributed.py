@@ -18,6 +18,7 @@ from PIL import Image
 ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "nstcam[ray]"')
 
 from nstcam import GradCAM, StyleTransfer  # noqa: E402
+from nstcam.cam.files import class_stem  # noqa: E402
 from nstcam.distributed import explain_dataset, stylize_dataset  # noqa: E402
 
 KW = dict(weights="random", size=32, steps=3, seed=0, optimizer="adam")
@@ -114,18 +115,35 @@ def test_explain_dataset_csv_matches_gradcam(local_ray, data, tmp_path):
     assert len(res.written) == 4 and list(res.failed) == [str(inp / "corrupt.png")]
     with open(res.csv) as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["path"] for r in rows][::2] == [str(inp / f"{n}.png") for n in ("img0", "img1", "img2", "tall")]
+    assert list(rows[0]) == ["image", "rank", "class_index", "label", "score", "random_weights"]
+    assert all(r["random_weights"] == "True" for r in rows)  # as metrics.csv marks them
+    assert [r["image"] for r in rows][::2] == [
+        str(inp / f"{n}.png") for n in ("img0", "img1", "img2", "tall")
+    ]
     cam = GradCAM("resnet18", weights="random", device="cpu")
     for i in range(0, len(rows), 2):
-        path = rows[i]["path"]
+        path = rows[i]["image"]
         expected = cam.explain(path, top_k=2)
         for r, e in zip(rows[i : i + 2], expected, strict=True):
-            assert int(r["class"]) == e.class_index and r["label"] == e.label
+            assert int(r["class_index"]) == e.class_index and r["label"] == e.label
             assert float(r["score"]) == pytest.approx(e.score, abs=1e-5)
-            stem = f"{Path(path).stem}_{r['rank']}_{r['class']}"
-            heat = np.load(out / f"{stem}.npy")
+            stem = class_stem(Path(path).stem, int(r["rank"]), e)
+            heat = np.load(out / f"{stem}_heatmap.npy")
             np.testing.assert_allclose(heat, e.heatmap, atol=1e-5)
-            assert Image.open(out / f"{stem}.png").size == e.image.size
+            assert Image.open(out / f"{stem}_heatmap.png").size == e.image.size
+            assert Image.open(out / f"{stem}.png").size == e.image.size  # the overlay
+    # one naming and one schema: plain `nstcam cam` on the same images writes the same files and CSV
+    from nstcam.cli import main
+
+    plain = tmp_path / "plain"
+    good = sorted(str(p) for p in inp.glob("*.png") if p.name != "corrupt.png")
+    assert (
+        main(["cam", *good, "-o", str(plain), "--arch", "resnet18", "--top-k", "2", "--weights", "random"])
+        == 0
+    )
+    made = {p.name for p in out.iterdir() if not p.name.endswith(".npy")}
+    assert made == {p.name for p in plain.iterdir()}
+    assert (plain / "explanations.csv").read_text() == Path(res.csv).read_text()
     again = explain_dataset(inp, out, arch="resnet18", top_k=2, num_workers=2, weights="random")
     assert again.written == [] and len(again.skipped) == 4
     assert Path(again.csv).read_text() == Path(res.csv).read_text()

@@ -30,7 +30,8 @@ def test_vgg_layer_by_human_name_stops_there_and_leaves_no_hook(st):
     assert fm.channels == [int(c) for c in np.argsort(-means, kind="stable")[:9]]
     np.testing.assert_allclose(fm.means, means[fm.channels], rtol=1e-5)
     assert fm.means == sorted(fm.means, reverse=True)
-    assert fm.grid.size == (3 * 96, 3 * (96 + 14)) and fm.grid.mode == "RGB"
+    # tiles keep the map's 32x48 aspect (96 px on the long side), never squashed into squares
+    assert fm.grid.size == (3 * 96, 3 * (64 + 14)) and fm.grid.mode == "RGB"
     assert count_hooks(st.net) == 0
     assert fm.to_dict()["shape"] == [128, 32, 48]
 
@@ -75,7 +76,7 @@ def test_cli_features(tmp_path):
         )
         == 0
     )
-    assert Image.open(out).size == (2 * 96, 2 * (96 + 14))
+    assert Image.open(out).size == (2 * 96, 2 * (72 + 14))  # 56x42 maps: 96x72 tiles
     meta = __import__("json").loads(out.with_suffix(".json").read_text())
     assert meta["layer"] == "relu3_1" and len(meta["channels"]) == 4 and meta["random_weights"] is True
     assert (
@@ -102,3 +103,11 @@ def test_linear_model_layer_is_refused_clearly():
     with pytest.raises(ValueError, match="choose a convolutional layer"):
         feature_maps(model, pattern(7, 64, 64), "1")
     assert torch.is_grad_enabled()
+
+
+def test_tiles_keep_the_aspect_of_the_map():
+    from nstcam.features import tile_size
+
+    assert tile_size(37, 56, 96) == (96, 63)  # relu3_1 of chelsea: wide, not 96x96
+    assert tile_size(56, 37, 96) == (63, 96)
+    assert tile_size(4, 4, 96) == (96, 96)

@@ -280,3 +280,25 @@ def test_save_png_and_jpeg(tmp_path):
     with pytest.raises(ValueError, match=r"\.png, \.jpg or \.jpeg"):
         save_image(img, tmp_path / "out.bmp")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out.jpg", "sub"]  # no temp file left
+
+
+def test_saved_files_get_the_umask_permissions(tmp_path):
+    """save_image writes a temporary file and renames it: that file must not stay 0600 while the
+    JSON and CSV beside it are 0644 (anyone serving the folder would be locked out)."""
+    import os
+
+    from nstcam._files import new_file_mode
+    from nstcam.image import save_image
+
+    old = os.umask(0o022)
+    try:
+        assert new_file_mode() == 0o644
+        for name in ("a.png", "b.jpg"):
+            out = save_image(Image.new("RGB", (8, 8)), tmp_path / name)
+            (tmp_path / f"{name}.json").write_text("{}")
+            assert out.stat().st_mode & 0o777 == 0o644 == (tmp_path / f"{name}.json").stat().st_mode & 0o777
+        os.umask(0o077)
+        assert save_image(Image.new("RGB", (8, 8)), tmp_path / "c.png").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp left

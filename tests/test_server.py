@@ -43,7 +43,7 @@ def server(tmp_path_factory):
     )
     with open(log, "w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "app.py", "--random-weights", "--device", "cpu"],
+            [sys.executable, "app.py", "--random-weights", "--device", "cpu", "--mcp"],
             cwd=ROOT,
             env=env,
             stdout=fh,
@@ -158,15 +158,31 @@ def test_api_parameters_are_named_with_defaults(server):
         "/gradcam": ["image", "model", "layer", "method", "top_k"],
         "/faithfulness": ["image", "model", "layer", "method"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
+        "/features": ["image", "model", "layer", "top"],
     }  # fmt: skip
+    returns = {  # named as a programmer reads them, not from decorated labels
+        "/stylize": ["Result", "Status", "Download PNG"],
+        "/gradcam": ["Overlays", "Heatmap", "Top classes"],
+        "/faithfulness": ["Faithfulness", "Curves", "Verdict"],
+        "/subject_aware": ["Mask", "Result", "Before", "After", "Report", "Status"],
+        "/features": ["Grid", "Summary", "Channels"],
+    }
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
-        n_images = 1 if name in ("/gradcam", "/faithfulness") else 2
+        n_images = 1 if name in ("/gradcam", "/faithfulness", "/features") else 2
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
         labels = [r["label"] for r in api[name]["returns"]]
-        assert all(label and not label.startswith("value_") for label in labels), (name, labels)
+        assert labels == returns[name], (name, labels)
+        assert all(re.fullmatch(r"[A-Za-z0-9 ]+", label) for label in labels), labels  # plain names
+    printed = Client(server, verbose=False).view_api(return_format="str", print_info=False)
+    for bad in (
+        "overlays_class__probability",
+        "style_mask_white__styled",
+        "most_active_channels_index__mean",
+    ):
+        assert bad not in printed
 
 
 def test_layers_of_every_model_are_accepted_over_the_api(server, images):
@@ -181,6 +197,68 @@ def test_layers_of_every_model_are_accepted_over_the_api(server, images):
     assert len(gallery) == 1
     with pytest.raises(AppError, match="unknown layer 'layer3.20' for resnet50; valid layers: .*layer3.5"):
         client.predict(image=handle_file(str(c)), layer="layer3.20", api_name="/gradcam")
+
+
+def test_features_accepts_every_models_layers_over_the_api(server, images):
+    """The Layer dropdown starts with VGG's names; an API caller choosing a ResNet must still get its
+    layers (the server checks them), and a name of the other model is refused by the server."""
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
+
+    c, _ = images
+    client = Client(server, verbose=False)
+    grid, summary, table = client.predict(
+        image=handle_file(str(c)), model="resnet18", layer="layer2", top=8, api_name="/features"
+    )
+    assert summary.startswith("resnet18 layer2: 128 channels") and len(table["data"]) == 8
+    assert Image.open(grid).size[0] > 0
+    grid, summary, _ = client.predict(image=handle_file(str(c)), layer="relu2_1", top=4, api_name="/features")
+    assert summary.startswith("vgg16_bn relu2_1: 128 channels") and "RANDOM" in summary
+    with pytest.raises(AppError, match="unknown layer 'relu3_1' for resnet18; valid layers: .*layer3"):
+        client.predict(image=handle_file(str(c)), model="resnet18", layer="relu3_1", api_name="/features")
+
+
+def test_mcp_tools_through_a_real_client(server, images):
+    """The app as MCP tools (python app.py --mcp): a real MCP client lists them, calls gradcam and a
+    tiny stylize with an image as a data: URL, and opens the images that come back."""
+    import asyncio
+    import base64
+    import io
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    c, _ = images
+    data = "data:image/png;base64," + base64.b64encode(c.read_bytes()).decode()
+
+    async def session() -> tuple:
+        async with (
+            streamablehttp_client(server + "gradio_api/mcp/") as (read, write, _),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            cam = await s.call_tool("gradcam", {"image": data, "model": "resnet18", "top_k": 2})
+            style = await s.call_tool("stylize", {"content": data, "style": data, "size": 64, "steps": 2})
+            return tools, cam, style
+
+    tools, cam, style = asyncio.run(asyncio.wait_for(session(), 120))
+    assert {"stylize", "gradcam", "faithfulness", "subject_aware", "features"} <= set(tools)
+    g = tools["gradcam"]
+    assert "Grad-CAM" in g.description and "top_k" in g.inputSchema["properties"]
+    assert "1 to 10" in g.inputSchema["properties"]["top_k"].get("description", "")
+    assert "64 to 128" in tools["stylize"].inputSchema["properties"]["size"].get("description", "")
+
+    def images_of(result) -> list:
+        assert not result.isError, result.content
+        return [Image.open(io.BytesIO(base64.b64decode(x.data))) for x in result.content if x.type == "image"]
+
+    (heat,) = images_of(cam)  # the heatmap; the overlays come as URLs with their captions
+    assert heat.size == (72, 48)
+    assert "random weights" in " ".join(x.text for x in cam.content if x.type == "text")
+    stylised = images_of(style)
+    assert stylised and stylised[0].size == (64, 43)
+    assert any("RANDOM weights" in x.text for x in style.content if x.type == "text")
 
 
 def test_bombs_and_oversized_uploads_are_refused(server, tmp_path):
@@ -382,6 +460,53 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         seen = page.evaluate("() => window.seen")
         i = next(i for i, s in enumerate(seen) if s.startswith("cancelled at step"))
         assert any(s.startswith("step") for s in seen[i + 1 :]), seen  # a new run streamed previews
+        assert seen[0].startswith("starting: building targets"), seen  # the status speaks at once
+        # before and after, side by side in the slider: the content at the result's size, and the result
+        page.locator("#st-slider img").nth(1).wait_for(timeout=30_000)
+        sizes = page.evaluate(
+            "() => [...document.querySelectorAll('#st-slider img')]"
+            ".map(i => [i.naturalWidth, i.naturalHeight])"
+        )
+        assert len(sizes) == 2 and sizes[0] == sizes[1] == [128, 85], sizes  # the size slider: 128
         page.screenshot(path=str(ARTIFACTS / "browser_cancel_restart.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_browser_single_overlay_is_whole_with_its_caption_below(server, images, browser):
+    """Top-k 1 used to open the one overlay in Gradio's preview (cropped, caption hidden) and 2-3
+    overlays left a blank band under the gallery: now each is whole, its caption under it."""
+    c, _ = images
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.get_by_role("tab", name="Grad-CAM").click()
+        page.locator("#cam-input input[type=file]").set_input_files(str(c))
+        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        for k in (1, 3):
+            box = page.get_by_label("Top-k classes").first
+            box.fill(str(k))
+            box.press("Enter")
+            page.locator("#cam-run").click()
+            page.wait_for_function(
+                f"() => document.querySelectorAll('#cam-overlays .caption-label').length === {k}",
+                timeout=90_000,
+            )
+            page.wait_for_timeout(500)
+            geo = page.evaluate(
+                """() => { const g = document.querySelector('#cam-overlays').getBoundingClientRect();
+                  return [...document.querySelectorAll('#cam-overlays .thumbnail-item')].map(t => {
+                    const i = t.querySelector('img'), c = t.querySelector('.caption-label');
+                    const r = i.getBoundingClientRect(), q = c.getBoundingClientRect();
+                    return {shown: r.width / r.height, natural: i.naturalWidth / i.naturalHeight,
+                            img_bottom: r.bottom, cap_top: q.top, cap_visible: c.offsetParent !== null,
+                            cut: c.scrollWidth > c.clientWidth + 1, blank: g.bottom - q.bottom}; }); }"""
+            )
+            assert len(geo) == k, geo
+            for t in geo:
+                assert abs(t["shown"] - t["natural"]) < 0.03, t  # whole image, not cropped
+                assert t["cap_visible"] and not t["cut"] and t["cap_top"] >= t["img_bottom"] - 1, t
+                assert t["blank"] < 40, t  # no empty band below the gallery
+        page.screenshot(path=str(ARTIFACTS / "browser_gradcam_top3.png"), full_page=True)
     finally:
         page.close()

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 
 from nstcam import WeightsUnavailableError, build_model, download_weights, weights_dir
 from nstcam import weights as W
+from nstcam._files import new_file_mode
 from nstcam.cli import main as cli_main
 
 
@@ -111,6 +112,8 @@ def test_download_with_hash_check_then_load_from_disk(monkeypatch, http_dir, r18
     monkeypatch.setattr(W, "_official_url", lambda arch: f"{base}/{name}")
     m = build_model("resnet18", "imagenet")
     assert (weights_dir() / name).is_file()
+    # the umask's permissions (0644 under 022), not mkstemp's private 0600
+    assert (weights_dir() / name).stat().st_mode & 0o777 == new_file_mode()
     assert m.nstcam_weights.kind == "imagenet" and not m.nstcam_weights.is_random
     assert same_weights(m, build_model("resnet18", "random", seed=3))
     (root / name).unlink()  # the server no longer has it: the copy on disk is used

@@ -20,7 +20,7 @@ __all__ = ["RANDOM_HINT", "AppConfig", "Models", "Runs"]
 
 logger = logging.getLogger(__name__)
 
-RANDOM_HINT = "To try the app without them, start it with `python app.py --random-weights`."
+RANDOM_HINT = "To try the app without them, start it with: python app.py --random-weights"
 
 
 def _env_number(name: str, default: float) -> float:
@@ -117,7 +117,7 @@ class Models:
                 load()
             except WeightsUnavailableError as e:
                 self.errors[name] = e.explain(RANDOM_HINT)
-                logger.error("could not load %s: %s", name, e)
+                logger.error("could not load %s: %s", name, self.errors[name])
 
 
 class Runs:

@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from nstcam.app.errors import refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
 
 __all__ = ["Outbox", "SafeImage", "load_upload"]
@@ -84,12 +85,12 @@ def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the compone
             return None
         path = getattr(payload, "path", None)
         if path is None:
-            raise gr.Error("Bad image: the upload holds no file")
+            raise refuse("Bad image: the upload holds no file")
         name = getattr(payload, "orig_name", None) or Path(path).name
         try:
             probe_image(path, name=name)
         except (ImageError, FileNotFoundError) as e:
-            raise gr.Error(f"Bad image: {e}") from None
+            raise refuse(f"Bad image: {e}") from None
         return path
 
     comp.preprocess = preprocess
@@ -99,9 +100,9 @@ def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the compone
 def load_upload(path: Any, what: str) -> Image.Image:
     """Decodes an upload; errors name it by its own file name and say which input it was."""
     if path is None:
-        raise gr.Error(f"Upload {what}.")
+        raise refuse(f"Upload {what}.")
     name = Path(str(path)).name
     try:
         return load_image(path, name=name)
     except (ImageError, FileNotFoundError) as e:
-        raise gr.Error(f"Bad image ({what}): {e}") from None
+        raise refuse(f"Bad image ({what}): {e}") from None

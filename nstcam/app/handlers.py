@@ -15,6 +15,7 @@ import torch
 from PIL import Image
 
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
+from nstcam.app.errors import refuse
 from nstcam.app.files import load_upload
 from nstcam.app.plots import curves_figure
 from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
@@ -23,6 +24,7 @@ from nstcam.style import Cancelled, InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
 
 __all__ = [
+    "STARTING",
     "cam_handler",
     "faithfulness_handler",
     "features_handler",
@@ -44,23 +46,25 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 
 def _fail(e: BaseException) -> gr.Error:
+    """The error the user sees for ``e``: ordinary mistakes as one log line, real faults with their
+    traceback (logged once, here)."""
     if isinstance(e, gr.Error):
         return e
     if isinstance(e, (ImageError, FileNotFoundError)):
-        return gr.Error(f"Bad image: {e}")
+        return refuse(f"Bad image: {e}")
     if isinstance(e, WeightsUnavailableError):
-        return gr.Error(f"Model weights are missing: {e.explain(RANDOM_HINT)}")
+        return refuse(f"Model weights are missing: {e.explain(RANDOM_HINT)}")
     if isinstance(e, (InsufficientMemoryError, torch.cuda.OutOfMemoryError, MemoryError)):
-        return gr.Error(f"Out of memory: {e}. Try a smaller size.")
+        return refuse(f"Out of memory: {e}. Try a smaller size.")
     if isinstance(e, ValueError):
-        return gr.Error(str(e))
+        return refuse(str(e))
     logger.exception("unexpected error in a request")
-    return gr.Error(f"Internal error ({type(e).__name__}): {e}")
+    return gr.Error(f"Internal error ({type(e).__name__}): {e}", print_exception=False)
 
 
 def _check(value: float | None, name: str, lo: float, hi: float) -> None:
     if value is None or not lo <= value <= hi:
-        raise gr.Error(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
+        raise refuse(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
 
 
 def _check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
@@ -74,6 +78,7 @@ def _weights_note(random: bool) -> str:
 
 
 _DONE = object()
+STARTING = "starting: building targets…"
 
 
 def _color_mode(value: bool | str | None) -> bool | str:
@@ -82,7 +87,7 @@ def _color_mode(value: bool | str | None) -> bool | str:
         return False
     if value is True or value in ("luminance", "histogram"):
         return value
-    raise gr.Error(f"preserve_color must be 'off', 'luminance' or 'histogram', got {value!r}")
+    raise refuse(f"preserve_color must be 'off', 'luminance' or 'histogram', got {value!r}")
 
 
 def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event) -> Iterator[Any]:
@@ -156,7 +161,7 @@ def stylize_handler(
     stop = stop or threading.Event()
     try:
         if content is None or style is None:
-            raise gr.Error("Upload a content image and at least one style image.")
+            raise refuse("Upload a content image and at least one style image.")
         _check_run(cfg, size, steps)
         _check(blend, "blend", 0, 1)
         if tile:
@@ -199,6 +204,7 @@ def stylize_handler(
         except Cancelled as c:
             return c
 
+    yield None, STARTING + note, None  # at once: the first step's status comes seconds later on a CPU
     try:
         for preview, status in (result := _Result(_in_thread(run, stop))):
             yield preview, status + note, None
@@ -248,33 +254,44 @@ def _meta_layers(arch: str) -> dict[str, int]:
 def layer_choices(arch: str) -> list[str]:
     """Valid target layers of a ResNet, computed on the meta device (no weights, no memory)."""
     if arch not in CAM_ARCHS:
-        raise gr.Error(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
+        raise refuse(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
     return list(_meta_layers(arch))
 
 
 def _check_layer(model: str, layer: str, valid: list[str]) -> None:
     if layer not in valid:
-        raise gr.Error(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
+        raise refuse(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
 
 
 def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
-    need = _meta_layers(arch)[layer] * top_k
-    if need > cfg.scorecam_budget:
-        where = cfg.torch_device.type.upper()
-        raise gr.Error(
-            f"Score-CAM on {arch} {layer} with top-k {top_k} scores {need} masked images (one per channel "
-            f"and class); this {where} server allows {cfg.scorecam_budget} per request. Use top-k 1, an "
-            "earlier layer (fewer channels), or another method: they cost about one forward pass."
-        )
+    """Refuses a Score-CAM request over the server's budget, advising only what would fit."""
+    channels = _meta_layers(arch)
+    need, budget = channels[layer] * top_k, cfg.scorecam_budget
+    if need <= budget:
+        return
+    fixes = []
+    if budget // channels[layer] >= 1:
+        fits = budget // channels[layer]
+        fixes.append(f"top-k {fits}" if fits == 1 else f"top-k {fits} or less")
+    smaller = [name for name, c in channels.items() if c * top_k <= budget]
+    if smaller:
+        fixes.append(f"an earlier layer with fewer channels (e.g. {', '.join(smaller[-3:])})")
+    fixes.append("another method (each costs about one forward pass)")
+    where = cfg.torch_device.type.upper()
+    raise refuse(
+        f"Score-CAM on {arch} {layer} ({channels[layer]} channels) with top-k {top_k} scores {need} masked "
+        f"images (one per channel and class); this {where} server allows {budget} per request. "
+        f"Use {'; or '.join(fixes)}."
+    )
 
 
 def _cam_request(models: Models, image: Any, model: str, layer: str, method: str, top_k: float) -> tuple:
     """Checks a Grad-CAM request against the server's limits; returns (image, engine)."""
     if image is None:
-        raise gr.Error("Upload an image.")
+        raise refuse("Upload an image.")
     _check(top_k, "top-k", 1, 10)
     if method not in METHODS:
-        raise gr.Error(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     _check_layer(model, layer, layer_choices(model))
     if method == "scorecam":
         _check_scorecam(models.config, model, layer, int(top_k))
@@ -381,7 +398,7 @@ def subject_handler(
     stop = stop or threading.Event()
     try:
         if content is None or style is None:
-            raise gr.Error("Upload a content image and a style image.")
+            raise refuse("Upload a content image and a style image.")
         _check_run(cfg, size, steps)
         _check(threshold, "threshold", 0, 1)
         _check(feather, "feather", 0, 64)
@@ -413,6 +430,7 @@ def subject_handler(
             return c
 
     mask_img = None
+    yield None, None, [], [], "", "starting: finding the subject with Grad-CAM…" + note
     try:
         for item in (result := _Result(_in_thread(run, stop))):
             if item[0] == "mask":
@@ -465,9 +483,9 @@ def features_handler(
 
     try:
         if image is None:
-            raise gr.Error("Upload an image.")
+            raise refuse("Upload an image.")
         if model not in FEATURE_MODELS:
-            raise gr.Error(f"model must be one of {', '.join(FEATURE_MODELS)}, got {model!r}")
+            raise refuse(f"model must be one of {', '.join(FEATURE_MODELS)}, got {model!r}")
         _check_layer(model, layer, feature_layer_choices(model))
         _check(top, "channels", 1, 64)
         img = load_upload(image, "image")

@@ -1,5 +1,6 @@
-"""The Blocks app: three tabs over the handlers, and the named API endpoints
-``/stylize``, ``/gradcam`` and ``/subject_aware``."""
+"""The Blocks app: four tabs over the handlers, and the named API endpoints ``/stylize``,
+``/gradcam``, ``/faithfulness``, ``/subject_aware`` and ``/features`` (also MCP tools, described in
+``tools.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage
+from nstcam.app.files import Outbox, SafeImage, load_upload
 from nstcam.app.handlers import (
     FEATURE_MODELS,
+    STARTING,
     cam_handler,
     faithfulness_handler,
     feature_layer_choices,
@@ -21,6 +23,8 @@ from nstcam.app.handlers import (
     stylize_handler,
     subject_handler,
 )
+from nstcam.app.mcp import enable_mcp
+from nstcam.app.tools import tool_doc
 from nstcam.cam import CAM_ARCHS, METHODS
 
 __all__ = ["build_demo", "launch_kwargs"]
@@ -31,10 +35,31 @@ RANDOM_BANNER = (
     "Stylised images and Grad-CAM maps are **not meaningful**."
 )
 CSS = """
-#cam-overlays .caption-label, #sa-before .caption-label, #sa-after .caption-label {
-    white-space: normal; overflow: visible; text-overflow: clip;
+/* galleries of overlays: whole images at their own aspect, the caption below the image, no blank band */
+.nst-gallery .grid-wrap { min-height: 0 !important; height: auto !important; max-height: none !important; }
+.nst-gallery .gallery-item { height: auto !important; }
+.nst-gallery .thumbnail-item {
+    aspect-ratio: auto !important; height: auto !important; display: flex; flex-direction: column;
+}
+.nst-gallery .thumbnail-item img { height: auto !important; width: 100%; object-fit: contain !important; }
+.nst-gallery .caption-label {
+    position: static !important; white-space: normal; overflow: visible; text-overflow: clip;
+    max-width: none !important; transform: none !important; margin: 0 !important;
 }
 """
+
+
+def _gallery(label: str, elem_id: str) -> gr.Gallery:
+    """An overlay gallery: whole images (never cropped, not opened in a preview), captions below."""
+    return gr.Gallery(
+        label=label,
+        columns=3,
+        height="auto",
+        object_fit="contain",
+        allow_preview=False,
+        elem_id=elem_id,
+        elem_classes=["nst-gallery"],
+    )
 
 
 def _as_files(outbox: Outbox, item: Any) -> Any:
@@ -56,9 +81,26 @@ def _sample(name: str) -> str:
     return str(SAMPLES / name)
 
 
-def launch_kwargs(config: AppConfig) -> dict[str, Any]:
-    """What ``demo.launch`` needs besides host and port: the upload cap, and errors shown."""
-    return {"max_file_size": int(config.max_upload_mb * 1024 * 1024), "show_error": True, "css": CSS}
+def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
+    """What ``demo.launch`` needs besides host and port: the upload cap, errors shown, and with
+    ``mcp`` the endpoints served as Model Context Protocol tools (``/gradio_api/mcp/``)."""
+    if mcp:
+        enable_mcp()
+    return {
+        "max_file_size": int(config.max_upload_mb * 1024 * 1024),
+        "show_error": True,
+        "css": CSS,
+        "mcp_server": bool(mcp),
+    }
+
+
+def _before_after(outbox: Outbox, content: str | None, result: str | None) -> tuple[str, str] | None:
+    """The content at the result's size beside the result, for the before/after slider."""
+    if not content or not result:
+        return None
+    after = Image.open(result)
+    before = load_upload(content, "content").resize(after.size, Image.Resampling.LANCZOS)
+    return outbox.save(before, "before.png"), result
 
 
 def build_demo(config: AppConfig | None = None, models: Models | None = None) -> gr.Blocks:
@@ -92,7 +134,7 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         with gr.Tab("Subject-aware"):
             _subject_tab(config, models, runs)
         with gr.Tab("Feature maps"):
-            _features_tab(models)
+            _features_tab(config, models)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     return demo
 
@@ -145,9 +187,14 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 )
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
         with gr.Column():
-            result = gr.Image(label="Result", type="filepath", format="png", elem_id="st-result")
+            result = gr.Image(  # read by the slider's step, so say it is no upload box
+                label="Result", type="filepath", format="png", elem_id="st-result", interactive=False
+            )
             status = gr.Textbox(label="Status", interactive=False, elem_id="st-status")
             download = gr.File(label="Download PNG", elem_id="st-download")
+            slider = gr.ImageSlider(
+                label="Before / after (drag)", type="filepath", elem_id="st-slider", max_height=420
+            )
     gr.Examples(
         [
             [_sample("chelsea.png"), _sample("hubble_deep_field.jpg")],
@@ -172,7 +219,6 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         tile: int = 0,
         request: gr.Request = None,
     ):
-        """Stylises `content` with `style` (and `style_b`, weighted by `blend`); streams previews."""
         stop = runs.start("stylize", request)
         try:
             for item in stylize_handler(
@@ -184,6 +230,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         finally:
             runs.finish("stylize", request, stop)
 
+    stylize.__doc__ = tool_doc("stylize", config)
     inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
     run.click(
         stylize,
@@ -191,7 +238,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         [result, status, download],
         api_name="stylize",
         trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
-    )
+    ).then(lambda c, r: _before_after(models.outbox, c, r), [content, result], slider, api_name=False)
 
     def cancel_run(request: gr.Request) -> None:
         runs.cancel("stylize", request)
@@ -213,18 +260,14 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
             explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
         with gr.Column(scale=2):
-            overlays = gr.Gallery(
-                label="Overlays (class · probability)",
-                columns=3,
-                height="auto",
-                object_fit="contain",
-                elem_id="cam-overlays",
-            )
+            overlays = _gallery("Overlays", "cam-overlays")  # captions: class · probability
             with gr.Row():
-                heatmap = gr.Image(label="Heatmap (top-1)", type="filepath", height=220, scale=1)
+                heatmap = gr.Image(
+                    label="Heatmap", type="filepath", height=220, scale=1, elem_id="cam-heatmap"
+                )
                 table = gr.Dataframe(
                     headers=["rank", "class", "label", "probability"],
-                    label="Top-k",
+                    label="Top classes",
                     wrap=True,
                     column_widths=["12%", "14%", "50%", "24%"],
                     elem_id="cam-table",
@@ -243,13 +286,14 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
         top_k: int = 3,
         progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
     ):
-        """Explains `image`: an overlay per top-k class, the top-1 heatmap and a table."""
+        progress(0.0, desc=STARTING)  # at once, not Gradio's guess from earlier, faster calls
 
         def report(done: int, total: int) -> None:
             progress(done / total, desc=f"Score-CAM: {done}/{total} masked images")
 
         return cam_handler(models, image, model, layer, method, top_k, progress=report)
 
+    gradcam.__doc__ = tool_doc("gradcam", config)
     explain.click(
         gradcam, [cam_image, arch, layer, method, top_k], [overlays, heatmap, table], api_name="gradcam"
     )
@@ -272,11 +316,12 @@ def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.component
             wrap=True,
             elem_id="cam-metrics",
         )
-        curves = gr.Image(label="Deletion and insertion curves", type="filepath", elem_id="cam-curves")
+        curves = gr.Image(label="Curves", type="filepath", elem_id="cam-curves")  # deletion, insertion
 
     def faithfulness(image: str, model: str = "resnet50", layer: str = "layer4", method: str = "gradcam"):
-        """How faithful the top-1 class's map is: metrics beside a random map's, and the curves."""
         return faithfulness_handler(models, image, model, layer, method)
+
+    faithfulness.__doc__ = tool_doc("faithfulness", config)
 
     measure.click(faithfulness, list(inputs), [figures, curves, verdict], api_name="faithfulness")
 
@@ -289,8 +334,15 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     with gr.Row():
         with gr.Column():
             with gr.Row():
-                sa_content = SafeImage(label="Content", sources=["upload", "clipboard", "webcam"], height=200)
-                sa_style = SafeImage(label="Style", sources=["upload", "clipboard"], height=200)
+                sa_content = SafeImage(
+                    label="Content",
+                    sources=["upload", "clipboard", "webcam"],
+                    height=200,
+                    elem_id="sa-content",
+                )
+                sa_style = SafeImage(
+                    label="Style", sources=["upload", "clipboard"], height=200, elem_id="sa-style"
+                )
             with gr.Row():
                 sa_run = gr.Button("Stylise around the subject", variant="primary", elem_id="sa-run")
                 sa_cancel = gr.Button("Cancel", variant="stop", elem_id="sa-cancel")
@@ -301,12 +353,25 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
             sa_arch = gr.Dropdown(list(CAM_ARCHS), value="resnet50", label="Classifier")
         with gr.Column():
             with gr.Row():
-                sa_mask = gr.Image(label="Style mask (white = styled)", type="filepath", height=240)
-                sa_result = gr.Image(label="Result", type="filepath", format="png", height=240)
+                sa_mask = gr.Image(
+                    label="Mask", type="filepath", height=240, elem_id="sa-mask"
+                )  # white = styled
+                sa_result = gr.Image(
+                    label="Result",
+                    type="filepath",
+                    format="png",
+                    height=240,
+                    elem_id="sa-result",
+                    interactive=False,
+                )
+            gr.Markdown("Mask: white is styled, black keeps the content.")
             sa_status = gr.Textbox(label="Status", interactive=False, elem_id="sa-status")
+            sa_slider = gr.ImageSlider(
+                label="Before / after (drag)", type="filepath", elem_id="sa-slider", max_height=420
+            )
             sa_report = gr.Markdown(label="Report")
-            sa_before = gr.Gallery(label="Before", columns=3, height="auto", elem_id="sa-before")
-            sa_after = gr.Gallery(label="After", columns=3, height="auto", elem_id="sa-after")
+            sa_before = _gallery("Before", "sa-before")
+            sa_after = _gallery("After", "sa-after")
     gr.Examples([[_sample("chelsea.png"), _sample("hubble_deep_field.jpg")]], inputs=[sa_content, sa_style])
 
     def subject_aware(
@@ -320,8 +385,6 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         model: str = "resnet50",
         request: gr.Request = None,
     ):
-        """Stylises the background (or the subject) that Grad-CAM finds; streams previews, then the
-        mask, the result and the before/after report."""
         stop = runs.start("subject", request)
         try:
             for item in subject_handler(
@@ -331,12 +394,15 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         finally:
             runs.finish("subject", request, stop)
 
+    subject_aware.__doc__ = tool_doc("subject_aware", config)
     sa_run.click(
         subject_aware,
         [sa_content, sa_style, sa_mode, sa_threshold, sa_feather, sa_size, sa_steps, sa_arch],
         [sa_mask, sa_result, sa_before, sa_after, sa_report, sa_status],
         api_name="subject_aware",
         trigger_mode="always_last",
+    ).then(
+        lambda c, r: _before_after(models.outbox, c, r), [sa_content, sa_result], sa_slider, api_name=False
     )
 
     def cancel_run(request: gr.Request) -> None:
@@ -345,18 +411,22 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     sa_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
 
 
-def _features_tab(models: Models) -> None:
+def _features_tab(config: AppConfig, models: Models) -> None:
     gr.Markdown("What the network sees: the most active channels of one layer (forward stopped there).")
     with gr.Row():
         with gr.Column(scale=1):
-            image = SafeImage(label="Image", sources=["upload", "clipboard", "webcam"], height=240)
+            image = SafeImage(
+                label="Image", sources=["upload", "clipboard", "webcam"], height=240, elem_id="fm-image"
+            )
             model = gr.Dropdown(list(FEATURE_MODELS), value="vgg16_bn", label="Model")
-            layer = gr.Dropdown(feature_layer_choices("vgg16_bn"), value="relu3_1", label="Layer")
+            layer = gr.Dropdown(  # the choices follow the model; the server checks the layer (API callers)
+                feature_layer_choices("vgg16_bn"), value="relu3_1", label="Layer", allow_custom_value=True
+            )
             top = gr.Slider(1, 64, value=16, step=1, label="Channels")
             show = gr.Button("Show feature maps", variant="primary", elem_id="fm-run")
         with gr.Column(scale=2):
-            grid = gr.Image(label="Most active channels (#index  mean)", type="filepath")
-            note = gr.Textbox(label="Layer", interactive=False)
+            grid = gr.Image(label="Grid", type="filepath", elem_id="fm-grid")  # tiles: "#channel  mean"
+            note = gr.Textbox(label="Summary", interactive=False, elem_id="fm-summary")
             table = gr.Dataframe(headers=["rank", "channel", "mean activation"], label="Channels")
     gr.Examples([[_sample("chelsea.png")], [_sample("astronaut.png")]], inputs=[image])
     model.change(
@@ -369,8 +439,9 @@ def _features_tab(models: Models) -> None:
     )
 
     def features(image: str, model: str = "vgg16_bn", layer: str = "relu3_1", top: int = 16):
-        """The `top` most active channels of `layer` for `image`, as a grid and a table."""
         g, rows, text = features_handler(models, image, model, layer, top)
         return models.outbox.save(g, "features.png"), text, rows
+
+    features.__doc__ = tool_doc("features", config)
 
     show.click(features, [image, model, layer, top], [grid, note, table], api_name="features")

@@ -74,7 +74,7 @@ def scorecam_pass(
         logits = model(x)
         act = hooks.checked_activation(logits).detach()
         targets = classes(logits)
-        probs = logits.float().softmax(1)
+        probs = logits.detach().float().softmax(1)  # grad mode is on past the layer: no graph kept
         del logits
     total = targets.shape[0] * act.shape[0] * act.shape[1]
     done = 0

@@ -14,6 +14,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import whole
+from nstcam._files import unique_names
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan
@@ -71,20 +72,7 @@ def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageS
 
 def output_names(items: list[ImageSource], ext: str) -> list[str]:
     """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
-    names: list[str] = []
-    seen: set[str] = set()
-    for i, item in enumerate(items):
-        stem = Path(item).stem if isinstance(item, (str, Path)) else f"image{i:04d}"
-        name = f"{stem}_stylized{ext}"
-        if name in seen and isinstance(item, (str, Path)):
-            name = f"{stem}_{Path(item).suffix.lstrip('.')}_stylized{ext}"
-        k = 2
-        while name in seen:
-            name = f"{stem}_stylized_{k}{ext}"
-            k += 1
-        seen.add(name)
-        names.append(name)
-    return names
+    return unique_names(items, f"_stylized{ext}")
 
 
 def run_batch(
@@ -120,7 +108,7 @@ def run_batch(
         out = out_dir / name
         label = str(item) if isinstance(item, (str, Path)) else name
         if out.exists() and not overwrite:
-            logger.info("skipping %s: %s exists (overwrite=True to redo)", label, out)
+            logger.info("skipping %s: %s exists", label, out)
             result.append(out)
             result.skipped.append(out)
             continue
@@ -139,7 +127,7 @@ def run_batch(
     try:
         for chunk in chunks:
             for group in _load_chunk(chunk, style_mask, fixed_mask, plan, result):
-                _stylize_group(rt, group, styles, plan, callback, cache, result)
+                _stylize_group(rt, group, styles, plan, callback, cache, result, progress_bar)
             bar.update(len(chunk))
     finally:
         bar.close()
@@ -180,10 +168,11 @@ def _stylize_group(
     callback: Callable[[StepInfo], bool | None] | None,
     cache: dict,
     result: BatchResult,
+    steps_bar: bool = False,
 ) -> None:
     try:
         images = run_many(
-            rt, [e[2] for e in group], styles, plan, callback, False, cache, [e[3] for e in group]
+            rt, [e[2] for e in group], styles, plan, callback, steps_bar, cache, [e[3] for e in group]
         )
     except Cancelled:
         raise

@@ -7,6 +7,7 @@ the device, and they are read (one synchronisation) only on reporting steps, eve
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -19,6 +20,13 @@ from nstcam.style._types import Cancelled, StepInfo
 __all__ = ["LOSS_KEYS", "Progress"]
 
 LOSS_KEYS = ("total", "content", "style", "tv")
+
+
+def watching() -> bool:
+    """Whether a person is watching: standard error is a terminal (not a log file, pipe or notebook
+    cell captured by a server). Progress bars default to on exactly then."""
+    stream = sys.stderr
+    return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
 
 
 class Progress:

@@ -31,6 +31,7 @@ from nstcam.mask import MaskSource, load_mask
 from nstcam.style._batch import BatchResult, expand_contents, run_batch
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
+from nstcam.style._progress import watching
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
 from nstcam.style._types import StepInfo
@@ -143,7 +144,7 @@ class StyleTransfer:
         history_size: int = 50,
         progress: Callable[[StepInfo], bool | None] | None = None,
         preview_every: int = 0,
-        progress_bar: bool = False,
+        progress_bar: bool | None = None,
         on_memory: str = "error",
         progress_every: int | None = None,
         tile: int | None = None,
@@ -183,7 +184,8 @@ class StyleTransfer:
             history_size: L-BFGS history size.
             progress: called after every step with a :class:`StepInfo`; return False to cancel.
             preview_every: put a preview image in the :class:`StepInfo` every N steps (0: never).
-            progress_bar: show a tqdm progress bar.
+            progress_bar: show a tqdm bar of the steps; None (default): only where a person is
+                watching (standard error is a terminal), never in a server's or a notebook's log.
             on_memory: if the run would not fit in free memory, ``"error"`` raises
                 :class:`InsufficientMemoryError`; ``"reduce"`` optimises in tiles (the largest of
                 2048, 1024, ..., 128 px that fits, when ``tile`` is not given), else lowers ``size``
@@ -212,7 +214,8 @@ class StyleTransfer:
         style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
         mask = load_mask(style_mask) if style_mask is not None else None
         plan = make_plan(n_styles=len(style_imgs), **params)
-        return run(self._rt, content_img, style_imgs, plan, progress, progress_bar, cache={}, mask=mask)
+        bar = watching() if progress_bar is None else bool(progress_bar)
+        return run(self._rt, content_img, style_imgs, plan, progress, bar, cache={}, mask=mask)
 
     def stylize_batch(
         self,
@@ -222,7 +225,7 @@ class StyleTransfer:
         *,
         overwrite: bool = False,
         ext: str = ".png",
-        progress_bar: bool = True,
+        progress_bar: bool | None = None,
         batch_size: int = 1,
         **params: Any,
     ) -> BatchResult:
@@ -235,7 +238,8 @@ class StyleTransfer:
                 parameters used.
             overwrite: redo inputs whose output already exists.
             ext: ``".png"`` or ``".jpg"``.
-            progress_bar: show a tqdm bar over the images.
+            progress_bar: show tqdm bars over the images and over each image's steps; None
+                (default): only where a person is watching (standard error is a terminal).
             batch_size: optimise up to this many images of the same output size together (one
                 forward and backward pass per step for all, each image with its own targets and
                 losses; the same results as one at a time, up to float noise). Needs
@@ -260,7 +264,8 @@ class StyleTransfer:
         plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
         return run_batch(
             self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
-            callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+            callback=callback, progress_bar=watching() if progress_bar is None else bool(progress_bar),
+            batch_size=batch_size,
         )  # fmt: skip
 
     def warmup(self, width: int, height: int, **params: Any) -> float:

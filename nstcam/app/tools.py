@@ -1,0 +1,131 @@
+"""What each endpoint says about itself: the API docs and, with ``python app.py --mcp``, the
+description an AI agent reads of each Model Context Protocol tool.
+
+Gradio builds a tool from the endpoint function's docstring (a paragraph, then ``Args:`` with one
+``name: description`` line per parameter, then ``Returns:``) and its type hints. The limits in them
+are this server's (:class:`AppConfig`), so the docstrings are written per app, here.
+"""
+
+from __future__ import annotations
+
+from nstcam.app.config import AppConfig
+from nstcam.cam import CAM_ARCHS, METHODS
+
+__all__ = ["TOOL_DOCS", "tool_doc"]
+
+_IMAGE = "an image as an http(s) URL or a data: URL (PNG, JPEG, WebP...; at most {upload} MB, 40 megapixels)"
+
+TOOL_DOCS: dict[str, str] = {
+    "stylize": """Neural style transfer (Gatys et al., VGG16_bn): repaints the content image in the colours
+and brush strokes of the style image while keeping its layout. Each step is a forward and backward
+pass of VGG16_bn; on this {device} server: {cost}. Results from random weights are labelled as such.
+
+Args:
+    content: the photo to repaint: {image}.
+    style: the painting or texture whose style is transferred: {image}.
+    style_b: optional second style, blended in by `blend`: {image}; or null.
+    blend: weight of style_b, 0 to 1 (0: style only).
+    size: long side of the result in px, 64 to {max_size}.
+    steps: optimisation steps (network evaluations), 1 to {max_steps}; more is closer to the style.
+    style_weight: strength of the style, >= 0 (default 50).
+    content_weight: strength of the content's layout, >= 0 (default 1).
+    tv_weight: smoothness (total variation), >= 0 (default 5).
+    preserve_color: "off", "luminance" (keep the photo's colours) or "histogram" (recolour the style first).
+    seed: random seed, >= 0; the same inputs and seed give the same image.
+    optimizer: "lbfgs" (default, fewer steps) or "adam".
+    tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
+
+Returns:
+    result: the stylised image (PNG).
+    status: "done: WxH, N steps in S s" (or why it stopped), with a note when the weights are random.
+    download_png: the same PNG as a file to download.
+""",
+    "gradcam": """Grad-CAM saliency: which pixels made the classifier (an ImageNet ResNet) choose each of its
+top classes for the image. Returns one heatmap overlay per class with its ImageNet label and
+probability. Costs about one forward pass per class (Score-CAM: one per channel of the layer, at most
+{scorecam} masked images per request here).
+
+Args:
+    image: the photo to explain: {image}.
+    model: the classifier, one of {archs} (default resnet50).
+    layer: the layer the map is read at: "layer4" (default, coarsest and most semantic), "layer3", or a block such as "layer3.1".
+    method: one of {methods} (default gradcam).
+    top_k: how many of the top classes to explain, 1 to 10.
+
+Returns:
+    overlays: one image per class, the heatmap over the photo, captioned "label · p=probability".
+    heatmap: the top class's heatmap alone (greyscale, white = most relevant).
+    top_classes: a table of rank, ImageNet class index, label and probability.
+""",
+    "faithfulness": """How faithful is a Grad-CAM map? Perturbs the photo by the top class's map and watches the
+class probability (confidence change, deletion and insertion AUC, ROAD), beside the same figures for
+a random map: a map whose figures are near the random map's explains little. Costs {passes}
+forward passes.
+
+Args:
+    image: the photo: {image}.
+    model: the classifier, one of {archs} (default resnet50).
+    layer: the layer the map is read at (default "layer4").
+    method: one of {methods} (default gradcam).
+
+Returns:
+    faithfulness: a table of metric, this map, random map and which direction is better.
+    curves: a plot of the deletion and insertion curves of both maps.
+    verdict: a sentence: on how many of the 4 metrics the map beats a random one.
+""",
+    "subject_aware": """Style transfer around the subject: Grad-CAM finds what the classifier recognises (the cat, the
+cup), then the style is painted on the background only (or on the subject only), and a report says
+whether the classifier still recognises the subject afterwards. Costs about as much as stylize.
+
+Args:
+    content: the photo: {image}.
+    style: the painting or texture: {image}.
+    mode: "background" (default: style everything but the subject) or "subject" (style only it).
+    threshold: saliency above which a pixel is the subject, 0 to 1 (default 0.4).
+    feather: soft edge of the mask in px, 0 to 64 (default 8).
+    size: long side of the result in px, 64 to {max_size}.
+    steps: optimisation steps, 1 to {max_steps}.
+    model: the classifier that finds the subject, one of {archs} (default resnet50).
+
+Returns:
+    mask: the style mask (white = styled, black = content kept).
+    result: the stylised image (PNG).
+    before: the classifier's top-3 overlays on the photo.
+    after: its top-3 overlays on the result.
+    report: markdown: top class before and after, its probability, and the IoU of the two maps.
+    status: "done: ..." or why it stopped.
+""",
+    "features": """What the network sees: the activations of one layer of VGG16_bn or a ResNet for the image, as
+a grid of its most active channels (forward pass stopped at that layer).
+
+Args:
+    image: the photo: {image}.
+    model: "vgg16_bn" or one of {archs}.
+    layer: for vgg16_bn a ReLU such as "relu3_1" (relu1_1 ... relu5_3); for a ResNet "layer1" ... "layer4" or a block such as "layer3.1".
+    top: how many channels to show, 1 to 64.
+
+Returns:
+    grid: the channels' activation maps, each labelled "#channel  mean activation".
+    summary: the layer's channel count and map size, and whether the weights are random.
+    channels: a table of rank, channel index and mean activation.
+""",
+}
+
+
+def tool_doc(name: str, config: AppConfig) -> str:
+    """The docstring of endpoint ``name`` with this server's limits filled in."""
+    on_gpu = config.torch_device.type != "cpu"
+    steps = 20 if config.torch_device.type == "cuda" else 10
+    fields = {
+        "device": config.torch_device.type.upper(),
+        "cost": "far faster than on a CPU" if on_gpu else "slow, so prefer small sizes and steps",
+        "upload": f"{config.max_upload_mb:g}",
+        "max_size": config.max_size,
+        "max_steps": config.max_steps,
+        "scorecam": config.scorecam_budget,
+        "archs": ", ".join(CAM_ARCHS),
+        "methods": ", ".join(METHODS),
+        "passes": f"about {4 * steps + 44}",
+    }
+    fields["image"] = _IMAGE.format(**fields)
+    return TOOL_DOCS[name].format(**fields)

@@ -1,0 +1,118 @@
+"""Explanations on disk: one naming and one CSV schema for the CLI, the batch and the Ray paths.
+
+For an image ``cat.jpg`` and its rank-``k`` class, say "tabby cat":
+
+- ``cat_cam<k>_tabby-cat.png``: the overlay (heatmap over the image);
+- ``cat_cam<k>_tabby-cat_heatmap.png``: the heatmap alone (greyscale, 255 = most relevant), and
+  ``..._heatmap.npy`` (float32 in [0, 1]) when asked;
+- ``cat_cam.json``: the image's sidecar (written last: it marks the image as done, so reruns
+  resume), with one entry per class;
+- ``explanations.csv``: one row per image and class, columns :data:`CSV_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from nstcam._files import unique_names
+from nstcam.cam.result import CamResult
+from nstcam.image import save_image
+
+__all__ = [
+    "CSV_FIELDS",
+    "class_stem",
+    "csv_row",
+    "csv_rows",
+    "save_explanation",
+    "sidecar_names",
+    "write_csv",
+]
+
+CSV_FIELDS = ("image", "rank", "class_index", "label", "score", "random_weights")
+"""Columns of ``explanations.csv`` (and the first columns of the CLI's ``metrics.csv``)."""
+
+
+def sidecar_names(items: Sequence[Any]) -> list[str]:
+    """``<stem>_cam.json`` for each input, unique as the stylised outputs' names are."""
+    return unique_names(list(items), "_cam.json")
+
+
+def class_stem(image_stem: str, rank: int, result: CamResult) -> str:
+    """``<image stem>_cam<rank>_<label slug>``: the stem of one class's files."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", result.label).strip("-").lower() or str(result.class_index)
+    return f"{image_stem}_cam{rank}_{slug}"
+
+
+def csv_row(image: str, rank: int, result: CamResult) -> dict[str, Any]:
+    """One class's row of ``explanations.csv``."""
+    return {
+        "image": image,
+        "rank": rank,
+        "class_index": result.class_index,
+        "label": result.label,
+        "score": round(result.score, 6),
+        "random_weights": bool(result.weights and result.weights.is_random),
+    }
+
+
+def save_explanation(
+    results: Sequence[CamResult],
+    image: str,
+    sidecar: Path,
+    *,
+    arch: str | None = None,
+    save_npy: bool = False,
+) -> dict[str, Any]:
+    """Writes each class's overlay and heatmap beside ``sidecar`` (``<stem>_cam.json``), then the
+    sidecar itself (atomically, last); returns what the sidecar holds."""
+    stem = sidecar.name.removesuffix("_cam.json")
+    classes = []
+    for rank, r in enumerate(results, 1):
+        base = sidecar.with_name(class_stem(stem, rank, r))
+        overlay = save_image(r.overlay, base.with_name(base.name + ".png"))
+        heat = base.with_name(base.name + "_heatmap.png")
+        save_image(Image.fromarray((r.heatmap * 255).astype(np.uint8), "L"), heat)
+        if save_npy:
+            np.save(base.with_name(base.name + "_heatmap.npy"), r.heatmap)
+        classes.append(
+            {**csv_row(image, rank, r), **r.to_dict(), "overlay": str(overlay), "heatmap": str(heat)}
+        )
+    meta = {
+        "image": image,
+        "arch": arch,
+        "layer": results[0].layer if results else None,
+        "method": results[0].method if results else None,
+        "random_weights": bool(results and results[0].weights and results[0].weights.is_random),
+        "classes": classes,
+    }
+    tmp = sidecar.with_name(f".{sidecar.name}.partial")
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, sidecar)
+    return meta
+
+
+def csv_rows(sidecars: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``explanations.csv`` rows of some sidecars, in their order."""
+    return [{k: c[k] for k in CSV_FIELDS} for meta in sidecars for c in meta["classes"]]
+
+
+def write_csv(
+    path: str | os.PathLike, rows: Sequence[dict[str, Any]], fields: Sequence[str] = CSV_FIELDS
+) -> Path:
+    """Writes ``rows`` (dicts with at least ``fields``) as a CSV with a header; returns the path."""
+    path = Path(path)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: f"{v:.6f}" if k == "score" else v for k, v in row.items() if k in fields})
+    return path
