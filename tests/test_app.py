@@ -277,7 +277,7 @@ def test_features_handler(models, files):
 
     c, _, bad = files
     grid, rows, note = features_handler(models, str(c), "vgg16_bn", "relu2_1", 4)
-    assert grid.size == (2 * 96, 2 * (96 + 14)) and [r[0] for r in rows] == [1, 2, 3, 4]
+    assert grid.size == (2 * 96, 2 * (63 + 14)) and [r[0] for r in rows] == [1, 2, 3, 4]  # 90x60: wide tiles
     assert note.startswith("vgg16_bn relu2_1: 128 channels") and "RANDOM" in note
     grid, rows, _ = features_handler(models, str(c), "resnet18", "layer2", 2)
     assert len(rows) == 2

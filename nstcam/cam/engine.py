@@ -230,6 +230,15 @@ class GradCAM:
         """Layers of the model that make sense as targets."""
         return candidate_layers(self.model)
 
+    @property
+    def graph_stats(self) -> dict[str, int]:
+        """The CUDA-graph path's record: ``captures`` made, ``replays`` served, ``cached`` graphs held
+        (all 0 where the engine runs eagerly: on CPU, MPS, or with ``cuda_graphs=False``)."""
+        g = self._graphs
+        if g is None:
+            return {"captures": 0, "replays": 0, "cached": 0}
+        return {"captures": g.captures, "replays": g.replays, "cached": len(g)}
+
     # -- the work -----------------------------------------------------------------------------
     def _run(
         self,

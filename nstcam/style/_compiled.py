@@ -90,6 +90,7 @@ def compiled_loss(
                 fn(probe, targets.content, targets.style).sum().backward()
             except Exception as e:  # noqa: BLE001 - any compiler failure: run eagerly instead
                 logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
+                rt.compile_failures.add()
                 rt.compiled[key] = False
                 return eager(x)
             rt.compiled[probe_key] = True

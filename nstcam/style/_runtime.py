@@ -75,6 +75,7 @@ class Runtime:
     compile: bool = False
     style_targets: Counter = field(default_factory=Counter)
     compiled: dict = field(default_factory=dict)  # layers -> compiled step (see _compiled.py)
+    compile_failures: Counter = field(default_factory=Counter)  # fallbacks to the eager step
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def features(self, hooks: VGGFeatureHooks, x: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -268,6 +268,14 @@ class StyleTransfer:
             batch_size=batch_size,
         )  # fmt: skip
 
+    @property
+    def compile_stats(self) -> dict[str, int]:
+        """The compiled step's record: ``shapes`` compiled and probed, ``failures`` (fallbacks to
+        the eager step, each logged as a warning). Benchmarks use it to tell a compiled run from
+        one that silently ran eagerly."""
+        done = sum(1 for k, v in self._rt.compiled.items() if v is True and len(k) == 2)
+        return {"shapes": done, "failures": self._rt.compile_failures.value}
+
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
         returns the seconds it took (see :func:`warmup`)."""

@@ -1,11 +1,14 @@
-"""Grad-CAM benchmark: nstcam vs pytorch-grad-cam (benchmark-only dependency) vs a plain forward.
+"""Grad-CAM benchmark: nstcam vs pytorch-grad-cam (optional, benchmark-only) vs a plain forward.
 
     pip install grad-cam && python tests/benchmarks/bench_cam.py [--device cuda] [--weights imagenet]
 
 Same model object, same 224 px input, same target class; latency is the median of ``--repeat`` runs
 of one image, throughput is images/s on a batch of ``--batch``. "nstcam" is the engine's default:
 on CUDA that replays captured CUDA graphs, and a second table compares it with the eager pass
-(``cuda_graphs=False``) at batch 1.
+(``cuda_graphs=False``) at batch 1, after checking that graphs were really captured and replayed
+and that their maps equal the eager ones. Without pytorch-grad-cam its columns say so. nstcam is
+timed before pytorch-grad-cam's object exists: its hooks (``activation.cpu()`` on the layer) would
+otherwise run inside nstcam's capture and force the eager path.
 """
 
 from __future__ import annotations
@@ -13,14 +16,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import torch
 
 from nstcam import GradCAM, build_model
 
+GRAPH_TOLERANCE = 1e-5  # graphed maps against eager ones, max |difference|
+
 
 def timeit(fn, repeat, device):
-    fn()  # warm-up
+    fn()  # warm-up (and, on CUDA, the graph's capture)
     fn()
     times = []
     for _ in range(repeat):
@@ -34,6 +40,121 @@ def timeit(fn, repeat, device):
     return statistics.median(times)
 
 
+def pgc_available() -> bool:
+    try:
+        import pytorch_grad_cam  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class CamRow:
+    arch: str
+    ms: dict = field(default_factory=dict)  # fwd1, ours1, pgc1 (latency); fwdb, oursb, pgcb (batch s)
+    agree: float | None = None  # max |nstcam - pgc| map difference
+    eager_ms: float | None = None  # CUDA: nstcam with cuda_graphs=False, batch 1
+    graph_diff: float | None = None  # CUDA: max |graph - eager|
+    graphs: dict = field(default_factory=dict)  # CUDA: GradCAM.graph_stats after the timings
+
+
+def measure(arch, device, weights, batch, repeat, size=224):
+    """One model's row: forward, nstcam and (where installed) pytorch-grad-cam, batch 1 and ``batch``."""
+    model = build_model(arch, weights).to(device).eval()
+    ours = GradCAM(model=model, target_layer="layer4", device=device)
+    torch.manual_seed(0)
+    x1 = torch.randn(1, 3, size, size, device=device)
+    xb = torch.randn(batch, 3, size, size, device=device)
+    row = CamRow(arch)
+
+    def fwd(x):
+        with torch.no_grad():
+            model(x)
+
+    rb = max(2, repeat // 3)
+    row.ms["fwd1"] = timeit(lambda: fwd(x1), repeat, device)
+    row.ms["ours1"] = timeit(lambda: ours.compute(x1, targets=281), repeat, device)
+    row.ms["fwdb"] = timeit(lambda: fwd(xb), rb, device)
+    row.ms["oursb"] = timeit(lambda: ours.compute(xb, targets=281), rb, device)
+    m_ours = ours.compute(x1, targets=281)
+    if device.type == "cuda":
+        eager = GradCAM(model=model, target_layer="layer4", device=device, cuda_graphs=False)
+        row.eager_ms = timeit(lambda: eager.compute(x1, targets=281), repeat, device)
+        row.graph_diff = float((eager.compute(x1, targets=281) - m_ours).abs().max())
+        row.graphs = ours.graph_stats
+    if pgc_available():
+        from pytorch_grad_cam import GradCAM as PGC
+        from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+
+        theirs = PGC(model=model, target_layers=[model.layer4])
+        try:
+            t1, tb = [ClassifierOutputTarget(281)], [ClassifierOutputTarget(281)] * batch
+            row.ms["pgc1"] = timeit(lambda: theirs(input_tensor=x1, targets=t1), repeat, device)
+            row.ms["pgcb"] = timeit(lambda: theirs(input_tensor=xb, targets=tb), rb, device)
+            row.agree = float(abs(m_ours[0].cpu().numpy() - theirs(input_tensor=x1, targets=t1)[0]).max())
+        finally:
+            theirs.activations_and_grads.release()
+    return row
+
+
+def graph_problems(row: CamRow) -> list[str]:
+    """What is wrong with a CUDA row's graph path (empty when the graphs ran and agree)."""
+    problems = []
+    if row.graphs.get("captures", 0) < 1 or row.graphs.get("replays", 0) < 1:
+        problems.append(
+            f"{row.arch}: no CUDA graph captured or replayed ({row.graphs}): the 'graph' column timed eager"
+        )
+    if row.graph_diff is not None and not row.graph_diff <= GRAPH_TOLERANCE:
+        problems.append(
+            f"{row.arch}: graphed maps differ from eager by {row.graph_diff:.3g} > {GRAPH_TOLERANCE}"
+        )
+    return problems
+
+
+def tables(rows: list[CamRow], batch: int) -> str:
+    """The README's two Grad-CAM tables as markdown."""
+    na = "not installed"
+
+    def pgc(key, fmt):
+        return lambda r: fmt(r.ms[key]) if key in r.ms else na
+
+    lines = [
+        "| model | forward (no grad) ms | nstcam ms | pytorch-grad-cam ms | nstcam / pgc | nstcam / forward "
+        f"| batch {batch}: forward img/s | nstcam img/s | pgc img/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        m = r.ms
+        ratio = f"{m['ours1'] / m['pgc1']:.2f}x" if "pgc1" in m else na
+        lines.append(
+            f"| {r.arch} | {m['fwd1'] * 1e3:.1f} | {m['ours1'] * 1e3:.1f} | {pgc('pgc1', lambda v: f'{v * 1e3:.1f}')(r)} "
+            f"| {ratio} | {m['ours1'] / m['fwd1']:.2f}x | {batch / m['fwdb']:.1f} | {batch / m['oursb']:.1f} "
+            f"| {pgc('pgcb', lambda v: f'{batch / v:.1f}')(r)} |"
+        )
+    agree = [r.agree for r in rows if r.agree is not None]
+    if agree:
+        lines.append(
+            f"\nThe maps agree with pytorch-grad-cam's to {max(agree):.2g} (max absolute difference)."
+        )
+    graph = [r for r in rows if r.eager_ms is not None]
+    if graph:
+        lines += [
+            "",
+            "| model, batch 1 | forward (no grad) ms | nstcam eager ms | nstcam CUDA graph ms "
+            "| graph / forward | max |graph - eager| | captures / replays |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in graph:
+            lines.append(
+                f"| {r.arch} | {r.ms['fwd1'] * 1e3:.2f} | {r.eager_ms * 1e3:.2f} | {r.ms['ours1'] * 1e3:.2f} | "
+                f"{r.ms['ours1'] / r.ms['fwd1']:.2f}x | {r.graph_diff:.2g} | "
+                f"{r.graphs.get('captures', 0)} / {r.graphs.get('replays', 0)} |"
+            )
+    else:
+        lines.append("\n(CUDA-graph rows: run with --device cuda)")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -41,68 +162,20 @@ def main():
     p.add_argument("--archs", default="resnet18,resnet50")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--size", type=int, default=224)
     a = p.parse_args()
     device = torch.device(a.device)
-    from pytorch_grad_cam import GradCAM as PGC
-    from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
-
     hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
-    print(f"device: {device} ({hw}), torch {torch.__version__}, weights: {a.weights}, 224 px")
+    pgc = "installed" if pgc_available() else "not installed (pip install grad-cam adds its columns)"
     print(
-        "\n| model | forward (no grad) ms | nstcam ms | pytorch-grad-cam ms | nstcam / pgc | nstcam / forward "
-        f"| batch {a.batch}: forward img/s | nstcam img/s | pgc img/s |"
+        f"device: {device} ({hw}), torch {torch.__version__}, weights: {a.weights}, {a.size} px, pytorch-grad-cam {pgc}"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    graph_rows = []
-    for arch in a.archs.split(","):
-        model = build_model(arch, a.weights).to(device).eval()
-        ours = GradCAM(model=model, target_layer="layer4", device=device)
-        theirs = PGC(model=model, target_layers=[model.layer4])
-        torch.manual_seed(0)
-        x1 = torch.randn(1, 3, 224, 224, device=device)
-        xb = torch.randn(a.batch, 3, 224, 224, device=device)
-        t1 = [ClassifierOutputTarget(281)]
-        tb = [ClassifierOutputTarget(281)] * a.batch
-
-        def fwd(x):
-            with torch.no_grad():
-                model(x)
-
-        r = {}
-        r["fwd1"] = timeit(lambda: fwd(x1), a.repeat, device)
-        r["ours1"] = timeit(lambda: ours.compute(x1, targets=281), a.repeat, device)
-        r["pgc1"] = timeit(lambda: theirs(input_tensor=x1, targets=t1), a.repeat, device)
-        rb = max(2, a.repeat // 3)
-        r["fwdb"] = timeit(lambda: fwd(xb), rb, device)
-        r["oursb"] = timeit(lambda: ours.compute(xb, targets=281), rb, device)
-        r["pgcb"] = timeit(lambda: theirs(input_tensor=xb, targets=tb), rb, device)
-        # the two implementations agree on the map
-        m_ours = ours.compute(x1, targets=281)[0].cpu().numpy()
-        m_pgc = theirs(input_tensor=x1, targets=t1)[0]
-        agree = abs(m_ours - m_pgc).max()
-        print(
-            f"| {arch} | {r['fwd1'] * 1e3:.1f} | {r['ours1'] * 1e3:.1f} | {r['pgc1'] * 1e3:.1f} | "
-            f"{r['ours1'] / r['pgc1']:.2f}x | {r['ours1'] / r['fwd1']:.2f}x | {a.batch / r['fwdb']:.1f} | "
-            f"{a.batch / r['oursb']:.1f} | {a.batch / r['pgcb']:.1f} |   (max |map difference| {agree:.3g})"
-        )
-        theirs.activations_and_grads.release()
-        if device.type == "cuda":
-            eager = GradCAM(model=model, target_layer="layer4", device=device, cuda_graphs=False)
-            t_eager = timeit(lambda: eager.compute(x1, targets=281), a.repeat, device)
-            diff = float((eager.compute(x1, targets=281) - ours.compute(x1, targets=281)).abs().max())
-            graph_rows.append(
-                f"| {arch} | {r['fwd1'] * 1e3:.2f} | {t_eager * 1e3:.2f} | {r['ours1'] * 1e3:.2f} | "
-                f"{r['ours1'] / r['fwd1']:.2f}x | {diff:.2g} |"
-            )
-    if graph_rows:
-        print(
-            "\n| model, batch 1 | forward (no grad) ms | nstcam eager ms | nstcam CUDA graph ms "
-            "| graph / forward | max |graph - eager| |"
-        )
-        print("| --- | --- | --- | --- | --- | --- |")
-        print("\n".join(graph_rows))
-    else:
-        print("\n(CUDA-graph rows: run with --device cuda)")
+    rows = [measure(arch, device, a.weights, a.batch, a.repeat, a.size) for arch in a.archs.split(",")]
+    print("\n" + tables(rows, a.batch))
+    problems = [p for r in rows if r.eager_ms is not None for p in graph_problems(r)]
+    for problem in problems:
+        print(f"FAILED: {problem}")
+    raise SystemExit(1 if problems else 0)
 
 
 if __name__ == "__main__":

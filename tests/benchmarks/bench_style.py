@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from PIL import Image
@@ -39,7 +40,7 @@ from nstcam.style import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS, Cancelled
 from nstcam.style._losses import content_loss, gram, style_loss, total_variation
 from nstcam.style.vgg import VGG_LAYERS
 
-SAMPLES = "nstcam/assets/samples"
+SAMPLES = str(Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples")
 CONTENT, STYLE = f"{SAMPLES}/chelsea.png", f"{SAMPLES}/hubble_deep_field.jpg"
 W = dict(style_weight=50.0, content_weight=1.0, tv_weight=5.0)
 
@@ -422,8 +423,6 @@ def main():
 
 
 def _probe(args):
-    from pathlib import Path
-
     probe = Path(__file__).resolve().parent.parent / "_tile_probe.py"
     out = subprocess.run([sys.executable, str(probe), *args], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -446,8 +445,6 @@ def calibration_table(a):
 
 def tile_table(a, device):
     """Peak memory and wall time against output size, tiled and untiled (see the module docstring)."""
-    from pathlib import Path
-
     from nstcam._device import available_memory
 
     probe = Path(__file__).resolve().parent.parent / "_tile_probe.py"

@@ -1,0 +1,455 @@
+"""Every GPU figure README lists, in one command, written to one markdown file.
+
+    python tests/benchmarks/gpu_report.py [--quick] [--out gpu_report.md]          # on a CUDA machine
+    python tests/benchmarks/gpu_report.py --device cpu --quick --out /tmp/dry.md   # dry run (CI)
+
+It measures, in README's table shapes: whole style-transfer runs per optimiser (eager and compiled,
+fp32 and bf16, compile seconds, judge loss), the cost per step against the PyTorch-tutorial
+reference, batched Adam throughput, Grad-CAM at batch 1 and a large batch with the CUDA-graph table
+(pytorch-grad-cam's columns where it is installed), tiled outputs under a 16 GB cap, and the CUDA
+memory estimate against measured peaks. It also checks, not just times: the compiled style step must
+equal the eager one within the tests' tolerance and must not have fallen back to eager, and the
+graphed Grad-CAM must be captured, replayed and equal to eager to 1e-5. Any failed check is listed
+under "Failures" and the exit status is 1; the file is written either way.
+
+Sections run in order of importance under a time budget (``--budget-s``, default 510 s, 170 s with
+``--quick``): one that would start too late is listed as skipped, never silently dropped. Without
+CUDA it refuses unless ``--device cpu`` asks for the dry run: tiny sizes, the compiled step skipped
+(CPU inductor takes minutes on 2 cores; ``--cpu-compile`` includes it), no figure meaningful.
+
+The GPU machine of this project has torch and torchvision but no network: the rest of nstcam's
+runtime dependencies travel as wheels (see the missing-module message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+NEEDED = ("torch", "torchvision", "numpy", "PIL", "tqdm", "safetensors", "matplotlib")
+
+
+def _missing_modules() -> list[str]:
+    import importlib.util
+
+    return [m for m in NEEDED if importlib.util.find_spec(m) is None]
+
+
+@dataclass
+class Settings:
+    """What one mode measures (sizes, steps, batches)."""
+
+    wall_size: int
+    wall_steps: int
+    step_sizes: tuple[int, ...]
+    step_steps: int
+    step_repeats: int
+    batch: int
+    batch_size_px: int
+    batch_steps: int
+    cam_archs: tuple[str, ...]
+    cam_batch: int
+    cam_repeat: int
+    cam_size: int
+    tile: int
+    tile_sizes: tuple[int, ...]
+    tile_steps: int
+    gpu_limit_gb: float | None
+    calibration: tuple[tuple[int, str, int], ...]
+    check_size: int
+    check_steps: int
+    compile: bool
+
+    @classmethod
+    def for_mode(cls, device: str, quick: bool, cpu_compile: bool) -> Settings:
+        full = dict(
+            wall_size=512, wall_steps=500, step_sizes=(512, 1024), step_steps=5, step_repeats=3,
+            batch=8, batch_size_px=512, batch_steps=300,
+            cam_archs=("resnet18", "resnet50"), cam_batch=64, cam_repeat=20, cam_size=224,
+            tile=512, tile_sizes=(8192,), tile_steps=2, gpu_limit_gb=16.0,
+            calibration=((512, "adam", 2), (1024, "adam", 2), (512, "lbfgs", 3)),
+            check_size=256, check_steps=10, compile=True,
+        )  # fmt: skip
+        if device == "cpu":  # the dry run: every path, tiny
+            return cls(**{**full, **dict(
+                wall_size=64, wall_steps=3, step_sizes=(64,), step_steps=2, step_repeats=1,
+                batch=2, batch_size_px=64, batch_steps=2,
+                cam_archs=("resnet18",), cam_batch=2, cam_repeat=2, cam_size=64,
+                tile=128, tile_sizes=(160,), tile_steps=1, gpu_limit_gb=None,
+                calibration=((256, "adam", 2),), check_size=32, check_steps=3, compile=cpu_compile,
+            )})  # fmt: skip
+        if quick:
+            return cls(**{**full, **dict(
+                wall_steps=100, step_sizes=(512,), step_repeats=2, batch=4, batch_size_px=256, batch_steps=50,
+                cam_archs=("resnet18",), cam_batch=16, cam_repeat=10, tile_sizes=(2048,),
+                calibration=((512, "adam", 2),),
+            )})  # fmt: skip
+        return cls(**full)
+
+
+@dataclass
+class Report:
+    """Sections of markdown, the failed checks, and the time budget."""
+
+    budget_s: float
+    t0: float = field(default_factory=time.perf_counter)
+    sections: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def section(self, title: str, estimate_s: float, body: Callable[[], str]) -> None:
+        """Runs ``body`` (its markdown) unless it would end past the budget; an exception is a failure."""
+        if self.elapsed() + estimate_s > self.budget_s:
+            self.sections.append(
+                f"## {title}\n\nskipped: it takes about {estimate_s:.0f} s and {self.elapsed():.0f} s of the "
+                f"{self.budget_s:.0f} s budget are spent (rerun with a larger --budget-s)."
+            )
+            return
+        t = time.perf_counter()
+        try:
+            text = body()
+        except Exception as e:  # reported; the other sections still run
+            last = traceback.format_exception_only(type(e), e)[-1].strip()
+            self.failures.append(f"{title}: {last}")
+            text = f"FAILED: {last}\n\n```text\n{traceback.format_exc()[-3000:]}```"
+        self.sections.append(f"## {title}\n\n{text}\n\n({time.perf_counter() - t:.0f} s)")
+
+    def check(self, ok: bool, what: str) -> str:
+        """Records a failed check; returns the line that says how it went."""
+        if not ok:
+            self.failures.append(what)
+        return f"- {'ok' if ok else 'FAILED'}: {what}"
+
+
+# -- the machine ------------------------------------------------------------------------------------
+def header(device, mode: str) -> str:
+    import torch
+    import torchvision
+
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        try:
+            driver = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=True,
+            ).stdout.strip().splitlines()[0]  # fmt: skip
+        except (OSError, subprocess.SubprocessError, IndexError):
+            driver = "unknown (nvidia-smi not found)"
+        hw = (
+            f"{props.name}, {props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor}, "
+            f"driver {driver}, CUDA {torch.version.cuda}"
+        )
+    else:
+        hw = f"CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads: DRY RUN, no figure is meaningful"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return (
+        f"# nstcam GPU report\n\n- device: {hw}\n- torch {torch.__version__}, torchvision {torchvision.__version__}, "
+        f"Python {platform.python_version()}\n- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
+        f"nstcam commit {commit or 'unknown'}\n- mode: {mode}; weights: seeded random (speed and memory only; "
+        "judge losses compare runs with each other, not with pretrained quality)"
+    )
+
+
+# -- checks -----------------------------------------------------------------------------------------
+def check_compiled(report: Report, device, s: Settings) -> str:
+    """The compiled step equals the eager one (the tests' tolerance) and did not fall back."""
+    import numpy as np
+    from bench_style import pil_images
+
+    from nstcam import StyleTransfer
+
+    if not s.compile:
+        return (
+            "- skipped: the compiled step on CPU takes minutes to compile on 2 cores (--cpu-compile runs it)"
+        )
+    cimg, simg = pil_images(s.check_size)
+    kw = dict(size=s.check_size, steps=s.check_steps, scales=[s.check_size], optimizer="adam", seed=0)
+    eager = StyleTransfer("random", device=device, compile=False).stylize(cimg, simg, **kw)
+    engine = StyleTransfer("random", device=device, compile=True)
+    compiled = engine.stylize(cimg, simg, **kw)
+    stats = engine.compile_stats
+    diff = int(np.abs(np.asarray(eager, np.int16) - np.asarray(compiled, np.int16)).max())
+    he, hc = eager.info["nstcam"]["history"], compiled.info["nstcam"]["history"]
+    worst = max(
+        abs(c["total"] - e["total"]) / max(abs(e["total"]), 1e-12) for e, c in zip(he, hc, strict=True)
+    )
+    # the tolerance is test_style.py's: 2 grey levels, losses to 1e-4 relative
+    return "\n".join(
+        [
+            report.check(
+                stats["failures"] == 0 and stats["shapes"] >= 1,
+                f"compiled step ran compiled ({stats['shapes']} shape(s) compiled, {stats['failures']} fallbacks to eager)",
+            ),
+            report.check(
+                diff <= 2, f"compiled image equals eager within 2 grey levels (max difference {diff})"
+            ),
+            report.check(
+                worst <= 1e-4, f"compiled losses equal eager within 1e-4 relative (worst {worst:.2g})"
+            ),
+        ]
+    )
+
+
+# -- style transfer ---------------------------------------------------------------------------------
+def style_wall(report: Report, device, s: Settings) -> str:
+    from bench_style import Judge, W, images, pil_images, sync
+
+    from nstcam import StyleTransfer, build_model
+    from nstcam.image import image_to_tensor
+
+    vgg = build_model("vgg16_bn", "random").to(device)
+    cimg, simg = pil_images(s.wall_size)
+    judge = Judge(vgg, *images(s.wall_size, device))
+    lines = [
+        f"{s.wall_size} px x {s.wall_steps} steps, one scale, whole runs (compilation timed apart, by `warmup`):\n",
+        "| step | precision | optimiser | seconds | ms per step | compile s | judge loss |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    bf16 = device.type == "cuda" and __import__("torch").cuda.is_bf16_supported()
+    for compiled in (False, True) if s.compile else (False,):
+        for amp in (False, True) if bf16 else (False,):
+            st = StyleTransfer(model=vgg, device=device, amp=amp, compile=compiled)
+            warm = st.warmup(*cimg.size)
+            for optimizer in ("adam", "lbfgs"):
+                sync(device)
+                t = time.perf_counter()
+                img = st.stylize(cimg, simg, size=s.wall_size, steps=s.wall_steps, scales=[s.wall_size],
+                                 optimizer=optimizer, seed=0, **W)  # fmt: skip
+                sync(device)
+                dt = time.perf_counter() - t
+                loss = judge(image_to_tensor(img, device))
+                lines.append(
+                    f"| {'compiled' if compiled else 'eager'} | {'bf16' if amp else 'fp32'} | {optimizer} | "
+                    f"{dt:.2f} | {dt / s.wall_steps * 1e3:.2f} | {warm:.1f} | {loss:.4f} |"
+                )
+            if compiled:
+                stats = st.compile_stats
+                report.check(
+                    stats["failures"] == 0,
+                    f"compiled {'bf16' if amp else 'fp32'} whole runs: no fallback ({stats})",
+                )
+    if device.type == "cuda":
+        lines.append(
+            "\nTargets (README): <= 1.0 s Adam and <= 1.5 s L-BFGS for 512 px x 500 steps on an H100, compile excluded."
+        )
+    return "\n".join(lines)
+
+
+def style_per_step(report: Report, device, s: Settings) -> str:
+    from bench_style import peak_memory, per_step_times
+
+    lines = [
+        f"Marginal seconds per step ({s.step_steps} and {2 * s.step_steps} steps, median of {s.step_repeats}); "
+        "nstcam is the engine's default (compiled on CUDA):\n",
+        "| size | reference s/step | nstcam s/step | ratio | reference peak MiB | nstcam peak MiB |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for size in s.step_sizes:
+        dt = per_step_times(size, s.step_steps, device, "random", repeats=s.step_repeats)
+        if device.type == "cuda":
+            peaks = {impl: f"{peak_memory(impl, size, s.step_steps, device, 'random'):.0f}" for impl in dt}
+        else:
+            peaks = dict.fromkeys(dt, "(CPU: bench_style.py)")
+        lines.append(
+            f"| {size} | {dt['reference']:.4f} | {dt['nstcam']:.4f} | {dt['reference'] / dt['nstcam']:.2f}x | "
+            f"{peaks['reference']} | {peaks['nstcam']} |"
+        )
+    return "\n".join(lines)
+
+
+def style_batched(report: Report, device, s: Settings) -> str:
+    from bench_style import W, pil_images, sync
+
+    from nstcam import StyleTransfer, build_model
+
+    st = StyleTransfer(model=build_model("vgg16_bn", "random").to(device), device=device)
+    cimg, simg = pil_images(s.batch_size_px)
+    through = {}
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(s.batch):
+            cimg.save(f"{d}/c{i}.png")
+        for bs in (1, s.batch):
+            kw = dict(
+                size=s.batch_size_px, optimizer="adam", batch_size=bs, progress_bar=False, overwrite=True, **W
+            )
+            st.stylize_batch(d, simg, f"{d}/warm{bs}", steps=2, **kw)  # compiles this batch's shape
+            sync(device)
+            t = time.perf_counter()
+            res = st.stylize_batch(d, simg, f"{d}/out{bs}", steps=s.batch_steps, **kw)
+            sync(device)
+            through[bs] = len(res.written) / (time.perf_counter() - t)
+            report.check(
+                len(res.written) == s.batch, f"batch_size {bs}: {len(res.written)}/{s.batch} images written"
+            )
+    stats = st.compile_stats
+    if st.device.type == "cuda":
+        report.check(stats["failures"] == 0, f"batched runs: no fallback to eager ({stats})")
+    return "\n".join(
+        [
+            f"batched Adam, {s.batch_size_px} px x {s.batch_steps} steps, {s.batch} images:\n",
+            "| batch_size | images/s | vs batch 1 |",
+            "| --- | --- | --- |",
+            *[f"| {bs} | {v:.3f} | {v / through[1]:.2f}x |" for bs, v in through.items()],
+        ]
+    )
+
+
+# -- Grad-CAM ---------------------------------------------------------------------------------------
+def cam(report: Report, device, s: Settings) -> str:
+    from bench_cam import graph_problems, measure, pgc_available, tables
+
+    rows = [measure(a, device, "random", s.cam_batch, s.cam_repeat, s.cam_size) for a in s.cam_archs]
+    checks = []
+    if device.type == "cuda":
+        for r in rows:
+            problems = graph_problems(r)
+            checks.append(report.check(not problems, "; ".join(problems) or
+                                       f"{r.arch}: graphs captured ({r.graphs['captures']}), replayed ({r.graphs['replays']}), "
+                                       f"equal to eager within 1e-5 ({r.graph_diff:.2g})"))  # fmt: skip
+    note = "" if pgc_available() else " pytorch-grad-cam is not installed here: its columns say so."
+    return (
+        f"{s.cam_size} px, median of {s.cam_repeat}; batch 1 latency and batch {s.cam_batch} throughput.{note}\n\n"
+        + tables(rows, s.cam_batch)
+        + ("\n\n" + "\n".join(checks) if checks else "")
+        + (
+            "\n\nTargets (README): at most 0.5x pytorch-grad-cam and 1.3x one forward pass; on CUDA batch 1 <= one eager forward."
+            if device.type == "cuda"
+            else ""
+        )
+    )
+
+
+# -- memory -----------------------------------------------------------------------------------------
+def tiles(report: Report, device, s: Settings) -> str:
+    cmd = [sys.executable, str(HERE / "bench_style.py"), "--device", device.type, "--tile", str(s.tile),
+           "--tile-sizes", ",".join(map(str, s.tile_sizes)), "--tile-steps", str(s.tile_steps)]  # fmt: skip
+    if s.gpu_limit_gb and device.type == "cuda":
+        cmd += ["--gpu-limit-gb", str(s.gpu_limit_gb)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench_style.py --tile failed: {out.stderr.strip().splitlines()[-1:]}")
+    table = [line for line in out.stdout.splitlines() if line.startswith(("|", "device:"))]
+    failed = [line for line in table if "failed:" in line]
+    report.check(not failed, f"tiled runs completed ({len(failed)} failed)")
+    return "`" + " ".join(cmd[1:]) + "`\n\n" + "\n".join(table)
+
+
+def calibration(report: Report, device, s: Settings) -> str:
+    from bench_style import _probe
+
+    lines = [
+        "The memory estimate (`StyleTransfer.estimate_memory`) against measured peaks, one scale, a fresh "
+        "process per row (CUDA: max allocated above the memory before the run):\n",
+        "| size | optimiser | steps | peak MiB | estimate MiB | estimate error |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    errors = []
+    for size, opt, steps in s.calibration:
+        extra = ["--lbfgs"] if opt == "lbfgs" else []
+        r = _probe([str(size), "0", str(steps), "--no-judge", "--device", device.type, *extra])
+        peak, est = r["untiled_peak"], r["untiled_estimate"]
+        errors.append((est - peak) / peak)
+        lines.append(
+            f"| {size} | {opt} | {steps} | {peak / 2**20:.0f} | {est / 2**20:.0f} | {errors[-1] * 100:+.1f} % |"
+        )
+    lines.append(
+        "\n"
+        + report.check(all(abs(e) <= 0.25 for e in errors), "estimate within 25 % of every measured peak")
+    )
+    return "\n".join(lines)
+
+
+def not_yet() -> str:
+    return (
+        "- video stylisation rows (issue 20): the video path does not exist yet.\n"
+        "- transformer Grad-CAM rows (vit_b_16, swin_t; issue 21): not supported yet."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", help="cuda (default), or cpu for the dry run")
+    p.add_argument("--quick", action="store_true", help="smaller sizes and steps: under 3 minutes on a GPU")
+    p.add_argument(
+        "--out", default="gpu_report.md", help="the markdown file to write (default gpu_report.md)"
+    )
+    p.add_argument("--budget-s", type=float, help="time budget in seconds (default 510, 170 with --quick)")
+    p.add_argument("--cpu-compile", action="store_true", help="dry run: include the compiled step (slow)")
+    a = p.parse_args(argv)
+    missing = _missing_modules()
+    if missing:
+        p.exit(2, f"gpu_report.py: missing modules {', '.join(missing)}. Where a network exists: pip download "
+                  f"--only-binary=:all: -d wheels {' '.join('pillow' if m == 'PIL' else m for m in missing)}; carry "
+                  "wheels/ and run: pip install --no-index --find-links wheels <names>\n")  # fmt: skip
+    import torch
+
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.exit(2, "gpu_report.py: no CUDA device here. This report measures a GPU; for a dry run of every "
+                  "section on this machine's CPU, add --device cpu --quick.\n")  # fmt: skip
+    if a.device == "cpu" and not a.quick:
+        p.exit(
+            2,
+            "gpu_report.py: --device cpu is the dry run; add --quick (the full sizes take hours on a CPU).\n",
+        )
+    device = torch.device(a.device)
+    s = Settings.for_mode(device.type, a.quick, a.cpu_compile)
+    mode = "dry run on CPU" if device.type == "cpu" else ("quick" if a.quick else "full")
+    budget = a.budget_s or (170.0 if a.quick else 510.0)
+    report = Report(budget)
+    head = header(device, mode)
+    gpu = device.type == "cuda"
+    report.section(
+        "Checks: the compiled style step", 90 if gpu else 5, lambda: check_compiled(report, device, s)
+    )
+    report.section("Grad-CAM", 40 if gpu else 10, lambda: cam(report, device, s))
+    report.section("Style transfer: whole runs", 150 if gpu and not a.quick else 60 if gpu else 10,
+                   lambda: style_wall(report, device, s))  # fmt: skip
+    report.section("Style transfer: per step against the tutorial reference", 60 if gpu else 10,
+                   lambda: style_per_step(report, device, s))  # fmt: skip
+    report.section(
+        "Style transfer: batched throughput", 60 if gpu else 10, lambda: style_batched(report, device, s)
+    )
+    report.section("Tiled outputs" + (f" under a {s.gpu_limit_gb:g} GB cap" if gpu else ""), 90 if gpu else 20,
+                   lambda: tiles(report, device, s))  # fmt: skip
+    report.section("Memory estimate against measured peaks", 30 * len(s.calibration) if gpu else 15,
+                   lambda: calibration(report, device, s))  # fmt: skip
+    report.sections.append("## Not in this report yet\n\n" + not_yet())
+    fails = "\n".join(f"- {f}" for f in report.failures) or "- none"
+    text = (
+        f"{head}\n- wall time: {report.elapsed():.0f} s (budget {budget:.0f} s)\n\n## Failures\n\n{fails}\n\n"
+        + "\n\n".join(report.sections)
+        + "\n"
+    )
+    Path(a.out).write_text(text)
+    print(text)
+    print(
+        json.dumps(
+            {"out": str(a.out), "failures": len(report.failures), "seconds": round(report.elapsed(), 1)}
+        )
+    )
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The one-command GPU report (tests/benchmarks/gpu_report.py): its dry run on this CPU, its refusal
+without CUDA, and that a compiled step which fell back to eager is reported as a failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tests" / "benchmarks" / "gpu_report.py"
+SECTIONS = (
+    "## Failures",
+    "## Checks: the compiled style step",
+    "## Grad-CAM",
+    "## Style transfer: whole runs",
+    "## Style transfer: per step against the tutorial reference",
+    "## Style transfer: batched throughput",
+    "## Tiled outputs",
+    "## Memory estimate against measured peaks",
+    "## Not in this report yet",
+)
+
+
+def test_dry_run_on_cpu_writes_every_section(tmp_path):
+    out = tmp_path / "report.md"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    text = out.read_text()
+    positions = [text.index(title) for title in SECTIONS]
+    assert positions == sorted(positions)
+    assert "DRY RUN" in text and f"torch {torch.__version__}" in text and "## Failures\n\n- none" in text
+    for header in (
+        "| model | forward (no grad) ms | nstcam ms | pytorch-grad-cam ms |",
+        "| step | precision | optimiser | seconds | ms per step | compile s | judge loss |",
+        "| size | reference s/step | nstcam s/step | ratio |",
+        "| batch_size | images/s | vs batch 1 |",
+        "| output | run | windows | peak MiB | estimate MiB | wall s | s per evaluation |",
+        "| size | optimiser | steps | peak MiB | estimate MiB | estimate error |",
+    ):
+        assert header in text, header
+    assert "skipped:" not in text.split("## Checks")[1].split("##")[0] or "--cpu-compile" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_refuses_clearly_without_cuda(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert (
+        run.returncode == 2 and "no CUDA device here" in run.stderr and "--device cpu --quick" in run.stderr
+    )
+    assert not (tmp_path / "gpu_report.md").exists()
+
+
+def test_a_compiled_step_that_fell_back_is_a_failure(monkeypatch):
+    """The engine's fallback keeps users' requests alive; the report must not let it hide a broken
+    compiled path behind eager timings."""
+    import nstcam.style._compiled as C
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_report
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+    def broken(*_args, **_kw):
+        def fn(*_a):
+            raise RuntimeError("inductor failed")
+
+        return fn
+
+    monkeypatch.setattr(C, "_build", broken)
+    settings = gpu_report.Settings.for_mode("cpu", True, cpu_compile=True)
+    report = gpu_report.Report(budget_s=600)
+    report.section("Checks", 1, lambda: gpu_report.check_compiled(report, torch.device("cpu"), settings))
+    text = report.sections[0]
+    assert "FAILED: compiled step ran compiled (0 shape(s) compiled, 1 fallbacks to eager)" in text
+    assert len(report.failures) == 1  # the images still agree: the fallback computed them eagerly
+
+    report = gpu_report.Report(budget_s=1)
+    report.section("Late", 5, lambda: "never")
+    assert "skipped: it takes about 5 s" in report.sections[0] and not report.failures
