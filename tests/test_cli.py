@@ -229,7 +229,7 @@ def test_messages_speak_the_cli_and_bars_show_where_a_person_watches(tmp_path, c
     monkeypatch.setattr(sys, "stderr", term)
     assert main([*args, "--weights", "random"]) == 0
     shown = term.getvalue()
-    assert "3/3" in shown and "step" in shown and "img" in shown  # the steps' bar and the images' bar
+    assert "0/3" in shown and "step/s" in shown and "img/s" in shown  # the steps' bar and the images' bar
     pipe = io.StringIO()
     monkeypatch.setattr(sys, "stderr", pipe)
     assert main([*args, "--weights", "random", "--overwrite"]) == 0

@@ -14,6 +14,7 @@ BASE = {
     "nstcam._version",
     "nstcam._device",
     "nstcam._checks",
+    "nstcam._files",
     "nstcam.hooks",
     "nstcam.image",
     "nstcam.mask",

@@ -18,6 +18,7 @@ from nstcam._files import unique_names
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan
+from nstcam.style._progress import watching
 from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
@@ -86,7 +87,7 @@ def run_batch(
     overwrite: bool,
     style_mask: Any,
     callback: Callable[[StepInfo], bool | None] | None,
-    progress_bar: bool,
+    progress_bar: bool | None,
     batch_size: int = 1,
 ) -> BatchResult:
     """Stylises ``items`` into ``out_dir`` with one style-target cache; see ``stylize_batch``.
@@ -123,6 +124,7 @@ def run_batch(
     for entry in todo:  # images are decoded chunk by chunk: a big folder is never all in memory
         groups.setdefault(entry[3], []).append(entry)
     chunks = [g[i : i + batch_size] for g in groups.values() for i in range(0, len(g), batch_size)]
+    progress_bar = watching() if progress_bar is None else bool(progress_bar)
     bar = tqdm(total=len(todo), desc="stylize", unit="img", disable=not progress_bar)
     try:
         for chunk in chunks:

@@ -27,7 +27,7 @@ from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets
 from nstcam.style.vgg import layer_index
 
-__all__ = ["compiled_loss", "tap_features"]
+__all__ = ["compile_stats", "compiled_loss", "tap_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,3 +98,10 @@ def compiled_loss(
         return weighted((terms[0], terms[1], terms[2]), plan)
 
     return loss
+
+
+def compile_stats(rt: Runtime) -> dict[str, int]:
+    """The compiled step's record: ``shapes`` compiled and probed, ``failures`` (fallbacks to the eager
+    step, each logged). Benchmarks use it to tell a compiled run from one that silently ran eagerly."""
+    shapes = sum(1 for k, v in rt.compiled.items() if v is True and len(k) == 2)
+    return {"shapes": shapes, "failures": rt.compile_failures.value}

@@ -38,7 +38,7 @@ class Progress:
         callback: called with a :class:`StepInfo` on reporting steps; returning False cancels.
         preview_every: put a preview in every N-th :class:`StepInfo` (0: never).
         report_every: call ``callback`` every N steps (previews and the last step always report).
-        bar: show a tqdm bar.
+        bar: show a tqdm bar; None: where a person watches (:func:`watching`).
     """
 
     def __init__(
@@ -48,7 +48,7 @@ class Progress:
         callback: Callable[[StepInfo], bool | None] | None,
         preview_every: int,
         report_every: int,
-        bar: bool,
+        bar: bool | None,
     ) -> None:
         self.total_steps = total_steps
         self.callback = callback
@@ -58,6 +58,7 @@ class Progress:
         self.t0 = time.perf_counter()
         self.done = 0
         self._pending: list[tuple[int, torch.Tensor]] = []  # (scale, (4, N) losses on the device)
+        bar = watching() if bar is None else bool(bar)
         self._bar = tqdm(total=total_steps, desc="stylize", unit="step", disable=not bar, leave=False)
         self._show_bar = bar
 

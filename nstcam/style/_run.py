@@ -39,7 +39,7 @@ def run(
     styles: list[Image.Image],
     plan: Plan,
     callback: Callable[[StepInfo], bool | None] | None,
-    progress_bar: bool,
+    progress_bar: bool | None,
     cache: dict,
     mask: np.ndarray | None = None,
 ) -> Image.Image:
@@ -57,7 +57,7 @@ def run_many(
     styles: list[Image.Image],
     plan: Plan,
     callback: Callable[[StepInfo], bool | None] | None,
-    progress_bar: bool,
+    progress_bar: bool | None,
     cache: dict,
     masks: list[np.ndarray | None],
 ) -> list[Image.Image]:

@@ -29,9 +29,9 @@ from nstcam._device import pick_device
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._batch import BatchResult, expand_contents, run_batch
+from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
-from nstcam.style._progress import watching
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
 from nstcam.style._types import StepInfo
@@ -112,6 +112,7 @@ class StyleTransfer:
     weights = property(lambda self: self._rt.weights, doc="Where the weights came from.")
     amp = property(lambda self: self._rt.amp, doc="bfloat16 autocast on CUDA.")
     channels_last = property(lambda self: self._rt.channels_last, doc="Channels-last inputs.")
+    compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
 
     @property
     def style_target_computations(self) -> int:
@@ -184,8 +185,7 @@ class StyleTransfer:
             history_size: L-BFGS history size.
             progress: called after every step with a :class:`StepInfo`; return False to cancel.
             preview_every: put a preview image in the :class:`StepInfo` every N steps (0: never).
-            progress_bar: show a tqdm bar of the steps; None (default): only where a person is
-                watching (standard error is a terminal), never in a server's or a notebook's log.
+            progress_bar: a tqdm bar of the steps; None: only where a person watches (a terminal).
             on_memory: if the run would not fit in free memory, ``"error"`` raises
                 :class:`InsufficientMemoryError`; ``"reduce"`` optimises in tiles (the largest of
                 2048, 1024, ..., 128 px that fits, when ``tile`` is not given), else lowers ``size``
@@ -214,8 +214,7 @@ class StyleTransfer:
         style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
         mask = load_mask(style_mask) if style_mask is not None else None
         plan = make_plan(n_styles=len(style_imgs), **params)
-        bar = watching() if progress_bar is None else bool(progress_bar)
-        return run(self._rt, content_img, style_imgs, plan, progress, bar, cache={}, mask=mask)
+        return run(self._rt, content_img, style_imgs, plan, progress, progress_bar, cache={}, mask=mask)
 
     def stylize_batch(
         self,
@@ -264,17 +263,8 @@ class StyleTransfer:
         plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
         return run_batch(
             self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
-            callback=callback, progress_bar=watching() if progress_bar is None else bool(progress_bar),
-            batch_size=batch_size,
+            callback=callback, progress_bar=progress_bar, batch_size=batch_size,
         )  # fmt: skip
-
-    @property
-    def compile_stats(self) -> dict[str, int]:
-        """The compiled step's record: ``shapes`` compiled and probed, ``failures`` (fallbacks to
-        the eager step, each logged as a warning). Benchmarks use it to tell a compiled run from
-        one that silently ran eagerly."""
-        done = sum(1 for k, v in self._rt.compiled.items() if v is True and len(k) == 2)
-        return {"shapes": done, "failures": self._rt.compile_failures.value}
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
