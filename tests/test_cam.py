@@ -258,3 +258,16 @@ def test_numpy_integers_are_accepted(r18):
     assert r18.explain(img, target=np.int32(281))[0].class_index == 281
     x = r18.preprocess(img)
     torch.testing.assert_close(r18.compute(x, targets=np.array([7])), r18.compute(x, targets=7))
+
+
+def test_scorecam_warns_of_nothing(r18):
+    """Score-CAM read the probabilities off a graph (grad mode is on past the target layer), and torch
+    warned "Converting a tensor with requires_grad=True to a scalar" on every call."""
+    import warnings
+
+    cam = GradCAM(model=r18.model, target_layer="layer4", method="scorecam", device="cpu", input_size=64)
+    img = Image.fromarray((np.random.default_rng(0).random((64, 80, 3)) * 255).astype(np.uint8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (r,) = cam.explain(img, top_k=1)
+    assert 0 < r.score < 1 and r.heatmap.shape == (64, 80)

@@ -270,8 +270,8 @@ def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
     if need <= budget:
         return
     fixes = []
-    if budget // channels[layer] >= 1:
-        fits = budget // channels[layer]
+    fits = budget // channels[layer]  # top-k that would fit at this layer
+    if fits >= 1:
         fixes.append(f"top-k {fits}" if fits == 1 else f"top-k {fits} or less")
     smaller = [name for name, c in channels.items() if c * top_k <= budget]
     if smaller:

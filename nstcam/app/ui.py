@@ -147,19 +147,23 @@ def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
     return size, steps
 
 
+def _pickers(prefix: str, style_label: str) -> tuple[gr.Image, gr.Image]:
+    """The content picker (upload, clipboard, webcam) and a style picker, ids ``<prefix>-content``
+    and ``<prefix>-style``."""
+    content = SafeImage(
+        label="Content", sources=["upload", "clipboard", "webcam"], height=200, elem_id=f"{prefix}-content"
+    )
+    style = SafeImage(
+        label=style_label, sources=["upload", "clipboard"], height=200, elem_id=f"{prefix}-style"
+    )
+    return content, style
+
+
 def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     with gr.Row():
         with gr.Column():
             with gr.Row():
-                content = SafeImage(
-                    label="Content",
-                    sources=["upload", "clipboard", "webcam"],
-                    height=200,
-                    elem_id="st-content",
-                )
-                style_a = SafeImage(
-                    label="Style A", sources=["upload", "clipboard"], height=200, elem_id="st-style"
-                )
+                content, style_a = _pickers("st", "Style A")
                 style_b = SafeImage(label="Style B (optional)", sources=["upload", "clipboard"], height=200)
             with gr.Row():
                 run = gr.Button("Stylise", variant="primary", elem_id="st-run")
@@ -334,15 +338,7 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     with gr.Row():
         with gr.Column():
             with gr.Row():
-                sa_content = SafeImage(
-                    label="Content",
-                    sources=["upload", "clipboard", "webcam"],
-                    height=200,
-                    elem_id="sa-content",
-                )
-                sa_style = SafeImage(
-                    label="Style", sources=["upload", "clipboard"], height=200, elem_id="sa-style"
-                )
+                sa_content, sa_style = _pickers("sa", "Style")
             with gr.Row():
                 sa_run = gr.Button("Stylise around the subject", variant="primary", elem_id="sa-run")
                 sa_cancel = gr.Button("Cancel", variant="stop", elem_id="sa-cancel")
