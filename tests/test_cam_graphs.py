@@ -1,29 +1,55 @@
-"""Grad-CAM's captured-graph path (issue 11, item 3).
+"""Grad-CAM's captured-graph path (issue 11 item 3, made right for threads in issue 19).
 
-On CPU the CUDA capture is replaced by an emulation that captures nothing but keeps the contract
-(static input, static outputs rewritten by each replay), so the cache, the static buffers, the
-lock and the fall-back are exercised here; with CUDA the real graphs are compared too.
+On CPU the CUDA capture is replaced by one that keeps a CUDA graph's contract: the pass is traced
+once (``make_fx``: the aten ops only, no Python, no hooks) and each replay runs that trace into the
+static outputs, under a mode that raises on any host synchronisation (``.item()``, ``nonzero``...),
+which a CUDA graph could not contain. So a foreign hook that ran inside the capture, a host sync in
+the pass, a cache key that misses, or outputs shared between threads all show here, without CUDA.
 """
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from nstcam import count_hooks
 from nstcam.cam import GradCAM
 from nstcam.cam._graphed import CamGraphs
 
+_HOST_SYNCS = {
+    torch.ops.aten._local_scalar_dense.default,
+    torch.ops.aten.nonzero.default,
+    torch.ops.aten.is_nonzero.default,
+    torch.ops.aten.equal.default,
+}
 
-def emulated_capture(fn):
-    """Runs ``fn`` into fixed output tensors on every replay, as a CUDA graph does."""
-    outputs = fn()
+
+class NoHostSync(TorchDispatchMode):
+    """Raises on an op that waits for the device (as a CUDA graph replay could not)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in _HOST_SYNCS:
+            raise AssertionError(f"host synchronisation in a replayed pass: {func}")
+        return func(*args, **(kwargs or {}))
+
+
+def traced_capture(fn, inputs, pool):
+    """A CUDA graph's contract on CPU: trace ``fn(*inputs)`` once, replay the trace into fixed outputs."""
+    assert pool is None  # CPU: no memory pool
+    gm = make_fx(fn)(*inputs)
+    with torch.no_grad():  # a graph's outputs are plain tensors
+        outputs = tuple(t.clone() for t in gm(*inputs))
 
     def replay():
-        for static, new in zip(outputs, fn(), strict=True):
-            static.copy_(new)
+        with torch.no_grad(), NoHostSync():
+            for static, new in zip(outputs, gm(*inputs), strict=True):
+                static.copy_(new)
 
     return replay, outputs
 
@@ -32,11 +58,16 @@ def batch(seed: int, n: int = 1, h: int = 64, w: int = 80) -> torch.Tensor:
     return torch.randn(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
 
+def photo(seed: int, w: int, h: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.random((h, w, 3)) * 255).astype(np.uint8)
+
+
 @pytest.fixture(scope="module")
 def engines():
-    eager = GradCAM("resnet18", weights="random", device="cpu")
-    graphed = GradCAM(model=eager.model, target_layer="layer4", device="cpu")
-    graphed._graphs = CamGraphs(capture=emulated_capture)
+    eager = GradCAM("resnet18", weights="random", device="cpu", input_size=64)
+    graphed = GradCAM(model=eager.model, target_layer="layer4", device="cpu", input_size=64)
+    graphed._graphs = CamGraphs(capture=traced_capture)
     return eager, graphed
 
 
@@ -46,9 +77,14 @@ def test_cpu_never_takes_the_graph_path(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", refuse)
     cam = GradCAM("resnet18", weights="random", device="cpu")
-    assert cam._graphs is None
+    assert cam._graphs is None and cam.graph_stats == {
+        "captures": 0,
+        "replays": 0,
+        "cached": 0,
+        "failures": 0,
+    }
     cam.compute(batch(0))
-    cam.explain(batch(1)[0].sigmoid().permute(1, 2, 0).mul(255).byte().numpy(), top_k=2)
+    cam.explain(photo(1, 80, 64), top_k=2)
     with pytest.raises(ValueError, match="cuda_graphs=True needs a CUDA device"):
         GradCAM(model=cam.model, device="cpu", cuda_graphs=True)
 
@@ -59,12 +95,54 @@ def test_replayed_maps_equal_eager_maps_for_new_inputs(engines, method):
     eager.method = graphed.method = method
     graphs = graphed._graphs
     before = graphs.captures
-    graphed.compute(batch(0))  # learns the number of classes, eagerly
-    for seed in range(1, 4):  # one capture for the shape, then replays of new inputs
-        x = batch(seed)
+    x = batch(0, h=64, w=64 + len(method))  # a shape of this test's own
+    graphed.compute(x)  # learns the number of classes (first call) or is the first sighting
+    for seed in range(1, 5):  # seen twice: captured once, then replays of new inputs
+        x = batch(seed, h=64, w=64 + len(method))
         torch.testing.assert_close(graphed.compute(x), eager.compute(x), atol=1e-5, rtol=0)
     assert graphs.captures == before + 1
     assert count_hooks(graphed.model) == 0
+
+
+def test_photos_of_any_size_at_one_input_size_share_one_capture(engines):
+    """The graph ends at the network's input size: three photos of different sizes (same aspect)
+    resize to one input shape and replay one capture; their heatmaps come out at their own sizes."""
+    eager, graphed = engines
+    eager.method = graphed.method = "gradcam"
+    graphs = graphed._graphs
+    graphed.explain(photo(0, 100, 50), top_k=2)  # another input shape: the engine is warm
+    before = dict(graphed.graph_stats)
+    for seed, (w, h) in enumerate([(128, 96), (400, 300), (1024, 768)]):
+        img = photo(seed, w, h)
+        got, want = graphed.explain(img, top_k=2), eager.explain(img, top_k=2)
+        assert [r.class_index for r in got] == [r.class_index for r in want]
+        for a, b in zip(got, want, strict=True):
+            assert a.heatmap.shape == (h, w) and abs(a.score - b.score) < 1e-6
+            assert float(abs(a.heatmap - b.heatmap).max()) < 1e-5
+    assert graphs.captures == before["captures"] + 1  # the second photo captured, the third replayed
+    assert graphs.replays == before["replays"] + 2
+
+
+def test_a_foreign_hook_on_the_layer_stays_out_of_the_graph(engines):
+    """Another library's hook on the shared model (pytorch-grad-cam's calls ``.cpu()``; this one
+    ``.item()``, a host sync a graph cannot hold) must neither break the capture nor run in replays:
+    the capture runs on a hook-free twin of the network."""
+    eager, _ = engines
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=traced_capture)
+    calls = []
+    handle = eager.model.layer4.register_forward_hook(lambda m, i, o: calls.append(float(o.sum().item())))
+    try:
+        cam.compute(batch(0, h=64, w=96))
+        n_eager = len(calls)
+        for seed in range(1, 4):
+            x = batch(seed, h=64, w=96)
+            torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-5, rtol=0)
+    finally:
+        handle.remove()
+    assert cam._graphs.captures == 1 and cam._graphs.failures == 0 and cam._graphs.replays == 2
+    # the hook ran for the eager passes (both engines') only, never in the capture or a replay
+    assert n_eager == 1 and len(calls) == 1 + 1 + 3  # first call + the second (eager) + eager.compute x3
 
 
 def test_targets_top_k_and_sizes_are_separate_graphs(engines):
@@ -72,22 +150,14 @@ def test_targets_top_k_and_sizes_are_separate_graphs(engines):
     eager.method = graphed.method = "gradcam"
     graphed.compute(batch(0))
     x2 = batch(5, n=2)
-    for targets in ([3, 7], [1, 2], 9):  # one graph for given targets, values copied per call
+    for targets in ([3, 7], [1, 2], [4, 4], 9):  # one graph for given targets, values copied per call
         torch.testing.assert_close(
             graphed.compute(x2, targets), eager.compute(x2, targets), atol=1e-5, rtol=0
         )
-    big = batch(6, h=96, w=96)
-    torch.testing.assert_close(graphed.compute(big), eager.compute(big), atol=1e-5, rtol=0)
-    img = (batch(7)[0].sigmoid().permute(1, 2, 0) * 255).byte().numpy()
-    got, want = graphed.explain(img, top_k=3), eager.explain(img, top_k=3)
-    assert [r.class_index for r in got] == [r.class_index for r in want]
-    for a, b in zip(got, want, strict=True):
-        assert abs(a.score - b.score) < 1e-6
-        assert float(abs(a.heatmap - b.heatmap).max()) < 1e-5
     with pytest.raises(ValueError, match="out of range"):
         graphed.compute(x2, [3, 5000])
     with pytest.raises(ValueError, match="top_k"):
-        graphed.explain(img, top_k=5000)
+        graphed.explain(photo(7, 80, 64), top_k=5000)
 
 
 def test_threads_replaying_one_graph_get_their_own_maps(engines):
@@ -102,42 +172,62 @@ def test_threads_replaying_one_graph_get_their_own_maps(engines):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=0)
 
 
-def test_failed_capture_falls_back_to_eager_once(engines, caplog):
+def test_a_transient_capture_failure_is_retried_and_a_lasting_one_gives_up(engines, caplog):
     eager, _ = engines
     eager.method = "gradcam"
-    calls = []
+    attempts = []
 
-    def broken(fn):
-        calls.append(1)
-        raise RuntimeError("operation not permitted when stream is capturing")
+    def flaky(fn, inputs, pool):  # fails once (another thread synchronised), then captures
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return traced_capture(fn, inputs, pool)
 
-    cam = GradCAM(model=eager.model, device="cpu")
-    cam._graphs = CamGraphs(capture=broken)
-    x = batch(3)
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=flaky)
     cam.compute(batch(0))
-    for _ in range(3):
+    for seed in range(1, 5):
+        x = batch(seed)
+        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-5, rtol=0)
+    assert len(attempts) == 2 and cam._graphs.captures == 1 and cam._graphs.failures == 1
+
+    def broken(fn, inputs, pool):
+        attempts.append(1)
+        raise RuntimeError("no graphs here")
+
+    attempts.clear()
+    cam._graphs = CamGraphs(capture=broken, max_failures=3)
+    caplog.set_level(logging.WARNING)
+    cam.compute(batch(0))
+    for seed in range(1, 8):
+        x = batch(seed)
         torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
-    assert len(calls) == 1 and len(cam._graphs) == 0
-    assert sum("graph capture failed" in r.message for r in caplog.records) == 1
+    assert len(attempts) == 3 and len(cam._graphs) == 0  # three tries, then eager for good
+    assert sum("runs eagerly from now on" in r.message for r in caplog.records) == 1
 
 
-def test_cache_is_bounded():
-    graphs = CamGraphs(capture=emulated_capture, max_graphs=2)
+def test_one_off_shapes_are_never_captured_and_the_cache_is_bounded():
+    graphs = CamGraphs(capture=traced_capture, max_graphs=2)
     cam = GradCAM("resnet18", weights="random", device="cpu")
     cam._graphs = graphs
     cam.compute(batch(0))
-    for h in (64, 72, 80, 64):
+    for h in (64, 72, 80, 88):  # each seen once
         cam.compute(batch(1, h=h))
-    assert len(graphs) == 2 and graphs.captures == 4
+    assert graphs.captures == 0
+    for h in (64, 72, 80, 64):  # seen again: captured (64 twice: replayed once more)
+        cam.compute(batch(2, h=h))
+    assert len(graphs) == 2 and graphs.captures == 4  # 64 dropped by the LRU, then captured again
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_graphs_equal_eager_on_cuda():
+def test_cuda_graphs_equal_eager_on_cuda_from_threads():
     eager = GradCAM("resnet18", weights="random", device="cuda", cuda_graphs=False)
     graphed = GradCAM(model=eager.model, device="cuda")
     assert graphed._graphs is not None
     graphed.compute(batch(0).cuda())
-    for seed in range(1, 4):
-        x = batch(seed).cuda()
-        torch.testing.assert_close(graphed.compute(x), eager.compute(x), atol=1e-5, rtol=0)
-    assert graphed._graphs.captures == 1 and graphed._graphs.replays >= 3
+    xs = [batch(s).cuda() for s in range(1, 9)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(graphed.compute, xs))
+    for g, x in zip(got, xs, strict=True):
+        torch.testing.assert_close(g, eager.compute(x), atol=1e-5, rtol=0)
+    assert graphed.graph_stats["captures"] == 1 and graphed.graph_stats["replays"] >= 6

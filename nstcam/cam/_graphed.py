@@ -1,15 +1,27 @@
-"""Grad-CAM without launch overhead on CUDA: the whole gradient-CAM pass (forward to the logits,
-backward to the target layer, the CAM formula, upsampling) captured once per input shape in a CUDA
-graph and replayed.
+"""Grad-CAM without launch overhead on CUDA: the gradient pass (forward to the logits, backward to the
+target layer, the CAM formula) captured in a CUDA graph per input shape and replayed.
 
 At batch 1 a ResNet's eager pass is bound by kernel launches, not by the GPU; a replayed graph
-launches everything at once. Each captured pass owns static input and output tensors, so a replay
-is guarded by a lock and its outputs are cloned before the lock is released: two callers never see
-each other's input or maps. Hooks are registered only while capturing; a replay runs none.
+launches everything at once. What makes it right for a server with a thread per request:
 
-The capture itself is injectable (``capture=``): the default needs CUDA; tests on CPU pass an
-emulation that re-runs the pass into the same static outputs, which exercises everything here but
-the CUDA calls.
+- **What is captured**: the pass ends at the raw maps (the layer's resolution), the probabilities and
+  the classes, at the network's input size. Upsampling to the photo's own size runs eagerly after the
+  replay, so photos of any size that the engine resizes to one input shape share one graph.
+- **When**: a key (input shape, dtype, device, layer, method, kind of target) is captured the second
+  time it is seen; one-off shapes run eagerly and never pay for a capture.
+- **Capture while other threads run**: ``capture_error_mode="thread_local"``, so another thread's
+  allocation or synchronisation does not invalidate the capture, and one process-wide lock, so two
+  captures never overlap. A failed capture is retried when the key comes again; after
+  ``max_failures`` failures the key runs eagerly for good (logged once).
+- **Foreign hooks**: the capture runs on a hook-free twin of the network (same parameters), so hooks
+  that other code keeps on the shared model (another CAM library's ``.cpu()``, a user's probe) never
+  run inside a graph nor break its capture.
+- **Memory**: all graphs of an engine share one memory pool (replays are serialised, outputs copied).
+- **Replays**: under the engine's lock; each replay waits on an event recorded after the previous one,
+  so callers on different CUDA streams are ordered too; outputs are cloned before the lock is released.
+
+The capture itself is injectable (``capture=``): the default needs CUDA; tests on CPU pass one that
+traces the pass once and replays the trace (``tests/test_cam_graphs.py``).
 """
 
 from __future__ import annotations
@@ -19,30 +31,34 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from nstcam.cam._maps import upsample_maps
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import GRADIENT_METHODS
+from nstcam.hooks import twin
 
-__all__ = ["CamGraphs", "Outputs", "cam_pass", "cuda_capture"]
+__all__ = ["CAPTURE_LOCK", "CamGraphs", "Outputs", "cuda_capture", "gradient_pass", "graph_stats"]
 
 logger = logging.getLogger(__name__)
 
-Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-"""(maps (k, N, H, W), raws (k, N, h, w), probs (N, classes), classes (k, N))."""
-Capture = Callable[[Callable[[], Outputs]], tuple[Callable[[], None], Outputs]]
+Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(raws (k, N, h, w) at the layer's resolution, probs (N, classes), classes (k, N))."""
+Replay = Callable[[], None]
+Capture = Callable[[Callable[..., Outputs], tuple[torch.Tensor, ...], Any], tuple[Replay, Outputs]]
+
+CAPTURE_LOCK = threading.Lock()
+"""One capture at a time in the process (CUDA graph captures do not nest across threads)."""
 
 
-def cam_pass(
+def gradient_pass(
     model: nn.Module,
     layer: str,
     method: str,
     x: torch.Tensor,
     classes: Callable[[torch.Tensor], torch.Tensor],
-    out_size: tuple[int, int],
 ) -> Outputs:
     """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain. Nothing in it
     synchronises with the host when ``classes`` does not, so it can be captured in a CUDA graph."""
@@ -57,23 +73,23 @@ def cam_pass(
                 score = logits.gather(1, classes[j].view(-1, 1)).sum()
                 torch.autograd.grad(score, act, retain_graph=j < classes.shape[0] - 1)
             raws.append(torch.relu(GRADIENT_METHODS[method](act.detach().float(), hooks.gradient.float())))
-        raw = torch.stack(raws)
-        maps = torch.stack([upsample_maps(r, out_size) for r in raws])
-    return maps, raw, probs, classes
+    return torch.stack(raws), probs, classes
 
 
-def cuda_capture(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
-    """Warms ``fn`` up on a side stream, captures it in a :class:`torch.cuda.CUDAGraph`, and returns
-    the graph's replay and its static outputs."""
+def cuda_capture(
+    fn: Callable[..., Outputs], inputs: tuple[torch.Tensor, ...], pool: Any
+) -> tuple[Callable[[], None], Outputs]:
+    """Warms ``fn(*inputs)`` up on a side stream, captures it in a :class:`torch.cuda.CUDAGraph` from
+    the shared memory ``pool`` (thread-local error mode), and returns the replay and static outputs."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):  # cuDNN picks its algorithms and the allocator warms up outside the graph
-            fn()
+            fn(*inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = fn()
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+        outputs = fn(*inputs)
     return graph.replay, outputs
 
 
@@ -81,75 +97,143 @@ def cuda_capture(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs
 class _Captured:
     x: torch.Tensor
     classes: torch.Tensor | None
-    replay: Callable[[], None]
+    replay: Replay
     outputs: Outputs
 
 
 class CamGraphs:
-    """Captured passes of one engine, per input shape, dtype, output size and target kind (LRU).
+    """Captured passes of one engine (LRU), as the module docstring describes.
 
     Args:
         capture: how to capture a pass (default: a CUDA graph).
         max_graphs: captured passes kept; the least recently used is dropped beyond this.
+        max_failures: failed captures of a key before it runs eagerly for good.
+        capture_after: times a key must be seen before it is captured (2: the second call).
     """
 
-    def __init__(self, capture: Capture | None = None, max_graphs: int = 8) -> None:
+    def __init__(
+        self,
+        capture: Capture | None = None,
+        max_graphs: int = 8,
+        max_failures: int = 3,
+        capture_after: int = 2,
+    ) -> None:
         self._capture = capture or cuda_capture
         self.max_graphs = max_graphs
-        self._graphs: OrderedDict[Hashable, _Captured | None] = OrderedDict()
+        self.max_failures = max_failures
+        self.capture_after = capture_after
+        self._graphs: OrderedDict[Hashable, _Captured] = OrderedDict()
+        self._seen: OrderedDict[Hashable, int] = OrderedDict()  # calls per key not captured yet
+        self._failures: dict[Hashable, int] = {}
         self._lock = threading.Lock()
+        self._pool: Any = None
+        self._event: Any = None
+        self._twins: dict[int, nn.Module] = {}
         self.captures = 0
         self.replays = 0
+        self.failures = 0
 
     def __len__(self) -> int:
-        return sum(g is not None for g in self._graphs.values())
+        return len(self._graphs)
 
     def run(
-        self,
-        model: nn.Module,
-        layer: str,
-        method: str,
-        x: torch.Tensor,
-        classes: torch.Tensor | int,
-        out_size: tuple[int, int],
+        self, model: nn.Module, layer: str, method: str, x: torch.Tensor, classes: torch.Tensor | int
     ) -> Outputs | None:
         """The pass's outputs (fresh tensors) for ``classes``, a (k, N) tensor of class indices or
-        an int k for each image's top-k classes; or None when this kind of pass could not be captured
-        (the caller then runs it eagerly; a failure is logged once per kind)."""
+        an int k for each image's top-k classes; None where this call runs eagerly (a key not seen
+        often enough yet, or one whose captures keep failing)."""
         given = isinstance(classes, torch.Tensor)
         key = (
-            tuple(x.shape), x.dtype, str(x.device), layer, method, tuple(out_size),
-            tuple(classes.shape) if given else classes,
+            tuple(x.shape), x.dtype, str(x.device), layer, method,
+            ("given", tuple(classes.shape)) if given else ("top", classes),
         )  # fmt: skip
         with self._lock:
-            if key not in self._graphs:
-                self._graphs[key] = self._new(key, model, layer, method, x, classes, out_size)
-                while len(self._graphs) > self.max_graphs:
-                    self._graphs.popitem(last=False)
-            self._graphs.move_to_end(key)
-            captured = self._graphs[key]
+            captured = self._graphs.get(key)
             if captured is None:
-                return None
-            captured.x.copy_(x)
-            if captured.classes is not None:
-                captured.classes.copy_(classes)
-            captured.replay()
-            self.replays += 1
-            return tuple(t.clone() for t in captured.outputs)  # type: ignore[return-value]
+                captured = self._maybe_capture(key, model, layer, method, x, classes)
+                if captured is None:
+                    return None
+            self._graphs.move_to_end(key)
+            return self._replay(captured, x, classes)
 
-    def _new(self, key, model, layer, method, x, classes, out_size) -> _Captured | None:
+    def _maybe_capture(self, key, model, layer, method, x, classes) -> _Captured | None:
+        if self._failures.get(key, 0) >= self.max_failures:
+            return None
+        seen = self._seen.pop(key, 0) + 1
+        if seen < self.capture_after:
+            self._seen[key] = seen
+            while len(self._seen) > 256:
+                self._seen.popitem(last=False)
+            return None
+        captured = self._new(key, model, layer, method, x, classes)
+        if captured is None:
+            self._seen[key] = seen  # retried when the key comes again
+            return None
+        self._graphs[key] = captured
+        while len(self._graphs) > self.max_graphs:
+            dropped, _ = self._graphs.popitem(last=False)
+            self._seen[dropped] = self.capture_after - 1  # it recurred: recaptured when it comes back
+        return captured
+
+    def _replay(self, captured: _Captured, x: torch.Tensor, classes: torch.Tensor | int) -> Outputs:
+        cuda = x.is_cuda
+        if cuda and self._event is not None:
+            torch.cuda.current_stream(x.device).wait_event(self._event)
+        captured.x.copy_(x)
+        if captured.classes is not None:
+            captured.classes.copy_(classes)
+        captured.replay()
+        out = tuple(t.clone() for t in captured.outputs)
+        if cuda:
+            self._event = torch.cuda.Event()
+            self._event.record()
+        self.replays += 1
+        return out  # type: ignore[return-value]
+
+    def _twin(self, model: nn.Module) -> nn.Module:
+        """A hook-free twin of ``model`` (cached per model object): foreign hooks stay out of graphs."""
+        t = self._twins.get(id(model))
+        if t is None:
+            t = self._twins[id(model)] = twin(model)
+        return t
+
+    def _new(self, key, model, layer, method, x, classes) -> _Captured | None:
         static_x = x.detach().clone()
         static_classes = classes.clone() if isinstance(classes, torch.Tensor) else None
+        net = self._twin(model)
 
         def resolve(logits: torch.Tensor) -> torch.Tensor:
             return static_classes if static_classes is not None else logits.topk(classes, dim=1).indices.T
 
+        def fn(inp: torch.Tensor) -> Outputs:
+            return gradient_pass(net, layer, method, inp, resolve)
+
         try:
-            replay, outputs = self._capture(
-                lambda: cam_pass(model, layer, method, static_x, resolve, out_size)
-            )
-        except Exception as e:  # noqa: BLE001 - any capture failure falls back to the eager pass
-            logger.warning("Grad-CAM graph capture failed for input %s (%s); running eagerly", key[0], e)
+            with CAPTURE_LOCK:
+                if self._pool is None and x.is_cuda:
+                    self._pool = torch.cuda.graph_pool_handle()
+                replay, outputs = self._capture(fn, (static_x,), self._pool)
+        except Exception as e:  # noqa: BLE001 - a failed capture: this call runs eagerly
+            n = self._failures[key] = self._failures.get(key, 0) + 1
+            self.failures += 1
+            final = n >= self.max_failures
+            logger.warning(
+                "Grad-CAM graph capture failed for input %s (%s: %s); %s", key[0], type(e).__name__, e,
+                "this shape runs eagerly from now on" if final else "running eagerly, will retry",
+            )  # fmt: skip
             return None
         self.captures += 1
         return _Captured(static_x, static_classes, replay, outputs)
+
+
+def graph_stats(graphs: CamGraphs | None) -> dict[str, int]:
+    """The CUDA-graph path's record: ``captures`` made, ``replays`` served, ``cached`` graphs held,
+    ``failures`` of capture (all 0 where the engine runs eagerly: CPU, MPS, ``cuda_graphs=False``)."""
+    if graphs is None:
+        return {"captures": 0, "replays": 0, "cached": 0, "failures": 0}
+    return {
+        "captures": graphs.captures,
+        "replays": graphs.replays,
+        "cached": len(graphs),
+        "failures": graphs.failures,
+    }

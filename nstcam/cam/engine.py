@@ -22,8 +22,8 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._evaluate import evaluate_maps
-from nstcam.cam._graphed import CamGraphs, Outputs, cam_pass
-from nstcam.cam._maps import scorecam_pass
+from nstcam.cam._graphed import CamGraphs, Outputs, gradient_pass, graph_stats
+from nstcam.cam._maps import scorecam_pass, upsample_maps
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
@@ -62,10 +62,11 @@ class GradCAM:
         scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
         colormap: matplotlib colormap of overlays.
         alpha: opacity of the heatmap in overlays.
-        cuda_graphs: replay gradient-CAM passes from CUDA graphs, captured once per input shape
-            (the engine's first call runs eagerly; after it each new shape is captured on first
-            use, a few hundred milliseconds, and replayed from then on): a batch-1 pass then
-            costs about one eager forward pass. Default: on when ``device`` is CUDA. Score-CAM
+        cuda_graphs: replay gradient-CAM passes from CUDA graphs, captured per input shape
+            (``nstcam/cam/_graphed.py``: after the engine's first call, a shape is captured the
+            second time it comes, a few hundred milliseconds, and replayed from then on; photos
+            of any size that resize to one input shape share it): a batch-1 pass then costs
+            about one eager forward pass. Default: on when ``device`` is CUDA. Score-CAM
             always runs eagerly. The graphs read the model's parameters in place, so load new
             weights with ``load_state_dict`` (which copies into them), not by replacing tensors.
     """
@@ -230,14 +231,7 @@ class GradCAM:
         """Layers of the model that make sense as targets."""
         return candidate_layers(self.model)
 
-    @property
-    def graph_stats(self) -> dict[str, int]:
-        """The CUDA-graph path's record: ``captures`` made, ``replays`` served, ``cached`` graphs held
-        (all 0 where the engine runs eagerly: on CPU, MPS, or with ``cuda_graphs=False``)."""
-        g = self._graphs
-        if g is None:
-            return {"captures": 0, "replays": 0, "cached": 0}
-        return {"captures": g.captures, "replays": g.replays, "cached": len(g)}
+    graph_stats = property(lambda self: graph_stats(self._graphs), doc=graph_stats.__doc__)
 
     # -- the work -----------------------------------------------------------------------------
     def _run(
@@ -258,19 +252,21 @@ class GradCAM:
                 self.scorecam_batch, out_size, progress,
             )  # fmt: skip
         else:
-            out = self._graphed(model, x, targets, top_k, out_size)
+            out = self._graphed(model, x, targets, top_k)
             if out is None:
-                out = cam_pass(
-                    model, self.target_layer, self.method, x,
-                    lambda logits: resolve_targets(logits, targets, top_k), out_size,
-                )  # fmt: skip
-            maps, raws, probs, classes = out
+                out = gradient_pass(
+                    model,
+                    self.target_layer,
+                    self.method,
+                    x,
+                    lambda logits: resolve_targets(logits, targets, top_k),
+                )
+            raws, probs, classes = out
+            maps = [upsample_maps(r, out_size) for r in raws]  # eager: the graph ends at the input's size
         self._num_classes = probs.shape[1]
         return list(maps), list(raws), probs, classes.T.cpu()
 
-    def _graphed(
-        self, model: nn.Module, x: torch.Tensor, targets: Any, top_k: int, out_size: tuple[int, int]
-    ) -> Outputs | None:
+    def _graphed(self, model: nn.Module, x: torch.Tensor, targets: Any, top_k: int) -> Outputs | None:
         """The pass replayed from a captured CUDA graph, or None where it runs eagerly (no graphs,
         or the number of classes not yet known for checking ``targets``/``top_k`` on the host)."""
         if self._graphs is None or self._num_classes is None:
@@ -280,7 +276,7 @@ class GradCAM:
             classes: torch.Tensor | int = spec
         else:
             classes = torch.tensor(spec, dtype=torch.long, device=x.device).unsqueeze(0)
-        return self._graphs.run(model, self.target_layer, self.method, x, classes, out_size)
+        return self._graphs.run(model, self.target_layer, self.method, x, classes)
 
     def __repr__(self) -> str:
         return (
