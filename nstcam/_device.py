@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
-__all__ = ["available_memory", "pick_device"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["available_memory", "bf16_autocast", "pick_device"]
 
 
 def pick_device(device: torch.device | str | None = None) -> torch.device:
@@ -33,3 +37,20 @@ def available_memory(device: torch.device) -> int | None:
         except OSError:
             return None
     return None
+
+
+def bf16_autocast(asked: bool, device: torch.device) -> bool:
+    """Whether to run bfloat16 autocast: asked for, on CUDA, and on a GPU with native bf16 (compute
+    capability 8.0 and up: Ampere, Hopper...). On older GPUs (a T4 is 7.5, the Space's suggested
+    hardware) bf16 is emulated and slower than fp32, so the engine stays fp32 and says so."""
+    if not asked or device.type != "cuda":
+        return False
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 8:
+        logger.warning(
+            "amp=True ignored: this GPU (compute capability %d.%d) has no native bfloat16; running fp32",
+            major,
+            minor,
+        )
+        return False
+    return True

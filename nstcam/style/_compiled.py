@@ -14,6 +14,7 @@ image size compiles once (``StyleTransfer.warmup`` does it ahead), then hits the
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import torch
@@ -27,7 +28,7 @@ from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets
 from nstcam.style.vgg import layer_index
 
-__all__ = ["compile_stats", "compiled_loss", "tap_features"]
+__all__ = ["MAX_FAILURES", "compile_stats", "compiled_loss", "recompile_limit", "tap_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,47 +62,112 @@ def _build(rt: Runtime, content_layers: tuple[str, ...], style_layers: tuple[tup
     return torch.compile(step, mode=mode, dynamic=False)
 
 
+MAX_FAILURES = 3
+"""Failures of the compiled step at one shape before that shape runs eagerly for good."""
+
+_ENTRIES: set[tuple[int, tuple[int, ...]]] = set()  # (compiled function, shape): dynamo cache entries
+_ENTRIES_LOCK = threading.Lock()
+
+
+def recompile_limit() -> int:
+    """Entries torch.compile keeps per code object before it silently runs the frame uncompiled
+    (``torch._dynamo.config.recompile_limit``, 8 by default). Every engine's step shares one code
+    object, so the limit is shared across engines in a process."""
+    config = torch._dynamo.config
+    return int(getattr(config, "recompile_limit", None) or getattr(config, "cache_size_limit", 8))
+
+
+def _admit(fn: Callable, shape: tuple[int, ...]) -> bool:
+    """Whether ``shape`` may compile: within the process-wide recompile limit (see above)."""
+    entry = (id(fn), shape)
+    with _ENTRIES_LOCK:
+        if entry in _ENTRIES:
+            return True
+        if len(_ENTRIES) >= recompile_limit():
+            return False
+        _ENTRIES.add(entry)
+        return True
+
+
 def compiled_loss(
     rt: Runtime, targets: Targets, plan: Plan, eager: Callable[[torch.Tensor], torch.Tensor]
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's (4, N) weighted losses through the engine's compiled function for these layers.
 
     The first step at each image shape is a probe: one forward and backward pass of the compiled
-    function on a copy of the image. If compiling fails there (an unsupported op, a missing
-    compiler), a warning says so and this engine runs that layer set eagerly (``eager``) from then
-    on, rather than failing the user's request.
+    function on a copy of the image. Every call is guarded: a failure (a compiler error at the
+    probe, running out of memory while recording a graph, anything later) is logged and counted,
+    and that step runs eagerly (``eager``) with the same result; after :data:`MAX_FAILURES`
+    failures at a shape, that shape runs eagerly for good. A new shape beyond torch.compile's
+    recompile limit runs eagerly too, said once, rather than silently uncompiled inside torch.
+    The backward pass of a compiled step runs later, in the optimiser, and is not guarded here.
     """
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()))
     with rt.lock:
         fn = rt.compiled.get(key)
         if fn is None:
-            fn = rt.compiled[key] = _build(rt, *key)
+            try:
+                fn = rt.compiled[key] = _build(rt, *key)
+            except Exception as e:  # noqa: BLE001 - no compiler at all: this layer set runs eagerly
+                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
+                rt.compile_failures.add()
+                fn = rt.compiled[key] = False
     if fn is False:
         return eager
 
+    def failed(shape_key: tuple, e: BaseException) -> None:
+        rt.compile_failures.add()
+        with rt.lock:
+            n = rt.compiled_shapes[shape_key] = rt.compiled_shapes.get(shape_key, 0) + 1
+            final = n >= MAX_FAILURES
+            if final:
+                rt.compiled_shapes[shape_key] = False
+        logger.warning(
+            "compiled step failed (%s: %s); running eagerly%s", type(e).__name__, e,
+            f" at {shape_key[1]} from now on" if final else " for this step",
+        )  # fmt: skip
+
     def loss(x: torch.Tensor) -> torch.Tensor:
-        state = rt.compiled.get(key)
+        shape_key = (key, tuple(x.shape))
+        state = rt.compiled_shapes.get(shape_key, 0)
         if state is False:
             return eager(x)
-        probe_key = (key, tuple(x.shape))
-        if probe_key not in rt.compiled:
+        if state is not True:
+            if not _admit(fn, shape_key[1]):
+                with rt.lock:
+                    rt.compiled_shapes[shape_key] = False
+                logger.warning(
+                    "compiled step: torch.compile's recompile limit (%d sizes in this process) is reached; "
+                    "%s runs eagerly. Warm the sizes you serve first (StyleTransfer.warmup) or raise "
+                    "torch._dynamo.config.recompile_limit",
+                    recompile_limit(), shape_key[1],
+                )  # fmt: skip
+                return eager(x)
             try:
                 probe = x.detach().clone().requires_grad_(True)
                 fn(probe, targets.content, targets.style).sum().backward()
-            except Exception as e:  # noqa: BLE001 - any compiler failure: run eagerly instead
-                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
-                rt.compile_failures.add()
-                rt.compiled[key] = False
+            except Exception as e:  # noqa: BLE001 - any compiler failure: this step runs eagerly
+                failed(shape_key, e)
                 return eager(x)
-            rt.compiled[probe_key] = True
-        terms = fn(x, targets.content, targets.style).clone()  # CUDA graph outputs are reused
+            with rt.lock:
+                rt.compiled_shapes[shape_key] = True
+        try:
+            terms = fn(x, targets.content, targets.style).clone()  # CUDA graph outputs are reused
+        except Exception as e:  # noqa: BLE001 - after the probe too: eager for this step, counted
+            failed(shape_key, e)
+            return eager(x)
         return weighted((terms[0], terms[1], terms[2]), plan)
 
     return loss
 
 
 def compile_stats(rt: Runtime) -> dict[str, int]:
-    """The compiled step's record: ``shapes`` compiled and probed, ``failures`` (fallbacks to the eager
-    step, each logged). Benchmarks use it to tell a compiled run from one that silently ran eagerly."""
-    shapes = sum(1 for k, v in rt.compiled.items() if v is True and len(k) == 2)
-    return {"shapes": shapes, "failures": rt.compile_failures.value}
+    """The compiled step's record: ``shapes`` compiled and probed, ``eager_shapes`` given up on (after
+    repeated failures or past the recompile limit) and ``failures`` (each a step run eagerly
+    instead, logged). Benchmarks use it to tell a compiled run from one that silently ran eagerly."""
+    shape_states = list(rt.compiled_shapes.values())
+    return {
+        "shapes": sum(v is True for v in shape_states),
+        "eager_shapes": sum(v is False for v in shape_states),
+        "failures": rt.compile_failures.value,
+    }

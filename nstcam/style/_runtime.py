@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from nstcam.image import normalize
+from nstcam.style._owner import Owner
 from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.vgg import fold_batchnorm
 from nstcam.weights import WeightsInfo
 
 __all__ = ["Counter", "Runtime", "prepare_features"]
+
+T = TypeVar("T")
 
 
 class Counter:
@@ -74,9 +79,17 @@ class Runtime:
     weights: WeightsInfo
     compile: bool = False
     style_targets: Counter = field(default_factory=Counter)
-    compiled: dict = field(default_factory=dict)  # layers -> compiled step (see _compiled.py)
+    compiled: dict = field(default_factory=dict)  # layers -> compiled step, or False (see _compiled.py)
+    compiled_shapes: dict = field(default_factory=dict)  # (layers, shape) -> True, failures so far, False
     compile_failures: Counter = field(default_factory=Counter)  # fallbacks to the eager step
     lock: threading.Lock = field(default_factory=threading.Lock)
+    owner: Owner = field(default_factory=Owner)  # the thread a compiling engine's calls run on
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Runs one engine call: on the owner thread when compiling (``_owner.py``), else here."""
+        if self.compile:
+            return self.owner.call(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
 
     def features(self, hooks: VGGFeatureHooks, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Normalises an RGB batch in [0, 1] and reads the hooked layers (forward stopped early)."""

@@ -25,7 +25,7 @@ from PIL import Image
 from torch import nn
 
 from nstcam._checks import whole
-from nstcam._device import pick_device
+from nstcam._device import bf16_autocast, pick_device
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._batch import BatchResult, expand_contents, run_batch
@@ -60,7 +60,8 @@ class StyleTransfer:
         model: a ready torchvision ``vgg16_bn`` instance.
         device: where to run; default CUDA, else MPS, else CPU.
         fold_bn: fold BatchNorm into the convolutions.
-        amp: bfloat16 autocast for the forward pass on CUDA (Gram matrices and losses stay float32).
+        amp: bfloat16 autocast for the forward pass on CUDA GPUs with native bf16 (compute capability
+            8.0+; elsewhere ignored with a warning). Gram matrices and losses stay float32.
             Off by default: L-BFGS's line search needs consistent loss values, and bf16's effect
             on quality has not been measured yet.
         channels_last: channels-last memory format; default on for CUDA.
@@ -102,7 +103,7 @@ class StyleTransfer:
         channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
         net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
         compile = device.type == "cuda" if compile is None else bool(compile)
-        self._rt = Runtime(net, device, bool(amp) and device.type == "cuda", channels_last, info, compile)
+        self._rt = Runtime(net, device, bf16_autocast(bool(amp), device), channels_last, info, compile)
         if info.is_random:
             logger.warning("%s", info.notice)
 
@@ -214,7 +215,7 @@ class StyleTransfer:
         style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
         mask = load_mask(style_mask) if style_mask is not None else None
         plan = make_plan(n_styles=len(style_imgs), **params)
-        return run(self._rt, content_img, style_imgs, plan, progress, progress_bar, cache={}, mask=mask)
+        return self._rt.call(run, self._rt, content_img, style_imgs, plan, progress, progress_bar, {}, mask)
 
     def stylize_batch(
         self,
@@ -261,15 +262,15 @@ class StyleTransfer:
         params.pop("progress_bar", None)
         style_mask = params.pop("style_mask", None)
         plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
-        return run_batch(
-            self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
-            callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+        return self._rt.call(
+            run_batch, self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite,
+            style_mask=style_mask, callback=callback, progress_bar=progress_bar, batch_size=batch_size,
         )  # fmt: skip
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
         returns the seconds it took (see :func:`warmup`)."""
-        return warmup(self._rt, width, height, **params)
+        return self._rt.call(warmup, self._rt, width, height, **params)
 
     def estimate_memory(
         self,

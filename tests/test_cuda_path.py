@@ -1,0 +1,118 @@
+"""The compiled style step's contract with a server's threads (issue 19), as far as a CPU holds it:
+every compiled call runs on the engine's one owner thread, a failure at any step falls back for that
+step and is counted, a shape is given up only after repeated failures, the recompile limit is said,
+and bf16 is used only where the GPU has it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from conftest import pattern
+
+import nstcam.style._compiled as C
+from nstcam import StyleTransfer
+from nstcam._device import bf16_autocast
+
+KW = dict(steps=3, optimizer="adam", seed=0, style_layers=["relu1_1", "relu2_1"], content_layers=["relu2_1"])
+
+
+def close(a, b, levels: int = 2) -> bool:
+    return int(np.abs(np.asarray(a, np.int16) - np.asarray(b, np.int16)).max()) <= levels
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The compiled step, recording the thread of every call; ``fail`` makes chosen calls raise."""
+    threads: list[int] = []
+    fail: list[int] = []  # call numbers (1-based) that raise
+    calls = [0]
+    build = C._build
+
+    def recording_build(rt, *key):
+        fn = build(rt, *key)
+
+        def step(*args):
+            calls[0] += 1
+            threads.append(threading.get_ident())
+            if calls[0] in fail or -1 in fail:
+                raise RuntimeError(f"injected failure at call {calls[0]}")
+            return fn(*args)
+
+        return step
+
+    monkeypatch.setattr(C, "_build", recording_build)
+    monkeypatch.setattr(C, "_ENTRIES", set())
+    return threads, fail
+
+
+def test_every_compiled_call_runs_on_the_owner_thread_and_threads_equal_eager(recorded):
+    """CPU inductor (about 20 s a size on 2 cores): warm-up from the main thread, then 4 threads at
+    once and a new size among them. Each result equals eager; one compile per size; no fallback; and
+    the compiled function never ran on a request's thread (the CUDA-graph trees' rule)."""
+    threads, _ = recorded
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    eager = StyleTransfer("random", device="cpu")
+    engine = StyleTransfer(model=eager.model, device="cpu", compile=True)
+    assert engine.warmup(32, 21, style_layers=KW["style_layers"], content_layers=KW["content_layers"]) > 0
+    sizes = [32, 32, 40, 32]  # 40: a new size mid-run
+    want = [eager.stylize(content, style, size=s, **KW) for s in sizes]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: engine.stylize(content, style, size=s, **KW), sizes))
+    for g, w in zip(got, want, strict=True):
+        assert g.size == w.size and close(g, w)
+    stats = engine.compile_stats
+    assert stats == {"shapes": 2, "eager_shapes": 0, "failures": 0}
+    owner = engine._rt.owner.ident
+    assert owner is not None and owner != threading.get_ident()
+    assert threads and set(threads) == {owner}, "a compiled call ran outside the owner thread"
+
+
+def test_a_failure_after_the_probe_falls_back_for_that_step(recorded, monkeypatch, caplog):
+    _, fail = recorded
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)  # no inductor: the contract only
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    eager = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **KW)
+    engine = StyleTransfer("random", device="cpu", compile=True)
+    fail.append(3)  # call 1 is the probe, 2 the first step: the second step fails
+    caplog.set_level(logging.WARNING)
+    got = engine.stylize(content, style, size=32, **KW)
+    assert close(got, eager) and len(got.info["nstcam"]["history"]) == 3
+    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 1}
+    assert "injected failure at call 3); running eagerly for this step" in caplog.text
+
+    fail.append(-1)  # from now on every call fails: the shape is given up after 3
+    caplog.clear()
+    got = engine.stylize(content, style, size=32, steps=5, **{k: v for k, v in KW.items() if k != "steps"})
+    stats = engine.compile_stats
+    assert stats["eager_shapes"] == 1 and stats["failures"] == C.MAX_FAILURES  # over the engine's life
+    assert sum("from now on" in r.message for r in caplog.records) == 1
+    assert len(got.info["nstcam"]["history"]) == 5
+
+
+def test_past_the_recompile_limit_a_new_size_runs_eagerly_and_says_so(recorded, monkeypatch, caplog):
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)
+    monkeypatch.setattr(C, "recompile_limit", lambda: 1)
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    engine = StyleTransfer("random", device="cpu", compile=True)
+    caplog.set_level(logging.WARNING)
+    engine.stylize(content, style, size=32, **KW)
+    engine.stylize(content, style, size=40, **KW)
+    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 1, "failures": 0}
+    assert "recompile limit (1 sizes in this process) is reached" in caplog.text
+
+
+def test_bf16_only_where_the_gpu_has_it(monkeypatch, caplog):
+    cuda = torch.device("cuda")
+    assert bf16_autocast(True, torch.device("cpu")) is False
+    assert bf16_autocast(False, cuda) is False
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _d=None: (7, 5))  # a T4
+    caplog.set_level(logging.WARNING)
+    assert bf16_autocast(True, cuda) is False
+    assert "no native bfloat16; running fp32" in caplog.text
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _d=None: (8, 0))  # an A100
+    assert bf16_autocast(True, cuda) is True
