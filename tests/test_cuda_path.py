@@ -116,3 +116,17 @@ def test_bf16_only_where_the_gpu_has_it(monkeypatch, caplog):
     assert "no native bfloat16; running fp32" in caplog.text
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _d=None: (8, 0))  # an A100
     assert bf16_autocast(True, cuda) is True
+
+
+def test_the_app_compiles_its_common_sizes_at_start_where_steps_compile(monkeypatch):
+    from nstcam.app import AppConfig, Models
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    assert models.warm() is None  # CPU: nothing compiles, nothing to warm
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)
+    monkeypatch.setattr(C, "_ENTRIES", set())
+    models._style = StyleTransfer("random", device="cpu", compile=True)
+    assert models.warm_sizes() == [(128, 85), (128, 128), (85, 128), (128, 96)]
+    thread = models.warm()
+    thread.join(120)
+    assert not thread.is_alive() and models.style().compile_stats["shapes"] == 4

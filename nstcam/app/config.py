@@ -107,8 +107,33 @@ class Models:
                 )
             return self._cams[key]
 
+    def warm_sizes(self) -> list[tuple[int, int]]:
+        """Output sizes whose compiled style step is built at start-up: the default size at 3:2,
+        1:1, 2:3 and 4:3 (on CUDA the step compiles once per size, tens of seconds each)."""
+        side = min(384, int(self.config.max_size))
+        return [(side, side * 2 // 3), (side, side), (side * 2 // 3, side), (side, side * 3 // 4)]
+
+    def warm(self) -> threading.Thread | None:
+        """Compiles the style step for :meth:`warm_sizes` in a background thread where the engine
+        compiles (CUDA), so that the first requests at those sizes do not pay for it; None elsewhere."""
+        st = self.style()
+        if not st.compiles:
+            return None
+
+        def work() -> None:
+            for w, h in self.warm_sizes():
+                try:
+                    logger.info("compiled style step for %dx%d: %.1f s", w, h, st.warmup(w, h))
+                except Exception:  # a warm-up never stops the server
+                    logger.exception("warming the style step for %dx%d failed", w, h)
+
+        thread = threading.Thread(target=work, name="nstcam-warmup", daemon=True)
+        thread.start()
+        return thread
+
     def preload(self, archs: tuple[str, ...] = ("resnet50",)) -> None:
-        """Loads (downloading where needed) the default models at start-up, never per request."""
+        """Loads (downloading where needed) the default models at start-up, never per request, and
+        starts compiling the style step for the common sizes where it compiles (:meth:`warm`)."""
         for name, load in [
             ("vgg16_bn", self.style),
             *[(a, lambda a=a: self.cam(a, "layer4", "gradcam")) for a in archs],
@@ -118,6 +143,8 @@ class Models:
             except WeightsUnavailableError as e:
                 self.errors[name] = e.explain(RANDOM_HINT)
                 logger.error("could not load %s: %s", name, self.errors[name])
+        if "vgg16_bn" not in self.errors:
+            self.warm()
 
 
 class Runs:

@@ -52,11 +52,11 @@ class StyleTransfer:
 
     Thread safety: every call makes its own plan, hooks, targets and optimiser, and the hooks
     record only their own call's passes, so any number of threads may call one engine at once;
-    each gets what it would get alone (bit-identical on CPU).
+    each gets what it would get alone (bit-identical on CPU). A compiling engine runs the calls
+    one at a time on its owner thread (CUDA graphs belong to a thread).
 
     Args:
-        weights: ``"imagenet"``, ``"random"`` or a path to a state dict (see
-            :func:`nstcam.build_model`). Ignored when ``model`` is given.
+        weights: ``"imagenet"``, ``"random"`` or a state dict's path; ignored when ``model`` is given.
         model: a ready torchvision ``vgg16_bn`` instance.
         device: where to run; default CUDA, else MPS, else CPU.
         fold_bn: fold BatchNorm into the convolutions.
@@ -66,10 +66,8 @@ class StyleTransfer:
             on quality has not been measured yet.
         channels_last: channels-last memory format; default on for CUDA.
         seed: seed of random weights.
-        compile: run each step as one ``torch.compile``d function (CUDA graphs on CUDA; see
-            ``nstcam/style/_compiled.py``); default on for CUDA, off elsewhere (on CPU it costs
-            tens of seconds of compilation per image size for little gain). Runs with a style mask
-            stay eager.
+        compile: each step one ``torch.compile``d function (CUDA graphs; ``_compiled.py``), every call
+            on one owner thread (``_owner.py``); default on for CUDA only. Masked runs stay eager.
 
     Attributes:
         model: the VGG16_bn given or built.
@@ -114,6 +112,7 @@ class StyleTransfer:
     amp = property(lambda self: self._rt.amp, doc="bfloat16 autocast on CUDA.")
     channels_last = property(lambda self: self._rt.channels_last, doc="Channels-last inputs.")
     compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
+    compiles = property(lambda self: self._rt.compile, doc="Steps run compiled (calls on one owner thread).")
 
     @property
     def style_target_computations(self) -> int:
