@@ -225,15 +225,17 @@ def test_mcp_tools_through_a_real_client(server, images):
     import base64
     import io
 
+    import mcp.client.streamable_http as transport
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+
+    connect = getattr(transport, "streamable_http_client", None) or transport.streamablehttp_client
 
     c, _ = images
     data = "data:image/png;base64," + base64.b64encode(c.read_bytes()).decode()
 
     async def session() -> tuple:
         async with (
-            streamablehttp_client(server + "gradio_api/mcp/") as (read, write, _),
+            connect(server + "gradio_api/mcp/") as (read, write, _),
             ClientSession(read, write) as s,
         ):
             await s.initialize()
