@@ -85,6 +85,7 @@ def test_a_failure_after_the_probe_falls_back_for_that_step(recorded, monkeypatc
     assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 1}
     assert "injected failure at call 3); running eagerly for this step" in caplog.text
 
+    assert engine._rt.compiled_shapes and all(v is True for v in engine._rt.compiled_shapes.values())
     fail.append(-1)  # from now on every call fails: the shape is given up after 3
     caplog.clear()
     got = engine.stylize(content, style, size=32, steps=5, **{k: v for k, v in KW.items() if k != "steps"})

@@ -118,7 +118,7 @@ def compiled_loss(
     def failed(shape_key: tuple, e: BaseException) -> None:
         rt.compile_failures.add()
         with rt.lock:
-            n = rt.compiled_shapes[shape_key] = rt.compiled_shapes.get(shape_key, 0) + 1
+            n = rt.shape_failures[shape_key] = rt.shape_failures.get(shape_key, 0) + 1
             final = n >= MAX_FAILURES
             if final:
                 rt.compiled_shapes[shape_key] = False
@@ -129,10 +129,10 @@ def compiled_loss(
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         shape_key = (key, tuple(x.shape))
-        state = rt.compiled_shapes.get(shape_key, 0)
+        state = rt.compiled_shapes.get(shape_key)  # None: not compiled yet (or its probe failed)
         if state is False:
             return eager(x)
-        if state is not True:
+        if state is None:
             if not _admit(fn, shape_key[1]):
                 with rt.lock:
                     rt.compiled_shapes[shape_key] = False
