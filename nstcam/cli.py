@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nstcam._version import __version__
+from nstcam.cam.methods import METHODS
 from nstcam.weights import ARCHS, WeightsUnavailableError, download_weights, weights_dir, weights_file
 
 logger = logging.getLogger(__name__)
@@ -436,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--method",
         default="gradcam",
-        choices=["gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "scorecam"],
+        choices=list(METHODS),
     )
     c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
     c.add_argument("--target", type=int, help="explain this class index instead")

@@ -3,6 +3,7 @@ without CUDA, and that a compiled step which fell back to eager is reported as a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,10 @@ def test_a_compiled_step_that_fell_back_is_a_failure(monkeypatch):
     report = gpu_report.Report(budget_s=600)
     report.section("Checks", 1, lambda: gpu_report.check_compiled(report, torch.device("cpu"), settings))
     text = report.sections[0]
-    assert "FAILED: compiled step ran compiled (0 shape(s) compiled, 1 fallbacks to eager)" in text
+    # every probe failed (given up after MAX_FAILURES), and each of those steps ran eagerly
+    assert re.search(
+        r"FAILED: compiled step ran compiled \(0 shape\(s\) compiled, [1-9] fallbacks to eager\)", text
+    )
     assert len(report.failures) == 1  # the images still agree: the fallback computed them eagerly
 
     report = gpu_report.Report(budget_s=1)

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
+from nstcam.cam.layouts import detect_layout, to_nchw
 from nstcam.cam.methods import GRADIENT_METHODS
 from nstcam.hooks import twin
 
@@ -59,12 +60,18 @@ def gradient_pass(
     method: str,
     x: torch.Tensor,
     classes: Callable[[torch.Tensor], torch.Tensor],
+    layout: str | None = None,
 ) -> Outputs:
-    """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain. Nothing in it
-    synchronises with the host when ``classes`` does not, so it can be captured in a CUDA graph."""
+    """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain; the layer's
+    activation and gradients are read as (N, C, h, w) in ``layout`` (None: from the shape, see
+    :mod:`nstcam.cam.layouts`). Nothing in it synchronises with the host when ``classes`` does not,
+    so it can be captured in a CUDA graph."""
+    in_h, in_w = x.shape[-2:]
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         logits = model(x)  # grad mode switches on at the target layer
         act = hooks.checked_activation(logits)
+        layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
+        a = to_nchw(act.detach().float(), layout, in_h, in_w)
         classes = classes(logits)
         probs = logits.detach().float().softmax(1)
         raws = []
@@ -72,7 +79,8 @@ def gradient_pass(
             with torch.enable_grad():
                 score = logits.gather(1, classes[j].view(-1, 1)).sum()
                 torch.autograd.grad(score, act, retain_graph=j < classes.shape[0] - 1)
-            raws.append(torch.relu(GRADIENT_METHODS[method](act.detach().float(), hooks.gradient.float())))
+            g = to_nchw(hooks.gradient.float(), layout, in_h, in_w)  # dropped tokens' gradients ignored
+            raws.append(torch.relu(GRADIENT_METHODS[method](a, g)))
     return torch.stack(raws), probs, classes
 
 
@@ -137,26 +145,32 @@ class CamGraphs:
         return len(self._graphs)
 
     def run(
-        self, model: nn.Module, layer: str, method: str, x: torch.Tensor, classes: torch.Tensor | int
+        self,
+        model: nn.Module,
+        layer: str,
+        method: str,
+        x: torch.Tensor,
+        classes: torch.Tensor | int,
+        layout: str | None = None,
     ) -> Outputs | None:
         """The pass's outputs (fresh tensors) for ``classes``, a (k, N) tensor of class indices or
         an int k for each image's top-k classes; None where this call runs eagerly (a key not seen
         often enough yet, or one whose captures keep failing)."""
         given = isinstance(classes, torch.Tensor)
         key = (
-            tuple(x.shape), x.dtype, str(x.device), layer, method,
+            tuple(x.shape), x.dtype, str(x.device), layer, method, layout,
             ("given", tuple(classes.shape)) if given else ("top", classes),
         )  # fmt: skip
         with self._lock:
             captured = self._graphs.get(key)
             if captured is None:
-                captured = self._maybe_capture(key, model, layer, method, x, classes)
+                captured = self._maybe_capture(key, model, layer, method, x, classes, layout)
                 if captured is None:
                     return None
             self._graphs.move_to_end(key)
             return self._replay(captured, x, classes)
 
-    def _maybe_capture(self, key, model, layer, method, x, classes) -> _Captured | None:
+    def _maybe_capture(self, key, model, layer, method, x, classes, layout) -> _Captured | None:
         if self._failures.get(key, 0) >= self.max_failures:
             return None
         seen = self._seen.pop(key, 0) + 1
@@ -165,7 +179,7 @@ class CamGraphs:
             while len(self._seen) > 256:
                 self._seen.popitem(last=False)
             return None
-        captured = self._new(key, model, layer, method, x, classes)
+        captured = self._new(key, model, layer, method, x, classes, layout)
         if captured is None:
             self._seen[key] = seen  # retried when the key comes again
             return None
@@ -197,7 +211,7 @@ class CamGraphs:
             t = self._twins[id(model)] = twin(model)
         return t
 
-    def _new(self, key, model, layer, method, x, classes) -> _Captured | None:
+    def _new(self, key, model, layer, method, x, classes, layout) -> _Captured | None:
         static_x = x.detach().clone()
         static_classes = classes.clone() if isinstance(classes, torch.Tensor) else None
         net = self._twin(model)
@@ -206,7 +220,7 @@ class CamGraphs:
             return static_classes if static_classes is not None else logits.topk(classes, dim=1).indices.T
 
         def fn(inp: torch.Tensor) -> Outputs:
-            return gradient_pass(net, layer, method, inp, resolve)
+            return gradient_pass(net, layer, method, inp, resolve, layout)
 
         try:
             with CAPTURE_LOCK:

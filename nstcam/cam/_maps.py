@@ -9,9 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods import cam_from_weights
+from nstcam.cam.layouts import detect_layout, to_nchw
+from nstcam.cam.methods import cam_from_weights, eigencam
 
-__all__ = ["normalize_maps", "scorecam", "scorecam_pass", "upsample_maps"]
+__all__ = ["eigencam_pass", "normalize_maps", "read_nchw", "scorecam", "scorecam_pass", "upsample_maps"]
 
 
 def normalize_maps(m: torch.Tensor) -> torch.Tensor:
@@ -66,13 +67,14 @@ def scorecam_pass(
     chunk: int,
     out_size: tuple[int, int],
     progress: Callable[[int, int], None] | None = None,
+    layout: str | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """A whole Score-CAM call: one hooked pass for the activation and the (k, N) ``classes(logits)``,
     then masked forward passes with the hooks gone; ``progress(done, total)`` after each.
     Returns (maps, raw maps, probabilities, classes) like the gradient pass."""
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         logits = model(x)
-        act = hooks.checked_activation(logits).detach()
+        act = read_nchw(hooks.checked_activation(logits).detach(), layout, x)
         targets = classes(logits)
         probs = logits.detach().float().softmax(1)  # grad mode is on past the layer: no graph kept
         del logits
@@ -88,3 +90,28 @@ def scorecam_pass(
     with torch.inference_mode(False), torch.no_grad():
         raws = [torch.relu(scorecam(model, x, act, targets[j], chunk, on_chunk)) for j in range(len(targets))]
     return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
+
+
+def read_nchw(act: torch.Tensor, layout: str | None, x: torch.Tensor) -> torch.Tensor:
+    """``act`` as (N, C, h, w) for the input ``x``, in ``layout`` (None: read from the shape)."""
+    in_h, in_w = x.shape[-2:]
+    return to_nchw(act, layout or detect_layout(tuple(act.shape), in_h, in_w), in_h, in_w)
+
+
+def eigencam_pass(
+    model: nn.Module,
+    layer: str,
+    x: torch.Tensor,
+    classes: Callable[[torch.Tensor], torch.Tensor],
+    out_size: tuple[int, int],
+    layout: str | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """EigenCAM: one forward pass, no gradient; the map (the same for every class) with the (k, N)
+    ``classes(logits)`` and probabilities. Returns what :func:`scorecam_pass` returns."""
+    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
+        logits = model(x)
+        act = read_nchw(hooks.checked_activation(logits).detach().float(), layout, x)
+        targets = classes(logits)
+        probs = logits.detach().float().softmax(1)
+    raw = torch.relu(eigencam(act))
+    return [upsample_maps(raw, out_size)] * len(targets), [raw] * len(targets), probs, targets

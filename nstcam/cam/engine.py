@@ -23,10 +23,11 @@ from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._evaluate import evaluate_maps
 from nstcam.cam._graphed import CamGraphs, Outputs, gradient_pass, graph_stats
-from nstcam.cam._maps import scorecam_pass, upsample_maps
+from nstcam.cam._maps import eigencam_pass, scorecam_pass, upsample_maps
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
+from nstcam.cam.layouts import LAYOUTS
 from nstcam.cam.methods import METHODS
 from nstcam.cam.result import CamResult
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
@@ -55,20 +56,18 @@ class GradCAM:
         weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`).
         target_layer: a name from ``model.named_modules()``, e.g. ``"layer4"`` or ``"layer3.1"``.
         method: one of ``"gradcam"``, ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``,
-            ``"hirescam"``, ``"scorecam"``.
+            ``"hirescam"``, ``"scorecam"`` or ``"eigencam"`` (gradient-free, one map for all classes).
         device: where to run; default CUDA, else MPS, else CPU.
         model: any classifier ``nn.Module`` returning logits (N, classes); replaces ``arch``.
         input_size: images are resized so their shorter side has this many pixels.
         scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
         colormap: matplotlib colormap of overlays.
         alpha: opacity of the heatmap in overlays.
-        cuda_graphs: replay gradient-CAM passes from CUDA graphs, captured per input shape
-            (``nstcam/cam/_graphed.py``: after the engine's first call, a shape is captured the
-            second time it comes, a few hundred milliseconds, and replayed from then on; photos
-            of any size that resize to one input shape share it): a batch-1 pass then costs
-            about one eager forward pass. Default: on when ``device`` is CUDA. Score-CAM
-            always runs eagerly. The graphs read the model's parameters in place, so load new
-            weights with ``load_state_dict`` (which copies into them), not by replacing tensors.
+        layout: the target layer's activation layout, ``"nchw"``, ``"tokens"`` (ViT) or ``"nhwc"``
+            (Swin); None reads it from the shape and refuses an ambiguous one (``cam/layouts.py``).
+        cuda_graphs: replay gradient passes from CUDA graphs captured per input shape (see
+            ``cam/_graphed.py``); default on for CUDA. They read the parameters in place: load new
+            weights with ``load_state_dict``, never by replacing tensors.
     """
 
     def __init__(
@@ -85,9 +84,15 @@ class GradCAM:
         colormap: str = "jet",
         alpha: float = 0.5,
         cuda_graphs: bool | None = None,
+        layout: str | None = None,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        if layout not in (None, *LAYOUTS):
+            raise ValueError(
+                f"layout must be one of {', '.join(LAYOUTS)} or None (read from the shape); got {layout!r}"
+            )
+        self.layout = layout
         self.input_size = whole("input_size", input_size, minimum=16)
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
@@ -245,23 +250,22 @@ class GradCAM:
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
         model = eval_view(self.model)
         x = x.clone() if x.is_inference() else x
+
+        def resolve(logits: torch.Tensor) -> torch.Tensor:
+            return resolve_targets(logits, targets, top_k)
+
+        layer, layout = self.target_layer, self.layout
         if self.method == "scorecam":
             maps, raws, probs, classes = scorecam_pass(
-                model, self.target_layer, x,
-                lambda logits: resolve_targets(logits, targets, top_k),
-                self.scorecam_batch, out_size, progress,
-            )  # fmt: skip
+                model, layer, x, resolve, self.scorecam_batch, out_size, progress, layout
+            )
+        elif self.method == "eigencam":
+            maps, raws, probs, classes = eigencam_pass(model, layer, x, resolve, out_size, layout)
         else:
             out = self._graphed(model, x, targets, top_k)
-            if out is None:
-                out = gradient_pass(
-                    model,
-                    self.target_layer,
-                    self.method,
-                    x,
-                    lambda logits: resolve_targets(logits, targets, top_k),
-                )
-            raws, probs, classes = out
+            raws, probs, classes = (
+                out if out is not None else gradient_pass(model, layer, self.method, x, resolve, layout)
+            )
             maps = [upsample_maps(r, out_size) for r in raws]  # eager: the graph ends at the input's size
         self._num_classes = probs.shape[1]
         return list(maps), list(raws), probs, classes.T.cpu()
@@ -276,7 +280,7 @@ class GradCAM:
             classes: torch.Tensor | int = spec
         else:
             classes = torch.tensor(spec, dtype=torch.long, device=x.device).unsqueeze(0)
-        return self._graphs.run(model, self.target_layer, self.method, x, classes)
+        return self._graphs.run(model, self.target_layer, self.method, x, classes, self.layout)
 
     def __repr__(self) -> str:
         return (

@@ -35,16 +35,17 @@ class CamHooks(HookManager):
 
         Raises:
             RuntimeError: the layer did not run.
-            ValueError: the model's output is not (N, classes) or the layer's is not (N, C, h, w).
+            ValueError: the model's output is not (N, classes) or the layer's is not 3- or 4-D (its
+                layout is read by :mod:`nstcam.cam.layouts`).
         """
         if self.outputs.get(self.layer) is None:
             raise RuntimeError(f"layer {self.layer!r} did not run in the forward pass")
         if logits.ndim != 2:
             raise ValueError(f"the model must return logits of shape (N, classes), got {tuple(logits.shape)}")
         act = self.activation
-        if act.ndim != 4:
+        if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4):
             raise ValueError(
-                f"layer {self.layer!r} outputs shape {tuple(act.shape)}; CAM needs "
-                "(N, C, h, w): choose a convolutional layer"
+                f"layer {self.layer!r} outputs {tuple(getattr(act, 'shape', ()))}; CAM reads (N, C, h, w), "
+                "(N, h, w, C) or (N, tokens, C): choose another layer"
             )
         return act

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["GRADIENT_METHODS", "METHODS", "cam_from_weights"]
+__all__ = ["GRADIENT_METHODS", "METHODS", "cam_from_weights", "eigencam"]
 
 _EPS = 1e-7
 
@@ -46,6 +46,21 @@ def hirescam(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return torch.relu((g * a).sum(dim=1))
 
 
+def eigencam(a: torch.Tensor) -> torch.Tensor:
+    """Muhammad & Yeasin 2020, gradient-free: the activations' first principal component. Each image's
+    (h*w, C) activations, centred over positions, are projected on their first right singular vector;
+    its sign is chosen so that the map correlates positively with the summed activations (SVD's sign
+    is arbitrary, and would otherwise flip maps between libraries and devices). The same map serves
+    every class."""
+    n, c, h, w = a.shape
+    flat = a.reshape(n, c, h * w).transpose(1, 2)
+    flat = flat - flat.mean(dim=1, keepdim=True)
+    _, _, vh = torch.linalg.svd(flat, full_matrices=False)
+    proj = (flat @ vh[:, 0, :].unsqueeze(-1)).squeeze(-1)  # (N, h*w)
+    sign = torch.sign((proj * flat.sum(dim=2)).sum(dim=1, keepdim=True))
+    return (proj * torch.where(sign == 0, torch.ones_like(sign), sign)).reshape(n, h, w)
+
+
 GRADIENT_METHODS = {
     "gradcam": gradcam,
     "gradcam++": gradcam_pp,
@@ -53,4 +68,4 @@ GRADIENT_METHODS = {
     "layercam": layercam,
     "hirescam": hirescam,
 }
-METHODS = (*GRADIENT_METHODS, "scorecam")
+METHODS = (*GRADIENT_METHODS, "scorecam", "eigencam")

@@ -1,0 +1,147 @@
+"""Grad-CAM on layers that are not (N, C, h, w): ViT tokens and Swin's channels-last stages, read
+with no reshape code from the user (issue 21, part), and EigenCAM."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torchvision.models import swin_t, vit_b_16
+
+from nstcam import count_hooks
+from nstcam.cam import GradCAM
+from nstcam.cam.layouts import LayoutError, detect_layout, to_nchw, token_grid
+from nstcam.cam.methods import GRADIENT_METHODS, eigencam
+
+VIT_LAYER = "encoder.layers.encoder_layer_11.ln_1"  # the last block's first norm: patch tokens reach the head
+SWIN_LAYER = "features.7.1.norm2"
+
+
+def seeded(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Random weights, a non-zero head (torchvision starts ViT's at zeros: every gradient would be 0)."""
+    torch.manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.Linear) and m.weight.abs().sum() == 0:
+            nn.init.normal_(m.weight, std=0.02)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def vit():
+    torch.manual_seed(0)
+    return seeded(vit_b_16(image_size=64))  # 4 x 4 patches + the class token
+
+
+@pytest.fixture(scope="module")
+def swin():
+    torch.manual_seed(0)
+    return seeded(swin_t())
+
+
+def reference(model, layer, x, cls, read):
+    """Grad-CAM written out by hand with a user's reshape function ``read`` (what other libraries ask for)."""
+    store = {}
+    module = dict(model.named_modules())[layer]
+
+    def record(_m, _i, out):
+        store["act"] = out
+        out.register_hook(lambda g: store.update(grad=g))
+
+    h = module.register_forward_hook(record)
+    try:
+        model(x)[:, cls].sum().backward()
+    finally:
+        h.remove()
+    a, g = read(store["act"].detach()), read(store["grad"])
+    return torch.relu(GRADIENT_METHODS["gradcam"](a, g))
+
+
+def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(np.corrcoef(a.flatten().numpy(), b.flatten().numpy())[0, 1])
+
+
+def test_token_grids_follow_the_aspect_ratio():
+    assert token_grid(197, 224, 224) == (1, 14, 14)  # ViT-B/16: the class token dropped
+    assert token_grid(198, 224, 224) == (2, 14, 14)  # DeiT: class and distillation tokens
+    assert token_grid(50, 112, 224) == (0, 5, 10)  # not square: read from the input's aspect
+    assert token_grid(41, 64, 64) is None  # 41, 40 = 5 x 8, 39 = 3 x 13: no square grid
+    assert detect_layout((1, 512, 7, 7), 224, 224) == "nchw"
+    assert detect_layout((1, 7, 7, 768), 224, 224) == "nhwc"
+    assert detect_layout((1, 197, 768), 224, 224) == "tokens"
+    with pytest.raises(LayoutError, match="reads as .* and as .*layout='nchw' or layout='nhwc'"):
+        detect_layout((1, 7, 7, 7), 224, 224)  # C == h == w: never guessed
+    with pytest.raises(LayoutError, match="layout='nchw' does not fit"):
+        to_nchw(torch.zeros(1, 7, 7, 768), "nchw", 224, 224)
+
+
+def test_vit_tokens_without_reshape_code(vit):
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    cam = GradCAM(model=vit, target_layer=VIT_LAYER, device="cpu")
+    got = cam.compute(x, targets=[3, 7], raw=True)
+    assert got.shape == (2, 4, 4)
+
+    def read(t):  # the reshape_transform users write by hand elsewhere
+        return t[:, 1:].reshape(t.shape[0], 4, 4, t.shape[2]).permute(0, 3, 1, 2)
+
+    for i, cls in enumerate([3, 7]):
+        want = reference(vit, VIT_LAYER, x[i : i + 1], cls, read)[0]
+        assert got[i].abs().sum() > 0 and pearson(got[i], want) >= 0.999
+    assert count_hooks(vit) == 0
+
+
+def test_swin_channels_last_is_read_as_such_never_transposed_silently(swin):
+    x = torch.randn(1, 3, 128, 96, generator=torch.Generator().manual_seed(2))  # a 4 x 3 grid
+    cam = GradCAM(model=swin, target_layer=SWIN_LAYER, device="cpu")
+    got = cam.compute(x, targets=[5], raw=True)[0]
+    want = reference(swin, SWIN_LAYER, x, 5, lambda t: t.permute(0, 3, 1, 2))[0]
+    assert got.shape == (4, 3) and got.abs().sum() > 0 and pearson(got, want) >= 0.999
+    wrong = GradCAM(model=swin, target_layer=SWIN_LAYER, device="cpu", layout="nchw")
+    with pytest.raises(LayoutError, match="layout='nchw' does not fit an activation of shape"):
+        wrong.compute(x)  # read as (N, C, h, w), Swin's maps were silently wrong (r about 0)
+    conv = GradCAM("resnet18", weights="random", device="cpu", layout="tokens")
+    with pytest.raises(LayoutError, match="layout='tokens' does not fit"):
+        conv.compute(torch.randn(1, 3, 64, 64))
+    with pytest.raises(ValueError, match="layout must be one of nchw, tokens, nhwc or None"):
+        GradCAM(model=swin, target_layer=SWIN_LAYER, device="cpu", layout="chw")
+    assert count_hooks(swin) == 0
+
+
+def test_vit_threads_equal_sequential_and_explain_draws_the_grid(vit):
+    cam = GradCAM(model=vit, target_layer=VIT_LAYER, device="cpu", input_size=64)
+    xs = [torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(s)) for s in range(6)]
+    alone = [cam.compute(x) for x in xs]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(cam.compute, xs))
+    for a, b in zip(alone, together, strict=True):
+        assert torch.equal(a, b)
+    img = (np.random.default_rng(0).random((48, 48, 3)) * 255).astype(np.uint8)
+    (r,) = cam.explain(img, top_k=1)
+    assert r.heatmap.shape == (48, 48) and r.raw.shape == (4, 4)
+    assert count_hooks(vit) == 0
+
+
+def test_eigencam_is_the_first_principal_component_for_every_class():
+    cam = GradCAM("resnet18", weights="random", device="cpu", method="eigencam", input_size=64)
+    x = torch.randn(1, 3, 64, 96, generator=torch.Generator().manual_seed(3))
+    img = (x[0].sigmoid().permute(1, 2, 0) * 255).byte().numpy()
+    a, b = cam.explain(img, top_k=2)
+    assert np.array_equal(a.heatmap, b.heatmap) and a.class_index != b.class_index
+    store = {}
+    h = cam.model.layer4.register_forward_hook(lambda m, i, o: store.update(act=o.detach()))
+    try:
+        with torch.no_grad():
+            cam.model(cam.preprocess(a.image))
+    finally:
+        h.remove()
+    act = store["act"][0]  # (C, h, w)
+    flat = act.reshape(act.shape[0], -1).T
+    flat = flat - flat.mean(0)
+    v = torch.linalg.svd(flat, full_matrices=False).Vh[0]
+    proj = flat @ v
+    proj = proj if float((proj * flat.sum(1)).sum()) >= 0 else -proj
+    want = torch.relu(proj).reshape(act.shape[1:])
+    assert torch.allclose(torch.from_numpy(a.raw), want, atol=1e-4)
+    assert eigencam(act[None]).shape == (1, *act.shape[1:])
