@@ -418,7 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--threshold", type=float, default=0.4, help="saliency threshold of the subject (0-1)")
     s.add_argument("--feather", type=float, default=8.0, help="mask edge softness in px")
-    s.add_argument("--cam-arch", default="resnet50", help="classifier for --subject-aware and --report")
+    s.add_argument(
+        "--cam-arch",
+        default="resnet50",
+        choices=list(ARCHS),
+        metavar="ARCH",
+        help="classifier for --subject-aware and --report (default resnet50)",
+    )
     s.add_argument(
         "--report",
         action="store_true",
@@ -431,9 +437,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("images", nargs="+", metavar="IMAGE")
     c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
     c.add_argument(
-        "--arch", default="resnet50", choices=["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
+        "--arch",
+        default="resnet50",
+        choices=list(ARCHS),
+        metavar="ARCH",
+        help="a torchvision classifier: resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0... "
+        "(default resnet50; any name of 'nstcam weights list')",
     )
-    c.add_argument("--layer", default="layer4", help="target layer (default layer4)")
+    c.add_argument("--layer", help="target layer (default: the arch's own, e.g. layer4 for ResNets)")
     c.add_argument(
         "--method",
         default="gradcam",
@@ -441,7 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
     c.add_argument("--target", type=int, help="explain this class index instead")
-    c.add_argument("--input-size", type=int, default=224, help="shorter side the network sees (default 224)")
+    c.add_argument(
+        "--input-size",
+        type=int,
+        help="shorter side the network sees (default: the weights' crop size, 224 for most)",
+    )
     c.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     c.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     c.add_argument(

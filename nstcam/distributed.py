@@ -289,7 +289,7 @@ class _CamWorker:
         npy: bool,
         threads: int,
         gpu: bool,
-        input_size: int = 224,
+        input_size: int | None = None,
     ):
         import torch
 
@@ -328,7 +328,7 @@ def explain_dataset(
     out_dir: str | Path,
     *,
     arch: str = "resnet50",
-    layer: str = "layer4",
+    layer: str | None = None,
     method: str = "gradcam",
     top_k: int = 1,
     num_workers: int | None = None,
@@ -337,7 +337,7 @@ def explain_dataset(
     weights: str = "imagenet",
     save_npy: bool = False,
     overwrite: bool = False,
-    input_size: int = 224,
+    input_size: int | None = None,
 ) -> BatchResult:
     """Explains every input on a pool of Ray actors, writing what ``nstcam cam`` writes
     (:mod:`nstcam.cam.files`): per image and class an overlay ``<stem>_cam<rank>_<label>.png`` and a
@@ -352,7 +352,8 @@ def explain_dataset(
     from nstcam._checks import whole
 
     top_k = whole("top_k", top_k, minimum=1)
-    input_size = whole("input_size", input_size, minimum=16)
+    if input_size is not None:
+        input_size = whole("input_size", input_size, minimum=16)
     items = _inputs(inputs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -69,6 +69,21 @@ def _target(obj: Any, layer: str) -> tuple[nn.Module, str, torch.device, str]:
     return model, layer, device, "module"
 
 
+def _as_nchw(act: Any, layer: str, x: torch.Tensor) -> torch.Tensor:
+    """The layer's output as (N, C, h, w): a ViT's tokens as their grid, Swin's channels-last
+    transposed (:mod:`nstcam.layouts`)."""
+    from nstcam.layouts import LayoutError, detect_layout, to_nchw
+
+    shape = tuple(getattr(act, "shape", ()))
+    if isinstance(act, torch.Tensor) and act.ndim in (3, 4):
+        try:
+            return to_nchw(act, detect_layout(shape, *x.shape[-2:]), *x.shape[-2:])
+        except LayoutError:
+            pass
+    raise ValueError(f"layer {layer!r} outputs {type(act).__name__} {shape}; feature maps need a grid "
+                     "((N, C, h, w), channels-last or ViT tokens): choose a convolutional layer")  # fmt: skip
+
+
 def tile_size(h: int, w: int, cell: int) -> tuple[int, int]:
     """(width, height) of one channel's tile: the map's aspect ratio, ``cell`` px on its long side."""
     scale = cell / max(h, w)
@@ -138,9 +153,7 @@ def feature_maps(
     net = eval_view(net)
     with torch.no_grad(), HookManager(net, [name], early_stop=True, detach=True) as hooks:
         act = hooks.run(x.to(device))[name]
-    if not isinstance(act, torch.Tensor) or act.ndim != 4:
-        raise ValueError(f"layer {layer!r} outputs {type(act).__name__} {tuple(getattr(act, 'shape', ()))}; "
-                         "feature maps need (N, C, h, w): choose a convolutional layer")  # fmt: skip
+    act = _as_nchw(act, layer, x)
     acts = act[0].float().cpu()
     means = acts.mean(dim=(1, 2))
     order = torch.argsort(means, descending=True)[:top].tolist()

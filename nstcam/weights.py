@@ -46,15 +46,27 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_CLASSIFIERS = (
+    *(f"resnet{d}" for d in (18, 34, 50, 101, 152)),
+    "vit_b_16", "vit_b_32", "vit_l_16",
+    "swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b",
+    "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
+    *(f"efficientnet_b{i}" for i in range(8)), "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l",
+    "mobilenet_v3_small", "mobilenet_v3_large",
+    "densenet121", "densenet161", "densenet169", "densenet201",
+    *(f"regnet_{k}_{s}" for k in "xy" for s in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")),
+    "vgg11_bn", "vgg13_bn", "vgg19_bn",
+)  # fmt: skip
+
 ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
     "vgg16_bn": (models.vgg16_bn, models.VGG16_BN_Weights.IMAGENET1K_V1),
-    "resnet18": (models.resnet18, models.ResNet18_Weights.DEFAULT),
-    "resnet34": (models.resnet34, models.ResNet34_Weights.DEFAULT),
-    "resnet50": (models.resnet50, models.ResNet50_Weights.DEFAULT),
-    "resnet101": (models.resnet101, models.ResNet101_Weights.DEFAULT),
-    "resnet152": (models.resnet152, models.ResNet152_Weights.DEFAULT),
+    **{
+        name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
+        for name in _CLASSIFIERS
+    },
 }
-"""Architecture name -> (torchvision constructor, official ImageNet weights)."""
+"""Architecture name -> (torchvision constructor, official ImageNet weights): VGG16_bn for style
+transfer, and the torchvision classifiers Grad-CAM knows (:data:`nstcam.cam.CAM_ARCHS`)."""
 
 _HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
 _CHUNK = 1 << 20
@@ -307,7 +319,8 @@ def build_model(
     """Builds a torchvision model in eval mode with the chosen weights.
 
     Args:
-        arch: ``"vgg16_bn"`` or ``"resnet18"``/``34``/``50``/``101``/``152``.
+        arch: a name of :data:`ARCHS`: ``"vgg16_bn"``, a ResNet, ViT, Swin, ConvNeXt, EfficientNet,
+            MobileNetV3, DenseNet, RegNet or VGG-bn classifier of torchvision.
         weights: ``"imagenet"``, ``"random"``, or a path to a state dict file.
         seed: seed of the random initialisation with ``weights="random"``.
         download: allow downloading missing official weights.
@@ -328,6 +341,9 @@ def build_model(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = ctor(weights=None)
+            for m in model.modules():  # ViT's head starts at zeros: every class score, every map 0
+                if isinstance(m, nn.Linear) and not m.weight.any():
+                    nn.init.normal_(m.weight, std=0.02)
         info = WeightsInfo(arch, "random", f"seed={seed}", categories)
     elif isinstance(weights, str) and weights == "imagenet":
         path = _ensure_file(arch, download=download, timeout=timeout)

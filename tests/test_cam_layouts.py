@@ -13,8 +13,8 @@ from torchvision.models import swin_t, vit_b_16
 
 from nstcam import count_hooks
 from nstcam.cam import GradCAM
-from nstcam.cam.layouts import LayoutError, detect_layout, to_nchw, token_grid
 from nstcam.cam.methods import GRADIENT_METHODS, eigencam
+from nstcam.layouts import LayoutError, detect_layout, to_nchw, token_grid
 
 VIT_LAYER = "encoder.layers.encoder_layer_11.ln_1"  # the last block's first norm: patch tokens reach the head
 SWIN_LAYER = "features.7.1.norm2"
@@ -145,3 +145,62 @@ def test_eigencam_is_the_first_principal_component_for_every_class():
     want = torch.relu(proj).reshape(act.shape[1:])
     assert torch.allclose(torch.from_numpy(a.raw), want, atol=1e-4)
     assert eigencam(act[None]).shape == (1, *act.shape[1:])
+
+
+@pytest.mark.parametrize(
+    ("arch", "layer", "raw"),
+    [
+        ("convnext_tiny", "features.7", (2, 3)),
+        ("efficientnet_b0", "features.8", (2, 3)),
+        ("mobilenet_v3_small", "features.12", (2, 3)),
+        ("densenet121", "features.norm5", (2, 3)),
+        ("swin_t", "features.7.1.norm2", (2, 3)),
+    ],
+)
+def test_known_archs_by_name_at_their_default_layers(arch, layer, raw):
+    cam = GradCAM(arch, weights="random", device="cpu", input_size=64)
+    assert cam.target_layer == layer and layer in cam.layers
+    img = (np.random.default_rng(0).random((64, 96, 3)) * 255).astype(np.uint8)
+    (r,) = cam.explain(img, top_k=1)
+    assert r.heatmap.shape == (64, 96) and r.raw.shape == raw and np.isfinite(r.raw).all()
+    assert count_hooks(cam.model) == 0
+
+
+def test_vit_by_name_takes_its_square_and_a_feature_grid():
+    from nstcam import feature_maps
+    from nstcam.cam.layers import layers
+
+    cam = GradCAM("vit_b_16", weights="random", device="cpu")
+    assert (cam.target_layer, cam.layout, cam.input_size) == (VIT_LAYER, "tokens", 224)
+    assert layers("vit_b_16")[-1] == VIT_LAYER and len(layers("regnet_y_400mf")) == 6
+    img = (np.random.default_rng(1).random((60, 90, 3)) * 255).astype(np.uint8)
+    (r,) = cam.explain(img, top_k=1)
+    assert r.heatmap.shape == (60, 90) and r.raw.shape == (14, 14) and r.raw.max() > 0  # the head is not 0
+    fm = feature_maps(cam, img, VIT_LAYER, top=4)
+    assert fm.activations.shape == (768, 14, 14)  # tokens shown as their grid
+    with pytest.raises(ValueError, match="takes exactly 224 px squares: leave input_size unset"):
+        GradCAM(model=cam.model, device="cpu", input_size=128)
+    with pytest.raises(ValueError, match="no default target layer for a Sequential: pass target_layer="):
+        GradCAM(model=nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten()), device="cpu")
+
+
+def test_the_app_and_the_cli_take_the_new_archs(tmp_path):
+    import json
+
+    from PIL import Image
+
+    from nstcam.app import AppConfig, Models, cam_handler, layer_choices
+    from nstcam.cli import main
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    assert "vit_b_16" in models.config.cam_archs and "vit_l_16" not in models.config.cam_archs  # CPU
+    assert layer_choices("swin_t")[-1] == SWIN_LAYER
+    src = tmp_path / "a.png"
+    Image.fromarray((np.random.default_rng(2).random((48, 64, 3)) * 255).astype(np.uint8)).save(src)
+    gallery, heat, _ = cam_handler(models, str(src), "swin_t", "", "gradcam", 2)  # "": the default
+    assert len(gallery) == 2 and Image.open(heat).size == (64, 48) and "random weights" in gallery[0][1]
+    out = tmp_path / "cams"
+    assert main(["cam", str(src), "-o", str(out), "--arch", "convnext_tiny", "--weights", "random",
+                 "--input-size", "64"]) == 0  # fmt: skip
+    meta = json.loads((out / "a_cam.json").read_text())
+    assert meta["layer"] == "features.7" and meta["arch"] == "convnext_tiny"

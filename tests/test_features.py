@@ -53,7 +53,7 @@ def test_errors_name_the_argument(st):
         feature_maps(st, img, "relu9_1")
     with pytest.raises(ValueError, match="unknown layer 'layer9'.*Closest valid names"):
         feature_maps(build_model("resnet18", "random"), img, "layer9")
-    with pytest.raises(ValueError, match="feature maps need \\(N, C, h, w\\)"):
+    with pytest.raises(ValueError, match=r"feature maps need a grid \(\(N, C, h, w\), channels-last or ViT"):
         feature_maps(build_model("resnet18", "random"), img, "fc")
     with pytest.raises(ValueError, match="top must be at least 1"):
         feature_maps(st, img, "relu1_1", top=0)

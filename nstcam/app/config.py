@@ -12,13 +12,18 @@ import torch
 
 from nstcam._device import pick_device
 from nstcam.app.files import Outbox
-from nstcam.cam import CAM_ARCHS, GradCAM
+from nstcam.cam import GradCAM
 from nstcam.style import StyleTransfer
 from nstcam.weights import WeightsUnavailableError, build_model
 
-__all__ = ["RANDOM_HINT", "AppConfig", "Models", "Runs"]
+__all__ = ["APP_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Runs"]
 
 logger = logging.getLogger(__name__)
+
+APP_ARCHS = (
+    "resnet18", "resnet50", "resnet101", "vit_b_16", "swin_t", "convnext_tiny", "efficientnet_b0",
+    "mobilenet_v3_large", "densenet121", "regnet_y_800mf",
+)  # fmt: skip
 
 RANDOM_HINT = "To try the app without them, start it with: python app.py --random-weights"
 
@@ -68,6 +73,13 @@ class AppConfig:
         )
 
     @property
+    def cam_archs(self) -> tuple[str, ...]:
+        """Classifiers the app offers (a subset of :data:`nstcam.cam.CAM_ARCHS`): ViT-L, Swin-B and
+        ConvNeXt-Base only on a GPU (on a CPU they take seconds a map and over a gigabyte each)."""
+        big = ("vit_l_16", "swin_b", "convnext_base") if self.torch_device.type != "cpu" else ()
+        return APP_ARCHS + big
+
+    @property
     def weights(self) -> str:
         return "random" if self.random_weights else "imagenet"
 
@@ -95,8 +107,10 @@ class Models:
             return self._style
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:
-        if arch not in CAM_ARCHS:
-            raise ValueError(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
+        if arch not in self.config.cam_archs:
+            raise ValueError(
+                f"model must be one of {', '.join(self.config.cam_archs)} on this server, got {arch!r}"
+            )
         key = (arch, layer, method)
         with self._lock:
             if key not in self._cams:

@@ -26,6 +26,7 @@ from nstcam.weights import WeightsUnavailableError
 __all__ = [
     "STARTING",
     "cam_handler",
+    "default_layer",
     "faithfulness_handler",
     "features_handler",
     "layer_choices",
@@ -238,21 +239,43 @@ class _Result:
 # -- Grad-CAM -----------------------------------------------------------------------------------
 @functools.cache
 def _meta_layers(arch: str) -> dict[str, int]:
-    """Valid target layers of a ResNet and their channels, from the meta device (no weights)."""
-    import torchvision
-
+    """Valid target layers of a known classifier and their channels, read from an untrained skeleton
+    (the meta device where it builds there: no weights, no memory)."""
+    from nstcam.cam.layers import arch_spec, skeleton
     from nstcam.hooks import HookManager
 
-    with torch.device("meta"):
-        net = getattr(torchvision.models, arch)().eval()
-        layers = candidate_layers(net)
-        with HookManager(net, layers, detach=True) as hooks:
-            rec = hooks.run(torch.empty(1, 3, 64, 64))
-    return {name: int(rec[name].shape[1]) for name in layers}
+    net = skeleton(arch)
+    names, side = candidate_layers(net), arch_spec(net).square or 224
+    device = next(net.parameters()).device
+    with torch.no_grad(), HookManager(net, names, detach=True) as hooks:
+        rec = hooks.run(torch.empty(1, 3, side, side, device=device))
+    out = {}
+    for name in names:
+        t = rec.get(name)
+        if isinstance(t, torch.Tensor) and t.ndim in (3, 4):
+            out[name] = int(t.shape[-1]) if t.ndim == 3 else _channels(t, side)  # tokens: (N, T, C)
+    return out
+
+
+def _channels(t: torch.Tensor, side: int) -> int:
+    """Channels of a 4-D activation: (N, C, h, w), or (N, h, w, C) when only that reads as a grid."""
+    from nstcam.layouts import LayoutError, detect_layout
+
+    try:
+        return int(t.shape[3] if detect_layout(tuple(t.shape), side, side) == "nhwc" else t.shape[1])
+    except LayoutError:
+        return int(t.shape[1])
+
+
+def default_layer(arch: str) -> str:
+    """The target layer Grad-CAM uses for ``arch`` when none is chosen."""
+    from nstcam.cam.layers import arch_spec, skeleton
+
+    return arch_spec(skeleton(arch)).default_layer
 
 
 def layer_choices(arch: str) -> list[str]:
-    """Valid target layers of a ResNet, computed on the meta device (no weights, no memory)."""
+    """Valid target layers of a known classifier (no weights, no memory)."""
     if arch not in CAM_ARCHS:
         raise refuse(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
     return list(_meta_layers(arch))
@@ -292,6 +315,8 @@ def _cam_request(models: Models, image: Any, model: str, layer: str, method: str
     _check(top_k, "top-k", 1, 10)
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not layer and model in CAM_ARCHS:
+        layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
     if method == "scorecam":
         _check_scorecam(models.config, model, layer, int(top_k))
@@ -403,7 +428,7 @@ def subject_handler(
         _check(threshold, "threshold", 0, 1)
         _check(feather, "feather", 0, 64)
         img, style_img = load_upload(content, "content"), load_upload(style, "style")
-        engine, cam = models.style(), models.cam(model, "layer4", "gradcam")
+        engine, cam = models.style(), models.cam(model, default_layer(model), "gradcam")
     except Exception as e:
         raise _fail(e) from e
     note = _weights_note(engine.weights.is_random)
@@ -463,7 +488,7 @@ def subject_handler(
 
 
 # -- feature maps -------------------------------------------------------------------------------
-FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)
+FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)  # what the server accepts; the app offers its cam_archs
 
 
 def feature_layer_choices(model: str) -> list[str]:
@@ -489,7 +514,7 @@ def features_handler(
         _check_layer(model, layer, feature_layer_choices(model))
         _check(top, "channels", 1, 64)
         img = load_upload(image, "image")
-        engine = models.style() if model == "vgg16_bn" else models.cam(model, "layer4", "gradcam")
+        engine = models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")
         fm = gpu(feature_maps)(engine, img, layer, top=int(top))
     except Exception as e:
         raise _fail(e) from e

@@ -9,7 +9,7 @@ are this server's (:class:`AppConfig`), so the docstrings are written per app, h
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.cam import CAM_ARCHS, METHODS
+from nstcam.cam import METHODS
 
 __all__ = ["TOOL_DOCS", "tool_doc"]
 
@@ -40,7 +40,7 @@ Returns:
     status: "done: WxH, N steps in S s" (or why it stopped), with a note when the weights are random.
     download_png: the same PNG as a file to download.
 """,
-    "gradcam": """Grad-CAM saliency: which pixels made the classifier (an ImageNet ResNet) choose each of its
+    "gradcam": """Grad-CAM saliency: which pixels made an ImageNet classifier (ResNet, ViT, Swin...) choose each of its
 top classes for the image. Returns one heatmap overlay per class with its ImageNet label and
 probability. Costs about one forward pass per class (Score-CAM: one per channel of the layer, at most
 {scorecam} masked images per request here).
@@ -48,7 +48,7 @@ probability. Costs about one forward pass per class (Score-CAM: one per channel 
 Args:
     image: the photo to explain: {image}.
     model: the classifier, one of {archs} (default resnet50).
-    layer: the layer the map is read at: "layer4" (default, coarsest and most semantic), "layer3", or a block such as "layer3.1".
+    layer: the layer the map is read at; empty (default): the model's own default (ResNets "layer4", ViT its last block's "ln_1", Swin its last "norm2"); or a stage or block such as "layer3" or "layer3.1".
     method: one of {methods} (default gradcam).
     top_k: how many of the top classes to explain, 1 to 10.
 
@@ -65,7 +65,7 @@ forward passes.
 Args:
     image: the photo: {image}.
     model: the classifier, one of {archs} (default resnet50).
-    layer: the layer the map is read at (default "layer4").
+    layer: the layer the map is read at; empty (default): the model's default.
     method: one of {methods} (default gradcam).
 
 Returns:
@@ -101,7 +101,7 @@ a grid of its most active channels (forward pass stopped at that layer).
 Args:
     image: the photo: {image}.
     model: "vgg16_bn" or one of {archs}.
-    layer: for vgg16_bn a ReLU such as "relu3_1" (relu1_1 ... relu5_3); for a ResNet "layer1" ... "layer4" or a block such as "layer3.1".
+    layer: for vgg16_bn a ReLU such as "relu3_1" (relu1_1 ... relu5_3); for a classifier one of its layers, e.g. a ResNet's "layer3" or "layer3.1" (a wrong name is answered with the valid ones).
     top: how many channels to show, 1 to 64.
 
 Returns:
@@ -123,7 +123,7 @@ def tool_doc(name: str, config: AppConfig) -> str:
         "max_size": config.max_size,
         "max_steps": config.max_steps,
         "scorecam": config.scorecam_budget,
-        "archs": ", ".join(CAM_ARCHS),
+        "archs": ", ".join(config.cam_archs),
         "methods": ", ".join(METHODS),
         "passes": f"about {4 * steps + 44}",
     }

@@ -13,9 +13,9 @@ from PIL import Image
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeImage, load_upload
 from nstcam.app.handlers import (
-    FEATURE_MODELS,
     STARTING,
     cam_handler,
+    default_layer,
     faithfulness_handler,
     feature_layer_choices,
     features_handler,
@@ -25,7 +25,7 @@ from nstcam.app.handlers import (
 )
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import tool_doc
-from nstcam.cam import CAM_ARCHS, METHODS
+from nstcam.cam import METHODS
 
 __all__ = ["build_demo", "launch_kwargs"]
 
@@ -256,10 +256,11 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
             cam_image = SafeImage(
                 label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
             )
-            arch = gr.Dropdown(list(CAM_ARCHS), value="resnet50", label="Model")
-            layer = gr.Dropdown(
-                layer_choices("resnet50"), value="layer4", label="Layer", allow_custom_value=True
-            )
+            arch = gr.Dropdown(list(config.cam_archs), value="resnet50", label="Model")
+            layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
+                layer_choices("resnet50"), value="", label="Layer (empty: the model's default)",
+                allow_custom_value=True,
+            )  # fmt: skip
             method = gr.Dropdown(list(METHODS), value="gradcam", label="Method")
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
             explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
@@ -280,12 +281,14 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
     gr.Examples(
         [[_sample("chelsea.png")], [_sample("coffee.png")], [_sample("rocket.jpg")]], inputs=[cam_image]
     )
-    arch.change(lambda a: gr.Dropdown(choices=layer_choices(a), value="layer4"), arch, layer, api_name=False)
+    arch.change(
+        lambda a: gr.Dropdown(choices=layer_choices(a), value=default_layer(a)), arch, layer, api_name=False
+    )
 
     def gradcam(
         image: str,
         model: str = "resnet50",
-        layer: str = "layer4",
+        layer: str = "",
         method: str = "gradcam",
         top_k: int = 3,
         progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
@@ -322,7 +325,7 @@ def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.component
         )
         curves = gr.Image(label="Curves", type="filepath", elem_id="cam-curves")  # deletion, insertion
 
-    def faithfulness(image: str, model: str = "resnet50", layer: str = "layer4", method: str = "gradcam"):
+    def faithfulness(image: str, model: str = "resnet50", layer: str = "", method: str = "gradcam"):
         return faithfulness_handler(models, image, model, layer, method)
 
     faithfulness.__doc__ = tool_doc("faithfulness", config)
@@ -346,7 +349,7 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
             sa_threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="Saliency threshold")
             sa_feather = gr.Slider(0, 32, value=8, step=1, label="Feather (px)")
             sa_size, sa_steps = _size_steps(config)
-            sa_arch = gr.Dropdown(list(CAM_ARCHS), value="resnet50", label="Classifier")
+            sa_arch = gr.Dropdown(list(config.cam_archs), value="resnet50", label="Classifier")
         with gr.Column():
             with gr.Row():
                 sa_mask = gr.Image(
@@ -414,7 +417,7 @@ def _features_tab(config: AppConfig, models: Models) -> None:
             image = SafeImage(
                 label="Image", sources=["upload", "clipboard", "webcam"], height=240, elem_id="fm-image"
             )
-            model = gr.Dropdown(list(FEATURE_MODELS), value="vgg16_bn", label="Model")
+            model = gr.Dropdown(["vgg16_bn", *config.cam_archs], value="vgg16_bn", label="Model")
             layer = gr.Dropdown(  # the choices follow the model; the server checks the layer (API callers)
                 feature_layer_choices("vgg16_bn"), value="relu3_1", label="Layer", allow_custom_value=True
             )
@@ -427,7 +430,7 @@ def _features_tab(config: AppConfig, models: Models) -> None:
     gr.Examples([[_sample("chelsea.png")], [_sample("astronaut.png")]], inputs=[image])
     model.change(
         lambda m: gr.Dropdown(
-            choices=feature_layer_choices(m), value="relu3_1" if m == "vgg16_bn" else "layer3"
+            choices=feature_layer_choices(m), value="relu3_1" if m == "vgg16_bn" else default_layer(m)
         ),
         model,
         layer,

@@ -37,9 +37,9 @@ import torch
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.layouts import detect_layout, to_nchw
 from nstcam.cam.methods import GRADIENT_METHODS
 from nstcam.hooks import twin
+from nstcam.layouts import detect_layout, to_nchw
 
 __all__ = ["CAPTURE_LOCK", "CamGraphs", "Outputs", "cuda_capture", "gradient_pass", "graph_stats"]
 
@@ -64,7 +64,7 @@ def gradient_pass(
 ) -> Outputs:
     """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain; the layer's
     activation and gradients are read as (N, C, h, w) in ``layout`` (None: from the shape, see
-    :mod:`nstcam.cam.layouts`). Nothing in it synchronises with the host when ``classes`` does not,
+    :mod:`nstcam.layouts`). Nothing in it synchronises with the host when ``classes`` does not,
     so it can be captured in a CUDA graph."""
     in_h, in_w = x.shape[-2:]
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:

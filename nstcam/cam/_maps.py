@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.layouts import detect_layout, to_nchw
 from nstcam.cam.methods import cam_from_weights, eigencam
+from nstcam.layouts import detect_layout, to_nchw
 
 __all__ = ["eigencam_pass", "normalize_maps", "read_nchw", "scorecam", "scorecam_pass", "upsample_maps"]
 

@@ -26,12 +26,12 @@ from nstcam.cam._graphed import CamGraphs, Outputs, gradient_pass, graph_stats
 from nstcam.cam._maps import eigencam_pass, scorecam_pass, upsample_maps
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.hooks import eval_view
-from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer
-from nstcam.cam.layouts import LAYOUTS
+from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer, reading
 from nstcam.cam.methods import METHODS
 from nstcam.cam.result import CamResult
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
-from nstcam.weights import build_model, weights_info
+from nstcam.layouts import LAYOUTS
+from nstcam.weights import WeightsInfo, build_model, weights_info
 
 __all__ = ["GradCAM"]
 
@@ -52,19 +52,22 @@ class GradCAM:
     call one ``GradCAM``, or several ``GradCAM`` objects sharing one network, at once.
 
     Args:
-        arch: ``"resnet18"``, ``"resnet34"``, ``"resnet50"``, ``"resnet101"`` or ``"resnet152"``.
+        arch: a torchvision classifier of :data:`nstcam.cam.CAM_ARCHS` (ResNet, ViT, Swin, ConvNeXt,
+            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn).
         weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`).
-        target_layer: a name from ``model.named_modules()``, e.g. ``"layer4"`` or ``"layer3.1"``.
+        target_layer: a name from ``model.named_modules()``; None: the family's default
+            (``layer4``, a ViT's last ``ln_1``...; :mod:`nstcam.cam.layers`).
         method: one of ``"gradcam"``, ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``,
             ``"hirescam"``, ``"scorecam"`` or ``"eigencam"`` (gradient-free, one map for all classes).
         device: where to run; default CUDA, else MPS, else CPU.
         model: any classifier ``nn.Module`` returning logits (N, classes); replaces ``arch``.
-        input_size: images are resized so their shorter side has this many pixels.
+        input_size: images' shorter side in pixels; None: the official weights' crop size (224 for
+            most); a ViT takes exactly its ``image_size`` square.
         scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
         colormap: matplotlib colormap of overlays.
         alpha: opacity of the heatmap in overlays.
         layout: the target layer's activation layout, ``"nchw"``, ``"tokens"`` (ViT) or ``"nhwc"``
-            (Swin); None reads it from the shape and refuses an ambiguous one (``cam/layouts.py``).
+            (Swin); None reads it from the shape and refuses an ambiguous one (``nstcam/layouts.py``).
         cuda_graphs: replay gradient passes from CUDA graphs captured per input shape (see
             ``cam/_graphed.py``); default on for CUDA. They read the parameters in place: load new
             weights with ``load_state_dict``, never by replacing tensors.
@@ -74,12 +77,12 @@ class GradCAM:
         self,
         arch: str = "resnet50",
         weights: str | Path = "imagenet",
-        target_layer: str = "layer4",
+        target_layer: str | None = None,
         method: str = "gradcam",
         device: torch.device | str | None = None,
         model: nn.Module | None = None,
         *,
-        input_size: int = 224,
+        input_size: int | None = None,
         scorecam_batch: int = 32,
         colormap: str = "jet",
         alpha: float = 0.5,
@@ -92,8 +95,8 @@ class GradCAM:
             raise ValueError(
                 f"layout must be one of {', '.join(LAYOUTS)} or None (read from the shape); got {layout!r}"
             )
-        self.layout = layout
-        self.input_size = whole("input_size", input_size, minimum=16)
+        if input_size is not None:
+            whole("input_size", input_size, minimum=16)
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
         if model is None:
@@ -102,19 +105,16 @@ class GradCAM:
             model = build_model(arch, weights)
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
-        check_layer(self.model, target_layer)  # fail early, listing close names
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
-        self.target_layer = target_layer
+        self.target_layer, self.layout, self.input_size, self._square = reading(
+            self.model, self.arch, target_layer, layout, input_size
+        )
+        check_layer(self.model, self.target_layer)  # fail early, listing close names
         self.method = method
         self.colormap = colormap
         self.weights = weights_info(model)
-        if self.weights is not None:
-            self.categories = list(self.weights.categories)
-        else:
-            from torchvision.models import ResNet50_Weights
-
-            self.categories = list(ResNet50_Weights.DEFAULT.meta["categories"])
+        self.categories = _categories(self.weights)
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError(
                 f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}: leave "
@@ -221,10 +221,11 @@ class GradCAM:
         return raws[0] if raw else maps[0]
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
-        """Resizes (shorter side to ``input_size``) and normalises one image into a (1, 3, H, W) batch."""
+        """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
+        one image into a (1, 3, H, W) batch."""
         w, h = img.size
         s = self.input_size / min(w, h)
-        size = (max(1, round(w * s)), max(1, round(h * s)))
+        size = (self._square,) * 2 if self._square else (max(1, round(w * s)), max(1, round(h * s)))
         return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), self.device))
 
     def label(self, index: int) -> str:
@@ -287,6 +288,15 @@ class GradCAM:
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _categories(info: WeightsInfo | None) -> list[str]:
+    """Class names: the weights' own, else ImageNet's (a custom model: its indices past 999 say so)."""
+    if info is not None:
+        return list(info.categories)
+    from torchvision.models import ResNet50_Weights
+
+    return list(ResNet50_Weights.DEFAULT.meta["categories"])
 
 
 def _on_device(model: nn.Module, device: torch.device) -> nn.Module:

@@ -36,7 +36,7 @@ class CamHooks(HookManager):
         Raises:
             RuntimeError: the layer did not run.
             ValueError: the model's output is not (N, classes) or the layer's is not 3- or 4-D (its
-                layout is read by :mod:`nstcam.cam.layouts`).
+                layout is read by :mod:`nstcam.layouts`).
         """
         if self.outputs.get(self.layer) is None:
             raise RuntimeError(f"layer {self.layer!r} did not run in the forward pass")

@@ -1,29 +1,187 @@
-"""Which models and layers Grad-CAM offers."""
+"""Which models and layers Grad-CAM offers, and how each known architecture is read.
+
+Every torchvision classifier in :data:`nstcam.weights.ARCHS` is known: its default target layer (one
+that gives a meaningful map), its layout (:mod:`nstcam.layouts`), and its input size from the
+official weights' transforms. The rules come from the model's structure, so a model passed as
+``model=`` of one of these families gets them too:
+
+- ResNet: ``layer4``; RegNet: ``trunk_output``; DenseNet: ``features.norm5``.
+- ConvNeXt, EfficientNet, MobileNetV3: the last module of ``features``; VGG: its last ReLU.
+- ViT: the last encoder block's first norm, ``encoder.layers.encoder_layer_11.ln_1`` for ViT-B (the
+  last block's output reaches the head only through the class token, so patch tokens there get no
+  gradient: pytorch-grad-cam #363, #513); tokens; the exact square ``image_size`` the model takes.
+- Swin: the last block's second norm, ``features.7.1.norm2``; channels-last.
+"""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
+import torch
 from torch import nn
 
 from nstcam.hooks import resolve_modules
 from nstcam.weights import ARCHS
 
-__all__ = ["CAM_ARCHS", "candidate_layers", "check_layer"]
+__all__ = [
+    "CAM_ARCHS",
+    "ArchSpec",
+    "arch_spec",
+    "candidate_layers",
+    "check_layer",
+    "layers",
+    "reading",
+    "skeleton",
+]
 
-CAM_ARCHS = tuple(a for a in ARCHS if a.startswith("resnet"))
+CAM_ARCHS = tuple(ARCHS)
+"""Architectures ``GradCAM(arch)`` builds (official weights through the weights registry)."""
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """How Grad-CAM reads one model.
+
+    Attributes:
+        default_layer: the target layer used when none is given.
+        layout: ``"nchw"``, ``"tokens"`` or ``"nhwc"``; None: read from the activation's shape.
+        square: the model takes only this exact square input size (ViT), else None.
+    """
+
+    default_layer: str
+    layout: str | None
+    square: int | None = None
+
+
+def _family(model: nn.Module) -> str:
+    names = {type(model).__name__}
+    if "VisionTransformer" in names:
+        return "vit"
+    if "SwinTransformer" in names:
+        return "swin"
+    if "DenseNet" in names:
+        return "densenet"
+    if "RegNet" in names:
+        return "regnet"
+    if hasattr(model, "layer4"):
+        return "resnet"
+    if isinstance(getattr(model, "features", None), nn.Sequential):
+        return "vgg" if "VGG" in names else "features"
+    return "other"
+
+
+def arch_spec(model: nn.Module) -> ArchSpec:
+    """The :class:`ArchSpec` of a model, from its structure (any model: ``layer4`` if it has one).
+
+    Raises:
+        ValueError: a model of no known family: give ``target_layer`` (and ``layout`` if needed).
+    """
+    family = _family(model)
+    if family == "vit":
+        last = list(model.encoder.layers.named_children())[-1][0]
+        return ArchSpec(f"encoder.layers.{last}.ln_1", "tokens", int(model.image_size))
+    if family == "swin":
+        stage = len(model.features) - 1
+        return ArchSpec(f"features.{stage}.{len(model.features[stage]) - 1}.norm2", "nhwc")
+    if family == "densenet":
+        return ArchSpec("features.norm5", "nchw")
+    if family == "regnet":
+        return ArchSpec("trunk_output", "nchw")
+    if family == "resnet":
+        return ArchSpec("layer4", "nchw")
+    if family == "vgg":
+        relus = [i for i, m in enumerate(model.features) if isinstance(m, nn.ReLU)]
+        return ArchSpec(f"features.{relus[-1]}", "nchw")
+    if family == "features":
+        return ArchSpec(f"features.{len(model.features) - 1}", "nchw")
+    raise ValueError(
+        f"no default target layer for a {type(model).__name__}: pass target_layer= (one of its "
+        "named_modules(); nstcam.cam.candidate_layers(model) lists likely ones)"
+    )
 
 
 def candidate_layers(model: nn.Module) -> list[str]:
-    """Layers worth explaining: the top-level stages and their blocks (e.g. ``layer4``, ``layer4.2``)."""
-    names = []
-    for name, m in model.named_children():
-        if isinstance(m, nn.Sequential) and len(m) and name.startswith("layer"):
-            names.append(name)
-            names.extend(f"{name}.{i}" for i in range(len(m)))
-        elif isinstance(m, (nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d)):
-            names.append(name)
-    return names
+    """Layers worth explaining, coarse to fine within each stage, the default among them: ResNet
+    stages and blocks (``layer4``, ``layer4.2``), ViT blocks' first norms, Swin stages and their
+    blocks' second norms, RegNet blocks, and the modules of ``features`` for the rest."""
+    family = _family(model)
+    if family == "resnet":
+        names = []
+        for name, m in model.named_children():
+            if isinstance(m, nn.Sequential) and len(m) and name.startswith("layer"):
+                names.append(name)
+                names.extend(f"{name}.{i}" for i in range(len(m)))
+            elif isinstance(m, (nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d)):
+                names.append(name)
+        return names
+    if family == "vit":
+        return [f"encoder.layers.{name}.ln_1" for name, _ in model.encoder.layers.named_children()]
+    if family == "swin":
+        names = []
+        for i, stage in enumerate(model.features):
+            if i % 2 == 1:  # stages; the even modules patch-merge between them
+                names.append(f"features.{i}")
+                names.extend(f"features.{i}.{j}.norm2" for j in range(len(stage)))
+        return names
+    if family == "regnet":
+        return [
+            "stem",
+            *(f"trunk_output.{n}" for n, _ in model.trunk_output.named_children()),
+            "trunk_output",
+        ]
+    if family in ("densenet", "vgg", "features"):
+        return [f"features.{n}" for n, _ in model.features.named_children()]
+    return [n for n, m in model.named_children() if isinstance(m, (nn.Conv2d, nn.Sequential))]
+
+
+@functools.cache
+def skeleton(arch: str) -> nn.Module:
+    """An untrained ``arch`` to read its structure: on the meta device (no memory), or, for the few
+    builders that compute with tensors (RegNet), on the CPU once."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
+    try:
+        with torch.device("meta"):
+            return ARCHS[arch][0](weights=None).eval()
+    except NotImplementedError:
+        return ARCHS[arch][0](weights=None).eval()
+
+
+def layers(arch: str) -> list[str]:
+    """The candidate target layers of a known ``arch`` (:func:`candidate_layers`; no weights loaded)."""
+    return candidate_layers(skeleton(arch))
 
 
 def check_layer(model: nn.Module, layer: str) -> None:
     """Raises ``ValueError`` listing the closest valid names if ``layer`` is not in ``model``."""
     resolve_modules(model, [layer])
+
+
+def reading(
+    model: nn.Module, arch: str | None, target_layer: str | None, layout: str | None, input_size: int | None
+) -> tuple[str, str | None, int, int | None]:
+    """How an engine reads ``model``: (target layer, layout, input size, square size or None), the
+    given values first, else the known family's (:func:`arch_spec`) and the official weights'
+    crop size (224 for a model of unknown weights).
+
+    Raises:
+        ValueError: no target layer is known, or an input size a fixed-size model cannot take.
+    """
+    try:
+        spec = arch_spec(model)
+    except ValueError:
+        if target_layer is None:
+            raise
+        spec = ArchSpec(target_layer, None)
+    layer = target_layer or spec.default_layer
+    if layout is None and layer == spec.default_layer:
+        layout = spec.layout
+    if input_size is None:
+        input_size = spec.square or (ARCHS[arch][1].transforms().crop_size[0] if arch in ARCHS else 224)
+    if spec.square is not None and input_size != spec.square:
+        raise ValueError(
+            f"input_size={input_size}, but this {type(model).__name__} takes exactly {spec.square} px "
+            f"squares: leave input_size unset (or build the model with image_size={input_size})"
+        )
+    return layer, layout, input_size, spec.square
