@@ -271,3 +271,28 @@ def test_scorecam_warns_of_nothing(r18):
         warnings.simplefilter("error")
         (r,) = cam.explain(img, top_k=1)
     assert 0 < r.score < 1 and r.heatmap.shape == (64, 80)
+
+
+def test_ablationcam_is_the_relative_score_drop_per_zeroed_channel():
+    """Desai & Ramaswamy 2020, computed by hand: zero channel k of "feat", weight (y - y_k) / y."""
+    model = Tiny().eval()
+    x = torch.randn(1, 3, 12, 12, generator=torch.Generator().manual_seed(4))
+    cls = 2
+    with torch.no_grad():
+        act = model.feat(model.stem(x.clone()))  # the layer's output, before the in-place ReLU after it
+        y = model.fc(torch.relu(act).mean(dim=(2, 3)))[0, cls]
+        weights = []
+        for k in range(act.shape[1]):
+            ablated = act.clone()
+            ablated[:, k] = 0
+            weights.append((y - model.fc(torch.relu(ablated).mean(dim=(2, 3)))[0, cls]) / y)
+    want = torch.relu(torch.einsum("c,chw->hw", torch.stack(weights), act[0]))
+    seen = []
+    for chunk in (3, 64):
+        cam = GradCAM(
+            model=model, target_layer="feat", method="ablationcam", scorecam_batch=chunk, device="cpu"
+        )
+        got = cam.compute(x, targets=cls, raw=True, progress=lambda d, t: seen.append((d, t)))[0]
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert seen[-1] == (8, 8) and len(seen) == 3 + 1  # 8 channels in chunks of 3, then one chunk
+    assert count_hooks(model) == 0

@@ -204,3 +204,13 @@ def test_the_app_and_the_cli_take_the_new_archs(tmp_path):
                  "--input-size", "64"]) == 0  # fmt: skip
     meta = json.loads((out / "a_cam.json").read_text())
     assert meta["layer"] == "features.7" and meta["arch"] == "convnext_tiny"
+
+
+def test_ablationcam_zeroes_a_channel_in_the_layers_own_layout(vit):
+    """Tokens: channel k is zeroed in every token (dim 2); maps read as the 4 x 4 grid."""
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(5))
+    cam = GradCAM(model=vit, target_layer=VIT_LAYER, device="cpu", method="ablationcam", scorecam_batch=256)
+    seen = []
+    got = cam.compute(x, targets=[3], raw=True, progress=lambda d, t: seen.append((d, t)))
+    assert got.shape == (1, 4, 4) and torch.isfinite(got).all() and got.min() >= 0
+    assert seen[-1] == (768, 768) and len(seen) == 3 and count_hooks(vit) == 0

@@ -19,6 +19,7 @@ from nstcam.app.errors import refuse
 from nstcam.app.files import load_upload
 from nstcam.app.plots import curves_figure
 from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
+from nstcam.cam.methods import PERTURBATION_METHODS
 from nstcam.image import ImageError
 from nstcam.style import Cancelled, InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
@@ -286,8 +287,9 @@ def _check_layer(model: str, layer: str, valid: list[str]) -> None:
         raise refuse(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
 
 
-def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
-    """Refuses a Score-CAM request over the server's budget, advising only what would fit."""
+def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int, method: str = "scorecam") -> None:
+    """Refuses a Score-CAM or AblationCAM request over the server's budget (one forward pass per
+    channel and class), advising only what would fit."""
     channels = _meta_layers(arch)
     need, budget = channels[layer] * top_k, cfg.scorecam_budget
     if need <= budget:
@@ -301,8 +303,9 @@ def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int) -> None:
         fixes.append(f"an earlier layer with fewer channels (e.g. {', '.join(smaller[-3:])})")
     fixes.append("another method (each costs about one forward pass)")
     where = cfg.torch_device.type.upper()
+    name = {"scorecam": "Score-CAM", "ablationcam": "AblationCAM"}[method]
     raise refuse(
-        f"Score-CAM on {arch} {layer} ({channels[layer]} channels) with top-k {top_k} scores {need} masked "
+        f"{name} on {arch} {layer} ({channels[layer]} channels) with top-k {top_k} scores {need} masked "
         f"images (one per channel and class); this {where} server allows {budget} per request. "
         f"Use {'; or '.join(fixes)}."
     )
@@ -318,8 +321,8 @@ def _cam_request(models: Models, image: Any, model: str, layer: str, method: str
     if not layer and model in CAM_ARCHS:
         layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
-    if method == "scorecam":
-        _check_scorecam(models.config, model, layer, int(top_k))
+    if method in PERTURBATION_METHODS:
+        _check_scorecam(models.config, model, layer, int(top_k), method)
     return load_upload(image, "image"), models.cam(model, layer, method)
 
 

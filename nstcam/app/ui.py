@@ -296,7 +296,7 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
         progress(0.0, desc=STARTING)  # at once, not Gradio's guess from earlier, faster calls
 
         def report(done: int, total: int) -> None:
-            progress(done / total, desc=f"Score-CAM: {done}/{total} masked images")
+            progress(done / total, desc=f"{method}: {done}/{total} masked images")
 
         return cam_handler(models, image, model, layer, method, top_k, progress=report)
 

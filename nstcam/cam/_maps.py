@@ -10,9 +10,19 @@ from torch import nn
 
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import cam_from_weights, eigencam
+from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["eigencam_pass", "normalize_maps", "read_nchw", "scorecam", "scorecam_pass", "upsample_maps"]
+__all__ = [
+    "PASSES",
+    "ablationcam_pass",
+    "eigencam_pass",
+    "normalize_maps",
+    "read_nchw",
+    "scorecam",
+    "scorecam_pass",
+    "upsample_maps",
+]
 
 
 def normalize_maps(m: torch.Tensor) -> torch.Tensor:
@@ -103,11 +113,15 @@ def eigencam_pass(
     layer: str,
     x: torch.Tensor,
     classes: Callable[[torch.Tensor], torch.Tensor],
+    chunk: int,
     out_size: tuple[int, int],
+    progress: Callable[[int, int], None] | None = None,
     layout: str | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """EigenCAM: one forward pass, no gradient; the map (the same for every class) with the (k, N)
-    ``classes(logits)`` and probabilities. Returns what :func:`scorecam_pass` returns."""
+    ``classes(logits)`` and probabilities. Takes and returns what :func:`scorecam_pass` does
+    (``chunk`` and ``progress`` unused: one pass)."""
+    del chunk, progress
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         logits = model(x)
         act = read_nchw(hooks.checked_activation(logits).detach().float(), layout, x)
@@ -115,3 +129,61 @@ def eigencam_pass(
         probs = logits.detach().float().softmax(1)
     raw = torch.relu(eigencam(act))
     return [upsample_maps(raw, out_size)] * len(targets), [raw] * len(targets), probs, targets
+
+
+def ablationcam_pass(
+    model: nn.Module,
+    layer: str,
+    x: torch.Tensor,
+    classes: Callable[[torch.Tensor], torch.Tensor],
+    chunk: int,
+    out_size: tuple[int, int],
+    progress: Callable[[int, int], None] | None = None,
+    layout: str | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """AblationCAM (Desai & Ramaswamy 2020), gradient-free: channel k's weight is the relative drop
+    of the class score (logit) when channel k of the layer's output is zeroed, ``(y - y_k) / y``.
+    The ablated passes run ``chunk`` channels at a time on a private hook-free twin of the network
+    (the hook that replaces the layer's output is never seen by other callers); ``progress(done,
+    total)`` after each. Returns what :func:`scorecam_pass` returns."""
+    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
+        logits = model(x)
+        native = hooks.checked_activation(logits).detach()
+        targets = classes(logits)
+        probs = logits.detach().float().softmax(1)
+    in_h, in_w = x.shape[-2:]
+    layout = layout or detect_layout(tuple(native.shape), in_h, in_w)
+    act = to_nchw(native, layout, in_h, in_w).float()
+    channel_dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
+    n, c = act.shape[:2]
+    net = twin(model)
+    module = dict(net.named_modules())[layer]
+    total, done = targets.shape[0] * n * c, 0
+    drops = torch.empty(targets.shape[0], n, c, device=x.device)
+    replaced: list[torch.Tensor] = []
+    handle = module.register_forward_hook(lambda _m, _i, _o: replaced[0])
+    try:
+        with torch.inference_mode(False), torch.no_grad():
+            for i in range(n):
+                base = logits[i, targets[:, i]].float()  # (k,) scores before ablation
+                for s in range(0, c, chunk):
+                    ks = torch.arange(s, min(s + chunk, c), device=x.device)
+                    batch = native[i : i + 1].repeat(len(ks), *([1] * (native.ndim - 1)))
+                    index = [torch.arange(len(ks), device=x.device)] + [slice(None)] * (native.ndim - 1)
+                    index[channel_dim] = ks
+                    batch[tuple(index)] = 0
+                    replaced[:] = [batch]
+                    out = net(x[i : i + 1].expand(len(ks), -1, -1, -1)).float()  # (len(ks), classes)
+                    scores = out[:, targets[:, i]].T  # (k, len(ks))
+                    drops[:, i, s : s + len(ks)] = (base[:, None] - scores) / base[:, None]
+                    done += len(ks) * targets.shape[0]
+                    if progress is not None:
+                        progress(done, total)
+    finally:
+        handle.remove()
+    raws = [cam_from_weights(act, drops[j]) for j in range(targets.shape[0])]
+    return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
+
+
+PASSES = {"scorecam": scorecam_pass, "eigencam": eigencam_pass, "ablationcam": ablationcam_pass}
+"""The methods that run a whole call of their own (no gradient pass, no CUDA graph)."""

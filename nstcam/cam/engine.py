@@ -23,7 +23,7 @@ from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._evaluate import evaluate_maps
 from nstcam.cam._graphed import CamGraphs, Outputs, gradient_pass, graph_stats
-from nstcam.cam._maps import eigencam_pass, scorecam_pass, upsample_maps
+from nstcam.cam._maps import PASSES, upsample_maps
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer, reading
@@ -63,7 +63,7 @@ class GradCAM:
         model: any classifier ``nn.Module`` returning logits (N, classes); replaces ``arch``.
         input_size: images' shorter side in pixels; None: the official weights' crop size (224 for
             most); a ViT takes exactly its ``image_size`` square.
-        scorecam_batch: masked images per forward pass in Score-CAM (bounds its memory).
+        scorecam_batch: masked (Score-CAM) or ablated (AblationCAM) images per forward pass.
         colormap: matplotlib colormap of overlays.
         alpha: opacity of the heatmap in overlays.
         layout: the target layer's activation layout, ``"nchw"``, ``"tokens"`` (ViT) or ``"nhwc"``
@@ -147,7 +147,7 @@ class GradCAM:
             max_side: heatmaps and overlays at the image's size, or with their long side capped at
                 this many pixels (the network sees the same ``input_size`` input either way): a
                 36 MP photo then costs what a 1 MP one does.
-            progress: Score-CAM only: called as ``progress(done, total)`` with the masked images
+            progress: Score-CAM and AblationCAM: called as ``progress(done, total)`` with the masked images
                 scored so far, after each forward pass.
             evaluate: also measure how faithful each map is (:func:`nstcam.metrics.faithfulness`:
                 confidence change, deletion and insertion AUC, ROAD, on the network's input) and
@@ -208,7 +208,7 @@ class GradCAM:
             x: the batch, ImageNet-normalised.
             targets: None for each image's top-1 class, one class for all, or one class per image.
             raw: return the maps at the layer's resolution (ReLU only) instead.
-            progress: Score-CAM only: called as ``progress(done, total)`` after each forward pass.
+            progress: Score-CAM and AblationCAM: called as ``progress(done, total)`` after each forward pass.
 
         Returns:
             (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps).
@@ -256,12 +256,10 @@ class GradCAM:
             return resolve_targets(logits, targets, top_k)
 
         layer, layout = self.target_layer, self.layout
-        if self.method == "scorecam":
-            maps, raws, probs, classes = scorecam_pass(
+        if self.method in PASSES:
+            maps, raws, probs, classes = PASSES[self.method](
                 model, layer, x, resolve, self.scorecam_batch, out_size, progress, layout
             )
-        elif self.method == "eigencam":
-            maps, raws, probs, classes = eigencam_pass(model, layer, x, resolve, out_size, layout)
         else:
             out = self._graphed(model, x, targets, top_k)
             raws, probs, classes = (

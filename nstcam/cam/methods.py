@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["GRADIENT_METHODS", "METHODS", "cam_from_weights", "eigencam"]
+__all__ = ["GRADIENT_METHODS", "METHODS", "PERTURBATION_METHODS", "cam_from_weights", "eigencam"]
 
 _EPS = 1e-7
 
@@ -68,4 +68,6 @@ GRADIENT_METHODS = {
     "layercam": layercam,
     "hirescam": hirescam,
 }
-METHODS = (*GRADIENT_METHODS, "scorecam", "eigencam")
+METHODS = (*GRADIENT_METHODS, "scorecam", "eigencam", "ablationcam")
+PERTURBATION_METHODS = ("scorecam", "ablationcam")
+"""Methods that score one forward pass per channel of the layer (chunked; a progress callback)."""
