@@ -107,7 +107,7 @@ class GradCAM:
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
-        self.target_layer, self.layout, self.input_size, self._square = reading(
+        self.target_layer, self.layout, self.input_size, self.square = reading(
             self.model, self.arch, target_layer, layout, input_size
         )
         check_layer(self.model, self.target_layer)  # fail early, listing close names
@@ -225,7 +225,7 @@ class GradCAM:
         one image into a (1, 3, H, W) batch."""
         w, h = img.size
         s = self.input_size / min(w, h)
-        size = (self._square,) * 2 if self._square else (max(1, round(w * s)), max(1, round(h * s)))
+        size = (self.square,) * 2 if self.square else (max(1, round(w * s)), max(1, round(h * s)))
         return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), self.device))
 
     def label(self, index: int) -> str:

@@ -2,7 +2,9 @@
 
     pip install grad-cam && python tests/benchmarks/bench_cam.py [--device cuda] [--weights imagenet]
 
-Same model object, same 224 px input, same target class; latency is the median of ``--repeat`` runs
+Same model object, same 224 px input, same target class, each arch's default layer (vit_b_16: the last
+block's ln_1, tokens; swin_t: the last norm2, channels-last; pytorch-grad-cam gets the matching
+``reshape_transform``); latency is the median of ``--repeat`` runs
 of one image, throughput is images/s on a batch of ``--batch``. "nstcam" is the engine's default:
 on CUDA that replays captured CUDA graphs, and a second table compares it with the eager pass
 (``cuda_graphs=False``) at batch 1, after checking that graphs were really captured and replayed
@@ -61,7 +63,8 @@ class CamRow:
 def measure(arch, device, weights, batch, repeat, size=224):
     """One model's row: forward, nstcam and (where installed) pytorch-grad-cam, batch 1 and ``batch``."""
     model = build_model(arch, weights).to(device).eval()
-    ours = GradCAM(model=model, target_layer="layer4", device=device)
+    ours = GradCAM(model=model, device=device)  # the arch's default layer (layer4, a ViT's last ln_1...)
+    size = ours.square or size  # a ViT takes its own square
     torch.manual_seed(0)
     x1 = torch.randn(1, 3, size, size, device=device)
     xb = torch.randn(batch, 3, size, size, device=device)
@@ -78,7 +81,7 @@ def measure(arch, device, weights, batch, repeat, size=224):
     row.ms["oursb"] = timeit(lambda: ours.compute(xb, targets=281), rb, device)
     m_ours = ours.compute(x1, targets=281)
     if device.type == "cuda":
-        eager = GradCAM(model=model, target_layer="layer4", device=device, cuda_graphs=False)
+        eager = GradCAM(model=model, device=device, cuda_graphs=False)
         row.eager_ms = timeit(lambda: eager.compute(x1, targets=281), repeat, device)
         row.graph_diff = float((eager.compute(x1, targets=281) - m_ours).abs().max())
         row.graphs = ours.graph_stats
@@ -86,7 +89,8 @@ def measure(arch, device, weights, batch, repeat, size=224):
         from pytorch_grad_cam import GradCAM as PGC
         from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 
-        theirs = PGC(model=model, target_layers=[model.layer4])
+        layer = dict(model.named_modules())[ours.target_layer]
+        theirs = PGC(model=model, target_layers=[layer], reshape_transform=reshape_for(ours.layout, size))
         try:
             t1, tb = [ClassifierOutputTarget(281)], [ClassifierOutputTarget(281)] * batch
             row.ms["pgc1"] = timeit(lambda: theirs(input_tensor=x1, targets=t1), repeat, device)
@@ -95,6 +99,15 @@ def measure(arch, device, weights, batch, repeat, size=224):
         finally:
             theirs.activations_and_grads.release()
     return row
+
+
+def reshape_for(layout, size):
+    """pytorch-grad-cam's ``reshape_transform`` for a layout (what its users write by hand)."""
+    from nstcam.layouts import to_nchw
+
+    if layout in (None, "nchw"):
+        return None
+    return lambda t: to_nchw(t, layout, size, size)
 
 
 def graph_problems(row: CamRow) -> list[str]:
@@ -159,7 +172,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--weights", default="random")
-    p.add_argument("--archs", default="resnet18,resnet50")
+    p.add_argument("--archs", default="resnet18,resnet50,vit_b_16,swin_t")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--size", type=int, default=224)
