@@ -79,7 +79,7 @@ class Settings:
         full = dict(
             wall_size=512, wall_steps=500, step_sizes=(512, 1024), step_steps=5, step_repeats=3,
             batch=8, batch_size_px=512, batch_steps=300,
-            cam_archs=("resnet18", "resnet50"), cam_batch=64, cam_repeat=20, cam_size=224,
+            cam_archs=("resnet18", "resnet50", "vit_b_16", "swin_t"), cam_batch=64, cam_repeat=20, cam_size=224,
             tile=512, tile_sizes=(8192,), tile_steps=2, gpu_limit_gb=16.0,
             calibration=((512, "adam", 2), (1024, "adam", 2), (512, "lbfgs", 3)),
             check_size=256, check_steps=10, compile=True,
@@ -95,7 +95,7 @@ class Settings:
         if quick:
             return cls(**{**full, **dict(
                 wall_steps=100, step_sizes=(512,), step_repeats=2, batch=4, batch_size_px=256, batch_steps=50,
-                cam_archs=("resnet18",), cam_batch=16, cam_repeat=10, tile_sizes=(2048,),
+                cam_archs=("resnet18", "vit_b_16"), cam_batch=16, cam_repeat=10, tile_sizes=(2048,),
                 calibration=((512, "adam", 2),),
             )})  # fmt: skip
         return cls(**full)
@@ -381,10 +381,7 @@ def calibration(report: Report, device, s: Settings) -> str:
 
 
 def not_yet() -> str:
-    return (
-        "- video stylisation rows (issue 20): the video path does not exist yet.\n"
-        "- transformer Grad-CAM rows (vit_b_16, swin_t; issue 21): not supported yet."
-    )
+    return "- video stylisation rows (issue 20): the video path does not exist yet."
 
 
 def main(argv: list[str] | None = None) -> int:
