@@ -82,12 +82,8 @@ def scorecam_pass(
     """A whole Score-CAM call: one hooked pass for the activation and the (k, N) ``classes(logits)``,
     then masked forward passes with the hooks gone; ``progress(done, total)`` after each.
     Returns (maps, raw maps, probabilities, classes) like the gradient pass."""
-    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
-        logits = model(x)
-        act = read_nchw(hooks.checked_activation(logits).detach(), layout, x)
-        targets = classes(logits)
-        probs = logits.detach().float().softmax(1)  # grad mode is on past the layer: no graph kept
-        del logits
+    _, native, targets, probs = hooked_pass(model, layer, x, classes)
+    act = read_nchw(native, layout, x)
     total = targets.shape[0] * act.shape[0] * act.shape[1]
     done = 0
 
@@ -100,6 +96,18 @@ def scorecam_pass(
     with torch.inference_mode(False), torch.no_grad():
         raws = [torch.relu(scorecam(model, x, act, targets[j], chunk, on_chunk)) for j in range(len(targets))]
     return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
+
+
+def hooked_pass(
+    model: nn.Module, layer: str, x: torch.Tensor, classes: Callable[[torch.Tensor], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One forward pass with ``layer`` recorded: (logits, the layer's activation in its own layout,
+    the (k, N) ``classes(logits)``, probabilities), all detached (grad mode is on past the layer)."""
+    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
+        logits = model(x)
+        act = hooks.checked_activation(logits).detach()
+        targets = classes(logits)
+    return logits.detach(), act, targets, logits.detach().float().softmax(1)
 
 
 def read_nchw(act: torch.Tensor, layout: str | None, x: torch.Tensor) -> torch.Tensor:
@@ -122,11 +130,8 @@ def eigencam_pass(
     ``classes(logits)`` and probabilities. Takes and returns what :func:`scorecam_pass` does
     (``chunk`` and ``progress`` unused: one pass)."""
     del chunk, progress
-    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
-        logits = model(x)
-        act = read_nchw(hooks.checked_activation(logits).detach().float(), layout, x)
-        targets = classes(logits)
-        probs = logits.detach().float().softmax(1)
+    _, native, targets, probs = hooked_pass(model, layer, x, classes)
+    act = read_nchw(native.float(), layout, x)
     raw = torch.relu(eigencam(act))
     return [upsample_maps(raw, out_size)] * len(targets), [raw] * len(targets), probs, targets
 
@@ -146,11 +151,7 @@ def ablationcam_pass(
     The ablated passes run ``chunk`` channels at a time on a private hook-free twin of the network
     (the hook that replaces the layer's output is never seen by other callers); ``progress(done,
     total)`` after each. Returns what :func:`scorecam_pass` returns."""
-    with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
-        logits = model(x)
-        native = hooks.checked_activation(logits).detach()
-        targets = classes(logits)
-        probs = logits.detach().float().softmax(1)
+    logits, native, targets, probs = hooked_pass(model, layer, x, classes)
     in_h, in_w = x.shape[-2:]
     layout = layout or detect_layout(tuple(native.shape), in_h, in_w)
     act = to_nchw(native, layout, in_h, in_w).float()
