@@ -52,7 +52,7 @@ def by_hand(model: Tiny, x: torch.Tensor, cls: int, method: str) -> torch.Tensor
         cam = torch.relu((w[:, :, None, None] * a).sum(1))
     else:  # gradcam++
         num = g**2
-        den = 2 * g**2 + a.sum(dim=(2, 3), keepdim=True) * g**3
+        den = 2 * g**2 + a.sum(dim=(2, 3), keepdim=True) * g**3 + 1e-7  # pytorch-grad-cam's epsilon
         alpha = torch.where(
             g != 0, num / torch.where(den != 0, den, torch.ones_like(den)), torch.zeros_like(g)
         )

@@ -22,9 +22,11 @@ def gradcam(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def gradcam_pp(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Chattopadhyay et al. 2018, with the exponential-score closed form of the higher derivatives:
-    ``alpha = g^2 / (2 g^2 + sum_ab(A) g^3)``, weights ``sum_ij alpha_ij ReLU(g_ij)``."""
+    ``alpha = g^2 / (2 g^2 + sum_ab(A) g^3 + eps)``, weights ``sum_ij alpha_ij ReLU(g_ij)``; the eps
+    (1e-7) is pytorch-grad-cam's, so that maps agree where the denominator nears 0 (LayerNorm'd
+    transformer activations)."""
     g2, g3 = g.pow(2), g.pow(3)
-    denom = 2 * g2 + a.sum(dim=(2, 3), keepdim=True) * g3
+    denom = 2 * g2 + a.sum(dim=(2, 3), keepdim=True) * g3 + _EPS  # + eps as pytorch-grad-cam does
     alpha = g2 / torch.where(denom != 0, denom, torch.ones_like(denom))
     alpha = torch.where(g != 0, alpha, torch.zeros_like(alpha))
     return cam_from_weights(a, (alpha * torch.relu(g)).sum(dim=(2, 3)))
