@@ -214,3 +214,15 @@ def test_ablationcam_zeroes_a_channel_in_the_layers_own_layout(vit):
     got = cam.compute(x, targets=[3], raw=True, progress=lambda d, t: seen.append((d, t)))
     assert got.shape == (1, 4, 4) and torch.isfinite(got).all() and got.min() >= 0
     assert seen[-1] == (768, 768) and len(seen) == 3 and count_hooks(vit) == 0
+
+
+def test_faithfulness_and_subject_masks_from_a_vit(vit):
+    from nstcam.subject import subject_mask
+
+    cam = GradCAM(model=vit, target_layer=VIT_LAYER, device="cpu")
+    img = (np.random.default_rng(3).random((40, 56, 3)) * 255).astype(np.uint8)
+    (r,) = cam.explain(img, top_k=1, evaluate=True, evaluate_steps=2)
+    assert len(r.faithfulness.deletion_curve) == 3 and 0 <= r.faithfulness.deletion_auc <= 1
+    mask = subject_mask(img, cam, mode="background", threshold=0.5)[0]
+    assert mask.shape == (40, 56) and 0 <= mask.min() <= mask.max() <= 1
+    assert count_hooks(vit) == 0

@@ -172,3 +172,13 @@ def test_missing_weights_fail_fast_with_the_fix(local_ray, data, tmp_path):
     inp, style = data
     with pytest.raises(WeightsUnavailableError, match="vgg16_bn-6c64b313.pth is not in"):
         stylize_dataset(inp, style, tmp_path / "o", num_workers=1, size=32, steps=1)  # imagenet, offline
+
+
+def test_explain_dataset_with_a_transformer_arch(local_ray, data, tmp_path):
+    """Any known classifier on Ray: swin_t at its default layer (channels-last), random weights."""
+    inp, _ = data
+    res = explain_dataset(
+        [str(inp / "img0.png")], tmp_path / "o", arch="swin_t", weights="random", num_workers=1, input_size=64
+    )
+    meta = json.loads((tmp_path / "o" / "img0_cam.json").read_text())
+    assert len(res.written) == 1 and meta["layer"] == "features.7.1.norm2" and meta["random_weights"]
