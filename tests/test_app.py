@@ -344,3 +344,17 @@ def test_user_errors_are_one_log_line_and_faults_keep_their_traceback(models, fi
         err = _fail(fault)
     assert "Internal error (RuntimeError)" in str(err)
     assert any(r.exc_info for r in caplog.records)  # logged once, with its traceback
+
+
+def test_models_outside_the_servers_list_are_refused_before_anything_is_built(models, files, monkeypatch):
+    """An API caller naming a big classifier the app does not offer (regnet_y_32gf: its skeleton is
+    built on the CPU) is refused before any model, even a skeleton, is built."""
+    import nstcam.cam.layers as L
+    from nstcam.app.handlers import features_handler
+
+    c, _, _ = files
+    monkeypatch.setattr(L, "skeleton", lambda arch: (_ for _ in ()).throw(AssertionError(f"built {arch}")))
+    with pytest.raises(gr.Error, match="model must be one of resnet18, .* server, got 'regnet_y_32gf'"):
+        cam_handler(models, str(c), "regnet_y_32gf")
+    with pytest.raises(gr.Error, match="on this server, got 'vit_l_16'"):
+        features_handler(models, str(c), "vit_l_16", "encoder.layers.encoder_layer_23.ln_1")

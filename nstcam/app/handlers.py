@@ -318,7 +318,11 @@ def _cam_request(models: Models, image: Any, model: str, layer: str, method: str
     _check(top_k, "top-k", 1, 10)
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if not layer and model in CAM_ARCHS:
+    if model not in models.config.cam_archs:  # before any model is built, even a skeleton
+        raise refuse(
+            f"model must be one of {', '.join(models.config.cam_archs)} on this server, got {model!r}"
+        )
+    if not layer:
         layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
     if method in PERTURBATION_METHODS:
@@ -491,7 +495,7 @@ def subject_handler(
 
 
 # -- feature maps -------------------------------------------------------------------------------
-FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)  # what the server accepts; the app offers its cam_archs
+FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)  # the feature viewer's models; a server offers its cam_archs
 
 
 def feature_layer_choices(model: str) -> list[str]:
@@ -512,8 +516,9 @@ def features_handler(
     try:
         if image is None:
             raise refuse("Upload an image.")
-        if model not in FEATURE_MODELS:
-            raise refuse(f"model must be one of {', '.join(FEATURE_MODELS)}, got {model!r}")
+        offered = ("vgg16_bn", *models.config.cam_archs)
+        if model not in offered:
+            raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
         _check_layer(model, layer, feature_layer_choices(model))
         _check(top, "channels", 1, 64)
         img = load_upload(image, "image")

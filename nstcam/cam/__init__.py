@@ -7,7 +7,7 @@ offer), ``result`` (:class:`CamResult`) and ``overlay``; ``_maps`` and ``_target
 
 from nstcam.cam.engine import GradCAM
 from nstcam.cam.hooks import CamHooks, eval_view
-from nstcam.cam.layers import CAM_ARCHS, candidate_layers, layers  # layers(arch): its candidate layers
+from nstcam.cam.layers import CAM_ARCHS, candidate_layers
 from nstcam.cam.methods import METHODS
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.cam.result import CamResult
@@ -20,6 +20,5 @@ __all__ = [
     "GradCAM",
     "candidate_layers",
     "eval_view",
-    "layers",
     "overlay_heatmap",
 ]
