@@ -495,7 +495,6 @@ def subject_handler(
 
 
 # -- feature maps -------------------------------------------------------------------------------
-FEATURE_MODELS = ("vgg16_bn", *CAM_ARCHS)  # the feature viewer's models; a server offers its cam_archs
 
 
 def feature_layer_choices(model: str) -> list[str]:
