@@ -1,6 +1,7 @@
 """nstcam: neural style transfer and Grad-CAM on PyTorch hooks."""
 
 from nstcam._version import __version__
+from nstcam.anchor import PixelAnchor
 from nstcam.cam import CamResult, GradCAM, overlay_heatmap
 from nstcam.features import FeatureMaps, feature_maps
 from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
@@ -38,6 +39,7 @@ from nstcam.weights import (
 )
 
 __all__ = [
+    "PixelAnchor",
     "FeatureMaps",
     "feature_maps",
     "RecognitionReport",

@@ -10,7 +10,14 @@ from typing import Any
 
 from nstcam._version import __version__
 from nstcam.cam.methods import METHODS
-from nstcam.weights import ARCHS, WeightsUnavailableError, download_weights, weights_dir, weights_file
+from nstcam.weights import (
+    ARCHS,
+    FLOW_ARCHS,
+    WeightsUnavailableError,
+    download_weights,
+    weights_dir,
+    weights_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +44,7 @@ def _cmd_weights_download(args: argparse.Namespace) -> int:
 def _cmd_weights_list(_args: argparse.Namespace) -> int:
     d = weights_dir()
     print(f"weights directory: {d}")
-    for arch in ARCHS:
+    for arch in [*ARCHS, *FLOW_ARCHS]:
         f = weights_file(arch, d)
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
         print(f"  {arch:<10} {f.name:<28} {state}")
@@ -361,7 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
     wsub = w.add_subparsers(dest="weights_command", required=True)
     d = wsub.add_parser("download", help="download official ImageNet weights into the weights directory")
     d.add_argument(
-        "names", nargs="*", metavar="NAME", help=f"any of {', '.join(ARCHS)} (default: vgg16_bn resnet50)"
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"any of {', '.join([*ARCHS, *FLOW_ARCHS])} (default: vgg16_bn resnet50)",
     )
     d.add_argument("--timeout", type=float, default=30.0, help="network timeout in seconds (default 30)")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -35,6 +35,7 @@ from nstcam._files import atomic_file
 
 __all__ = [
     "ARCHS",
+    "FLOW_ARCHS",
     "WeightsInfo",
     "WeightsUnavailableError",
     "build_model",
@@ -67,6 +68,13 @@ ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
 }
 """Architecture name -> (torchvision constructor, official ImageNet weights): VGG16_bn for style
 transfer, and the torchvision classifiers Grad-CAM knows (:data:`nstcam.cam.CAM_ARCHS`)."""
+
+FLOW_ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
+    "raft_small": (models.optical_flow.raft_small, models.optical_flow.Raft_Small_Weights.DEFAULT),
+    "raft_large": (models.optical_flow.raft_large, models.optical_flow.Raft_Large_Weights.DEFAULT),
+}
+"""Optical-flow models (video, ``flow="raft"``) and their official weights (``weights="official"``,
+also spelt ``"imagenet"`` like every other model's; RAFT's are trained on optical-flow datasets)."""
 
 _HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
 _CHUNK = 1 << 20
@@ -153,9 +161,10 @@ def weights_dir() -> Path:
 
 def _check_arch(arch: str) -> tuple[Callable[..., nn.Module], models.WeightsEnum]:
     try:
-        return ARCHS[arch]
+        return ARCHS[arch] if arch in ARCHS else FLOW_ARCHS[arch]
     except KeyError:
-        raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}") from None
+        names = ", ".join([*ARCHS, *FLOW_ARCHS])
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {names}") from None
 
 
 def _official_url(arch: str) -> str:
@@ -321,7 +330,8 @@ def build_model(
     Args:
         arch: a name of :data:`ARCHS`: ``"vgg16_bn"``, a ResNet, ViT, Swin, ConvNeXt, EfficientNet,
             MobileNetV3, DenseNet, RegNet or VGG-bn classifier of torchvision.
-        weights: ``"imagenet"``, ``"random"``, or a path to a state dict file.
+        weights: ``"imagenet"`` (or ``"official"``: torchvision's official weights), ``"random"``,
+            or a path to a state dict file.
         seed: seed of the random initialisation with ``weights="random"``.
         download: allow downloading missing official weights.
         timeout: seconds to wait for the download server before giving up.
@@ -336,7 +346,8 @@ def build_model(
         FileNotFoundError: ``weights`` is a path that does not exist.
     """
     ctor, official = _check_arch(arch)
-    categories = tuple(official.meta["categories"])
+    categories = tuple(official.meta.get("categories", ()))
+    weights = "imagenet" if isinstance(weights, str) and weights == "official" else weights
     if isinstance(weights, str) and weights == "random":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

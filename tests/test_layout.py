@@ -19,6 +19,7 @@ BASE = {
     "nstcam.hooks",
     "nstcam.image",
     "nstcam.mask",
+    "nstcam.anchor",
     "nstcam.weights",
 }
 TOP = {"nstcam", "nstcam.__main__", "nstcam.cli", "nstcam.distributed"}
@@ -35,6 +36,8 @@ def part(module: str) -> str:
         return "features"
     if module == "nstcam.metrics" or module.startswith("nstcam.metrics."):
         return "metrics"
+    if module == "nstcam.video" or module.startswith("nstcam.video."):
+        return "video"
     for engine in ("style", "cam"):
         if module == f"nstcam.{engine}" or module.startswith(f"nstcam.{engine}."):
             return engine
@@ -43,12 +46,13 @@ def part(module: str) -> str:
 
 ALLOWED = {
     "base": {"base"},
-    "style": {"base", "style"},
+    "video": {"base", "video"},  # on any engine's public API (duck-typed): StyleTransfer.stylize_video
+    "style": {"base", "style", "video"},
     "metrics": {"base", "metrics"},
     "cam": {"base", "metrics", "cam"},
     "subject": {"base", "style", "metrics", "cam"},
     "features": {"base", "style"},
-    "top": {"base", "style", "metrics", "cam", "subject", "features", "top"},
+    "top": {"base", "video", "style", "metrics", "cam", "subject", "features", "top"},
 }
 
 

@@ -17,13 +17,13 @@ from nstcam._checks import whole
 from nstcam._files import unique_names
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
-from nstcam.style._plan import Plan
+from nstcam.style._plan import Plan, make_plan
 from nstcam.style._progress import watching
 from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 
-__all__ = ["IMAGE_EXTENSIONS", "BatchResult", "expand_contents", "output_names", "run_batch"]
+__all__ = ["IMAGE_EXTENSIONS", "BatchResult", "batch_call", "expand_contents", "output_names", "run_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,39 @@ def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageS
 def output_names(items: list[ImageSource], ext: str) -> list[str]:
     """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
     return unique_names(items, f"_stylized{ext}")
+
+
+def batch_call(
+    rt: Runtime,
+    contents: str | Path | Sequence[ImageSource],
+    style: ImageSource | Sequence[ImageSource],
+    out_dir: str | Path,
+    *,
+    overwrite: bool,
+    ext: str,
+    progress_bar: bool | None,
+    batch_size: int,
+    defaults: dict[str, Any],
+    **params: Any,
+) -> BatchResult:
+    """:meth:`StyleTransfer.stylize_batch`: checks, loads the styles, plans, runs :func:`run_batch`."""
+    if ext.lower() not in (".png", ".jpg", ".jpeg"):
+        raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {ext!r}")
+    if not isinstance(params.get("init", ""), str) or params.pop("anchors", None):
+        raise ValueError("stylize_batch takes no init image or anchors; call stylize for each image")
+    items = expand_contents(contents)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    style_list = list(style) if isinstance(style, (list, tuple)) else [style]
+    style_imgs = [load_image(s) for s in style_list]
+    callback = params.pop("progress", None)
+    params.pop("progress_bar", None)
+    style_mask = params.pop("style_mask", None)
+    plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params})
+    return run_batch(
+        rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
+        callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+    )  # fmt: skip
 
 
 def run_batch(

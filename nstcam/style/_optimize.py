@@ -31,12 +31,16 @@ def init_image(
     c_in: torch.Tensor,
     styles: list[Image.Image],
     plan: Plan,
+    start: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The images to optimise at this scale: the previous scale's result upscaled, else per ``init``
-    (noise is drawn per image from a generator seeded with ``plan.seed``, as a run of one would)."""
+    (noise is drawn per image from a generator seeded with ``plan.seed``, as a run of one would;
+    ``"image"``: ``start``, the given images at this size)."""
     n, _, h, w = c_in.shape
     if prev is not None:
         x = F.interpolate(prev, size=(h, w), mode="bicubic", align_corners=False).clamp(0, 1)
+    elif plan.init == "image" and start is not None:
+        x = start.clone()
     elif plan.init == "content":
         x = c_in.clone()
     elif plan.init == "noise":

@@ -151,7 +151,7 @@ def make_plan(
     content_weight: float,
     tv_weight: float,
     optimizer: str,
-    init: str,
+    init: str | object,
     style_weights: Sequence[float] | None,
     style_layers: Sequence[str] | Mapping[str, float] | None,
     content_layers: Sequence[str] | None,
@@ -174,7 +174,10 @@ def make_plan(
         ValueError: a parameter is out of range; the message names it and what it accepts.
     """
     _check_choice("optimizer", optimizer, OPTIMIZERS)
-    _check_choice("init", init, INITS)
+    if isinstance(init, str):
+        _check_choice("init", init, INITS)
+    else:  # an image, given to the run itself
+        init = "image"
     _check_choice("on_memory", on_memory, ("error", "reduce"))
     _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
     scales_list, steps_list = _scales_and_steps(size, scales, steps)

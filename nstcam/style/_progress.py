@@ -19,7 +19,7 @@ from nstcam.style._types import Cancelled, StepInfo
 
 __all__ = ["LOSS_KEYS", "Progress"]
 
-LOSS_KEYS = ("total", "content", "style", "tv")
+LOSS_KEYS = ("total", "content", "style", "tv", "anchor")  # "anchor": only where a run has anchors
 
 
 def watching() -> bool:
@@ -76,7 +76,8 @@ class Progress:
         best: torch.Tensor,
         preview: Callable[[torch.Tensor], Image.Image],
     ) -> None:
-        """Records one evaluation's ``losses`` ((4, N): total, content, style, tv per image);
+        """Records one evaluation's ``losses`` ((4, N): total, content, style, tv per image; a fifth
+        row, anchor, where the run has anchors);
         raises :class:`Cancelled` (holding ``best``) if the callback asks to stop."""
         self.done += 1
         self._pending.append((scale, losses))
@@ -89,7 +90,8 @@ class Progress:
         if not reports and not (self._show_bar and n % self.report_every == 0):
             return
         self.flush()
-        values = {k: sum(h[-1][k] for h in self.histories) / len(self.histories) for k in LOSS_KEYS}
+        keys = [k for k in LOSS_KEYS if k in self.histories[0][-1]]
+        values = {k: sum(h[-1][k] for h in self.histories) / len(self.histories) for k in keys}
         self._bar.set_postfix(loss=f"{values['total']:.4g}", refresh=False)
         if not reports:
             return
@@ -105,10 +107,14 @@ class Progress:
         scales = [s for s, _ in self._pending]
         values = torch.stack([v for _, v in self._pending]).double().cpu().tolist()  # (steps, 4, N)
         self._pending.clear()
-        for s, rows in zip(scales, values, strict=True):
+        for s, rows in zip(scales, values, strict=True):  # rows: 4, or 5 with anchors
             for i, history in enumerate(self.histories):
                 history.append(
-                    {"step": len(history) + 1, "scale": s, **{k: rows[j][i] for j, k in enumerate(LOSS_KEYS)}}
+                    {
+                        "step": len(history) + 1,
+                        "scale": s,
+                        **{k: row[i] for k, row in zip(LOSS_KEYS, rows, strict=False)},
+                    }
                 )
 
     def close(self) -> None:

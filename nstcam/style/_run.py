@@ -11,7 +11,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam.anchor import PixelAnchor
 from nstcam.image import long_side_size
+from nstcam.style._anchors import start_images, with_anchors
 from nstcam.style._compiled import compiled_loss
 from nstcam.style._memory import check_memory
 from nstcam.style._optimize import compute_losses, init_image, optimize
@@ -42,13 +44,19 @@ def run(
     progress_bar: bool | None,
     cache: dict,
     mask: np.ndarray | None = None,
+    *,
+    init: Image.Image | None = None,
+    anchors: list[PixelAnchor] | None = None,
 ) -> Image.Image:
     """Stylises ``content`` as ``plan`` says; see :meth:`nstcam.StyleTransfer.stylize`.
 
     Raises:
         Cancelled: ``callback`` returned False; holds the partial result as an image.
     """
-    return run_many(rt, [content], styles, plan, callback, progress_bar, cache, [mask])[0]
+    return run_many(
+        rt, [content], styles, plan, callback, progress_bar, cache, [mask], inits=[init],
+        anchors=[anchors or []],
+    )[0]  # fmt: skip
 
 
 def run_many(
@@ -60,10 +68,14 @@ def run_many(
     progress_bar: bool | None,
     cache: dict,
     masks: list[np.ndarray | None],
+    *,
+    inits: list[Image.Image | None] | None = None,
+    anchors: list[list[PixelAnchor]] | None = None,
 ) -> list[Image.Image]:
     """Stylises same-size ``contents`` together: one forward and backward pass per step for all,
     each image with its own targets and losses (so each gets what a run of its own gives, up to
-    float noise, with Adam; L-BFGS's shared line search would couple them).
+    float noise, with Adam; L-BFGS's shared line search would couple them). ``inits`` are start
+    images (``plan.init == "image"``), ``anchors`` each image's pixel anchors.
 
     Raises:
         Cancelled: ``callback`` returned False; holds the first image's partial result.
@@ -81,6 +93,9 @@ def run_many(
         raise ValueError(
             "tile does not combine with a style_mask in mask_mode='optimize'; use mask_mode='blend'"
         )
+    anchors = anchors or [[] for _ in contents]
+    if plan.tile is not None and (any(anchors) or plan.init == "image"):
+        raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
     check_memory(rt, plan, contents[0], batch=len(contents))
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
     windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
@@ -99,7 +114,8 @@ def run_many(
                     continue
                 inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks)
                 targets = inputs.targets
-                x = init_image(rt, x, inputs.seen, styles, plan)
+                start = start_images(rt, inits, inputs.seen, plan) if x is None else None
+                x = init_image(rt, x, inputs.seen, styles, plan, start)
                 if si > 0 and targets.mask is not None:  # upscaling blurred the kept region: restore it
                     with torch.no_grad():
                         x.copy_(targets.mask * x + (1 - targets.mask) * inputs.seen)
@@ -107,7 +123,7 @@ def run_many(
                 def preview(best: torch.Tensor, full: torch.Tensor = inputs.full) -> Image.Image:
                     return to_output(rt, best[:1], full[:1], plan)
 
-                loss_fn = _loss_fn(rt, hooks, targets, plan)
+                loss_fn = with_anchors(_loss_fn(rt, hooks, targets, plan), rt, anchors, inputs.seen, plan)
                 x = optimize(loss_fn, x, plan, si, n_steps, progress, preview)
     except Cancelled as e:
         partial = e.image if isinstance(e.image, torch.Tensor) else x

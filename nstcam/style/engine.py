@@ -26,15 +26,17 @@ from torch import nn
 
 from nstcam._checks import whole
 from nstcam._device import bf16_autocast, pick_device
+from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
-from nstcam.style._batch import BatchResult, expand_contents, run_batch
+from nstcam.style._batch import BatchResult, batch_call
 from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
 from nstcam.style._types import StepInfo
+from nstcam.video import VideoResult, stylize_video
 from nstcam.weights import WeightsInfo, build_model, weights_info
 
 __all__ = ["StyleTransfer"]
@@ -45,10 +47,8 @@ logger = logging.getLogger(__name__)
 class StyleTransfer:
     """Neural style transfer (Gatys et al.) on VGG16_bn.
 
-    The engine runs a copy of ``model.features`` with BatchNorm folded into the convolutions (same
-    features, fewer ops), in eval mode, with every parameter frozen; a forward hook manager reads the
-    ReLU outputs and stops the forward pass at the deepest layer needed. The given model is only
-    read (its training flags are never touched).
+    It runs a frozen eval copy of ``model.features``, BatchNorm folded into the convolutions; forward
+    hooks read the ReLU outputs and stop the pass at the deepest layer needed (``model`` is only read).
 
     Thread safety: every call makes its own plan, hooks, targets and optimiser, and the hooks
     record only their own call's passes, so any number of threads may call one engine at once;
@@ -70,9 +70,7 @@ class StyleTransfer:
             on one owner thread (``_owner.py``); default on for CUDA only. Masked runs stay eager.
 
     Attributes:
-        model: the VGG16_bn given or built.
-        net: the (folded, frozen) copy of ``model.features`` that runs.
-        weights: where the weights came from; ``weights.is_random`` means results are not meaningful.
+        model: the VGG16_bn given or built (``net``, ``weights``: see the properties).
     """
 
     def __init__(
@@ -114,10 +112,9 @@ class StyleTransfer:
     compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
     compiles = property(lambda self: self._rt.compile, doc="Steps run compiled (calls on one owner thread).")
 
-    @property
-    def style_target_computations(self) -> int:
-        """How many style images' Gram targets were computed, over all calls (diagnostics)."""
-        return self._rt.style_targets.value
+    style_target_computations = property(
+        lambda self: self._rt.style_targets.value, doc="Style images' Gram targets computed, all calls."
+    )
 
     # -- public API ---------------------------------------------------------------------------
     def stylize(
@@ -131,7 +128,8 @@ class StyleTransfer:
         content_weight: float = 1.0,
         tv_weight: float = 5.0,
         optimizer: str = "lbfgs",
-        init: str = "content",
+        init: str | ImageSource = "content",
+        anchors: Sequence[PixelAnchor] | None = None,
         style_weights: Sequence[float] | None = None,
         style_layers: Sequence[str] | Mapping[str, float] | None = None,
         content_layers: Sequence[str] | None = None,
@@ -163,7 +161,10 @@ class StyleTransfer:
             content_weight: weight of the content loss.
             tv_weight: weight of the total-variation (smoothness) loss.
             optimizer: ``"lbfgs"`` or ``"adam"``.
-            init: start from the ``"content"``, from ``"noise"``, or from the ``"style"``.
+            init: start from the ``"content"``, from ``"noise"``, from the ``"style"``, or from an
+                image (anything :func:`nstcam.load_image` takes; resized to each image's size).
+            anchors: extra pixel-space loss terms (:class:`nstcam.PixelAnchor`): each pulls the
+                result towards its image where its mask says (video: the warped previous frame).
             style_weights: blend weights of several style images (normalised to sum to 1).
             style_layers: style layers, or a mapping layer -> weight (default: relu1_1 ... relu5_1,
                 equal weights).
@@ -208,13 +209,17 @@ class StyleTransfer:
             ValueError: a parameter is out of range.
         """
         params = dict(locals())
-        for k in ("self", "content", "style", "progress", "progress_bar", "style_mask"):
+        for k in ("self", "content", "style", "progress", "progress_bar", "style_mask", "anchors"):
             params.pop(k)
         content_img = load_image(content)
         style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
         mask = load_mask(style_mask) if style_mask is not None else None
-        plan = make_plan(n_styles=len(style_imgs), **params)
-        return self._rt.call(run, self._rt, content_img, style_imgs, plan, progress, progress_bar, {}, mask)
+        start = None if isinstance(init, str) else load_image(init)
+        plan = make_plan(n_styles=len(style_imgs), **{**params, "init": init if start is None else start})
+        extra = {"init": start, "anchors": list(anchors or [])}
+        return self._rt.call(
+            run, self._rt, content_img, style_imgs, plan, progress, progress_bar, {}, mask, **extra
+        )
 
     def stylize_batch(
         self,
@@ -250,21 +255,17 @@ class StyleTransfer:
             The output paths (a :class:`BatchResult`; ``.failed`` maps each bad input to its error).
             A bad input is logged and skipped; the rest complete.
         """
-        if ext.lower() not in (".png", ".jpg", ".jpeg"):
-            raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {ext!r}")
-        items = expand_contents(contents)
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        style_list = list(style) if isinstance(style, (list, tuple)) else [style]
-        style_imgs = [load_image(s) for s in style_list]
-        callback = params.pop("progress", None)
-        params.pop("progress_bar", None)
-        style_mask = params.pop("style_mask", None)
-        plan = make_plan(n_styles=len(style_imgs), **{**_stylize_defaults(), **params})
         return self._rt.call(
-            run_batch, self._rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite,
-            style_mask=style_mask, callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+            batch_call, self._rt, contents, style, out_dir, overwrite=overwrite, ext=ext,
+            progress_bar=progress_bar, batch_size=batch_size, defaults=_stylize_defaults(), **params,
         )  # fmt: skip
+
+    def stylize_video(
+        self, video: str | Path, style: ImageSource | Sequence[ImageSource], output: str | Path, **params: Any
+    ) -> VideoResult:
+        """Stylises a clip without flicker (temporal consistency, Ruder et al. 2016); ``params``:
+        see :func:`nstcam.video.stylize_video` (size, steps, temporal_weight, flow, passes...)."""
+        return stylize_video(self, video, style, output, **params)
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and

@@ -1,0 +1,34 @@
+"""Video: clips stylised with temporal consistency (Ruder et al. 2016), read and written with PyAV.
+
+Layout: ``source`` (probing and decoding clips, :class:`VideoError`, limits), ``sink`` (writing
+video files with the source's audio, or folders of frames), ``flow`` (optical flow: OpenCV's DIS or
+torchvision's RAFT), ``warping`` (warping, flow certainty, the warping error) and ``stylize`` (the
+frames' loop on a style engine's public API: init images and pixel anchors).
+"""
+
+from nstcam.video.flow import FLOW_METHODS, FlowEstimator, optical_flow
+from nstcam.video.sink import CODECS, VideoWriter, even_size
+from nstcam.video.source import VideoError, VideoInfo, check_limits, probe_video, read_frames
+from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT, FrameInfo, VideoResult, stylize_video
+from nstcam.video.warping import certainty, warp, warping_error
+
+__all__ = [
+    "CODECS",
+    "DEFAULT_TEMPORAL_WEIGHT",
+    "FLOW_METHODS",
+    "FlowEstimator",
+    "FrameInfo",
+    "VideoError",
+    "VideoInfo",
+    "VideoResult",
+    "VideoWriter",
+    "certainty",
+    "check_limits",
+    "even_size",
+    "optical_flow",
+    "probe_video",
+    "read_frames",
+    "stylize_video",
+    "warp",
+    "warping_error",
+]

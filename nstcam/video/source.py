@@ -1,0 +1,241 @@
+"""Reading clips: a video file that PyAV decodes, or a folder or glob of frames, probed before any
+heavy work and then decoded as a stream (one frame in memory at a time)."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+from PIL import Image
+
+from nstcam.image import ImageError, load_image, probe_image
+
+__all__ = ["FRAME_EXTENSIONS", "VideoError", "VideoInfo", "check_limits", "probe_video", "read_frames"]
+
+logger = logging.getLogger(__name__)
+
+FRAME_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+DEFAULT_FPS = 25.0
+"""Frame rate of a folder of frames when none is given."""
+
+
+class VideoError(ValueError):
+    """A clip nstcam cannot use: not a video, truncated, no frames, an unreadable codec, frames of
+    different sizes, or over a limit. The message names the file and the limit."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What :func:`probe_video` learnt about a clip without decoding it all.
+
+    Attributes:
+        name: how messages call the clip (its own file name, never a server's temporary path).
+        path: the file, or the folder / pattern of frames.
+        frames: number of frames.
+        fps: frames per second (a video's average rate; variable rates are written at it).
+        width: width of the frames as shown (rotation applied).
+        height: height of the frames as shown.
+        rotation: degrees the frames are turned to show upright (from the display matrix).
+        has_audio: the file has an audio stream.
+        files: the frame files, in order, for a folder or glob.
+    """
+
+    name: str
+    path: Path
+    frames: int
+    fps: float
+    width: int
+    height: int
+    rotation: int = 0
+    has_audio: bool = False
+    files: tuple[Path, ...] = field(default=(), repr=False)
+
+    @property
+    def duration(self) -> float:
+        """Seconds of video."""
+        return self.frames / self.fps
+
+    @property
+    def is_folder(self) -> bool:
+        """The clip is a folder or glob of frame files."""
+        return bool(self.files)
+
+
+def _frame_files(src: str) -> list[Path] | None:
+    p = Path(src)
+    if p.is_dir():
+        return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in FRAME_EXTENSIONS)
+    if any(ch in src for ch in "*?["):
+        return sorted(Path(f) for f in glob.glob(src) if Path(f).suffix.lower() in FRAME_EXTENSIONS)
+    return None
+
+
+def _probe_frames(files: list[Path], src: str, name: str, fps: float | None) -> VideoInfo:
+    if not files:
+        raise VideoError(f"{name}: no frame files ({', '.join(FRAME_EXTENSIONS)}) found")
+    sizes = {}
+    for f in files:
+        try:
+            sizes[f] = probe_image(f, name=f.name)
+        except ImageError as e:
+            raise VideoError(f"{name}: {e}") from None
+    first = sizes[files[0]]
+    odd = next((f for f in files if sizes[f] != first), None)
+    if odd is not None:
+        w, h = sizes[odd]
+        raise VideoError(
+            f"{name}: frame {odd.name} is {w}x{h} px but {files[0].name} is {first[0]}x{first[1]}; "
+            "every frame of a folder must have one size"
+        )
+    rate = DEFAULT_FPS if fps is None else float(fps)
+    return VideoInfo(name, Path(src), len(files), rate, *first, files=tuple(files))
+
+
+def _rotation(frame: av.VideoFrame) -> int:
+    return round(float(getattr(frame, "rotation", 0) or 0)) % 360
+
+
+def _probe_file(path: Path, name: str) -> VideoInfo:
+    if not path.exists():
+        raise FileNotFoundError(f"video file not found: {name}")
+    if path.stat().st_size == 0:
+        raise VideoError(f"{name} is empty (0 bytes)")
+    try:
+        with av.open(str(path)) as c:
+            if not c.streams.video:
+                raise VideoError(f"{name} has no video stream")
+            vs = c.streams.video[0]
+            has_audio = bool(c.streams.audio)
+            declared = vs.frames
+            count = sum(1 for p in c.demux(vs) if p.size)  # packets, not decoded: quick
+        if count == 0:
+            raise VideoError(f"{name} has no video frames")
+        if declared and count < declared:
+            raise VideoError(f"{name} is truncated: its header says {declared} frames, {count} are there")
+        with av.open(str(path)) as c:
+            vs = c.streams.video[0]
+            codec = vs.codec_context.name
+            try:
+                first = next(c.decode(vs))
+            except (av.error.FFmpegError, StopIteration) as e:
+                raise VideoError(f"{name}: its {codec} video cannot be decoded ({e})") from None
+            rate = vs.average_rate or vs.guessed_rate or Fraction(int(DEFAULT_FPS))
+    except av.error.FFmpegError as e:
+        raise VideoError(
+            f"{name} is not a video PyAV can read ({type(e).__name__}: {e.strerror or e})"
+        ) from None
+    rot = _rotation(first)
+    w, h = (first.height, first.width) if rot in (90, 270) else (first.width, first.height)
+    return VideoInfo(name, path, count, float(rate), w, h, rot, has_audio)
+
+
+def probe_video(src: str | os.PathLike, *, name: str | None = None, fps: float | None = None) -> VideoInfo:
+    """Checks a clip before any heavy work: the file opens, has video packets that are all there
+    (a truncated file is refused), its first frame decodes; or every frame of a folder has one size.
+
+    Args:
+        src: a video file (mp4, webm, mov, mkv, animated GIF... anything PyAV decodes), a folder of
+            frames, or a glob pattern of frames (sorted by name).
+        name: how messages call the clip (default: its path).
+        fps: frame rate of a folder of frames (default 25); ignored for a video file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        VideoError: the clip cannot be used; the message names it and says why.
+    """
+    text = os.fspath(src)
+    label = name or text
+    files = _frame_files(text)
+    if files is not None:
+        return _probe_frames(files, text, label, fps)
+    return _probe_file(Path(text), label)
+
+
+def check_limits(
+    info: VideoInfo,
+    *,
+    max_seconds: float | None = None,
+    max_frame_pixels: int | None = None,
+    frame_size: tuple[int, int] | None = None,
+    trim: bool = False,
+) -> int:
+    """How many frames of ``info`` to stylise under a server's limits.
+
+    Args:
+        info: the probed clip.
+        max_seconds: longest clip, in seconds.
+        max_frame_pixels: most frames x pixels (at ``frame_size``, the size frames are stylised at).
+        frame_size: (width, height) the frames are stylised at (default: their own).
+        trim: over a limit, keep the frames that fit (the start of the clip) instead of refusing.
+
+    Raises:
+        VideoError: over a limit and not ``trim``; the message gives the limit and the way out.
+    """
+    w, h = frame_size or (info.width, info.height)
+    fit = info.frames
+    why = []
+    if max_seconds is not None and info.duration > max_seconds:
+        fit = min(fit, int(max_seconds * info.fps))
+        why.append(f"{info.duration:.1f} s is over the limit of {max_seconds:g} s")
+    if max_frame_pixels is not None and info.frames * w * h > max_frame_pixels:
+        fit = min(fit, max_frame_pixels // (w * h))
+        why.append(
+            f"{info.frames} frames of {w}x{h} px are over the limit of {max_frame_pixels:,} frame pixels"
+        )
+    if not why:
+        return info.frames
+    if fit < 1:
+        raise VideoError(f"{info.name}: {'; '.join(why)}; not even one frame fits (use a smaller size)")
+    if not trim:
+        raise VideoError(
+            f"{info.name}: {'; '.join(why)}. Trim it to the first {fit} frames "
+            f"({fit / info.fps:.1f} s), or use a smaller size"
+        )
+    logger.info("%s: trimmed to the first %d of %d frames (%s)", info.name, fit, info.frames, "; ".join(why))
+    return fit
+
+
+def read_frames(info: VideoInfo, max_frames: int | None = None) -> Iterator[np.ndarray]:
+    """The clip's frames, in order, as RGB ``(H, W, 3)`` uint8 arrays shown upright, decoded one at a
+    time (memory does not grow with the clip).
+
+    Raises:
+        VideoError: a frame cannot be decoded (the message names the clip and the frame).
+    """
+    limit = info.frames if max_frames is None else min(info.frames, max_frames)
+    if info.is_folder:
+        for f in info.files[:limit]:
+            try:
+                yield np.asarray(load_image(f, name=f.name))
+            except ImageError as e:
+                raise VideoError(f"{info.name}: {e}") from None
+        return
+    k = info.rotation // 90
+    done = 0
+    try:
+        with av.open(str(info.path)) as c:
+            vs = c.streams.video[0]
+            vs.thread_type = "AUTO"
+            for frame in c.decode(vs):
+                if done >= limit:
+                    return
+                a = frame.to_ndarray(format="rgb24")
+                yield np.ascontiguousarray(np.rot90(a, k)) if k else a
+                done += 1
+    except av.error.FFmpegError as e:
+        raise VideoError(f"{info.name}: frame {done + 1} cannot be decoded ({e})") from None
+    if done == 0:
+        raise VideoError(f"{info.name}: no frame could be decoded")
+
+
+def to_image(frame: np.ndarray, size: tuple[int, int]) -> Image.Image:
+    """A frame as a PIL image of exactly ``size`` (width, height)."""
+    img = Image.fromarray(frame)
+    return img if img.size == size else img.resize(size, Image.Resampling.LANCZOS)

@@ -1,0 +1,383 @@
+"""Stylising a clip with temporal consistency (Ruder, Dosovitskiy, Brox 2016, "Artistic style
+transfer for videos"), on any engine with :meth:`nstcam.StyleTransfer.stylize`'s API.
+
+Frame ``t`` starts from the stylised frame ``t - 1`` warped by the optical flow (pixels whose motion
+is uncertain start from the frame itself) and is optimised with an extra loss, a
+:class:`~nstcam.PixelAnchor`: ``temporal_weight`` x the masked mean squared difference to that
+warped frame, the mask being the flow's certainty (0 where pixels were occluded or disoccluded and on
+motion boundaries). ``temporal_weight=0`` is the per-frame baseline. ``passes > 1`` adds Ruder's
+multi-pass refinement: alternately backward and forward in time, every frame is optimised a few
+steps more against both neighbours.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image
+from tqdm.auto import tqdm
+
+from nstcam._checks import finite, whole
+from nstcam.anchor import PixelAnchor
+from nstcam.image import ImageSource, long_side_size
+from nstcam.video.flow import FlowEstimator
+from nstcam.video.sink import VideoWriter, even_size
+from nstcam.video.source import VideoInfo, probe_video, read_frames, to_image
+from nstcam.video.warping import certainty, pair_error, warp
+
+__all__ = ["DEFAULT_TEMPORAL_WEIGHT", "FrameInfo", "VideoResult", "stylize_video"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TEMPORAL_WEIGHT = 200.0
+"""Weight of the temporal loss next to content 1 and style 50 (``tests/benchmarks/bench_video.py``)."""
+
+
+class _Engine(Protocol):  # what stylize_video needs of an engine: StyleTransfer's public API
+    weights: Any
+
+    def stylize(self, content: ImageSource, style: Any, **params: Any) -> Image.Image: ...
+
+
+@dataclass
+class FrameInfo:
+    """What the progress callback receives: after each reporting step of a frame, and once more when
+    the frame is done (``done=True``, ``preview`` = the stylised frame).
+
+    Attributes:
+        frame: the frame being stylised (1-based), in the current pass.
+        frames: frames in the clip (after ``max_frames``).
+        pass_index: the pass (1-based; ``passes > 1`` only goes past 1).
+        step: evaluations done in this frame.
+        steps: evaluations per frame in this pass.
+        losses: the frame's latest losses (``total``, ``content``, ``style``, ``tv``, ``anchor``).
+        preview: the frame's image when ``done`` (or the engine's preview), else None.
+        done: the frame is finished.
+        elapsed: seconds since the clip started.
+    """
+
+    frame: int
+    frames: int
+    pass_index: int
+    step: int
+    steps: int
+    losses: dict[str, float]
+    preview: Image.Image | None
+    done: bool
+    elapsed: float
+
+
+@dataclass
+class VideoResult:
+    """A stylised clip.
+
+    Attributes:
+        path: the video file or folder written.
+        frames: frames written (fewer than the clip's after a cancel).
+        fps: frame rate written.
+        size: (width, height) of the frames.
+        warping_error: flicker, the mean over frame pairs of the masked squared difference between
+            each output frame and the previous one warped by the input's motion (Lai et al. 2018;
+            :func:`nstcam.video.warping_error`); None with fewer than two frames.
+        histories: each frame's loss history (its last pass).
+        seconds: wall time of the whole call.
+        cancelled: the progress callback stopped the run; ``path`` holds the frames done.
+        random_weights: the engine (or RAFT) runs on random weights: the result is not meaningful.
+        weights: the engine's weights notice.
+        params: the parameters used.
+    """
+
+    path: Path
+    frames: int
+    fps: float
+    size: tuple[int, int]
+    warping_error: float | None
+    histories: list[list[dict[str, float]]] = field(repr=False)
+    seconds: float
+    cancelled: bool = False
+    random_weights: bool = False
+    weights: str = ""
+    params: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+class _Stop(Exception):  # noqa: N818 - control flow: the user's callback asked to stop
+    pass
+
+
+def _check(passes: int, temporal_weight: float, params: dict[str, Any]) -> None:
+    whole("passes", passes, minimum=1)
+    finite("temporal_weight", temporal_weight, minimum=0)
+    for k in ("init", "anchors", "progress_bar", "preview_every", "scales"):
+        if k in params:
+            raise ValueError(f"stylize_video sets {k} itself; leave it out")
+
+
+class _Flicker:
+    """The warping error, accumulated pair by pair as frames stream."""
+
+    def __init__(self) -> None:
+        self.errors: list[float] = []
+
+    def add(self, prev: np.ndarray, out: np.ndarray, back: np.ndarray, mask: np.ndarray) -> None:
+        s, w = pair_error(prev, out, back, mask)
+        self.errors.append(s / max(w, 1.0))
+
+    @property
+    def value(self) -> float | None:
+        return float(np.mean(self.errors)) if self.errors else None
+
+
+def stylize_video(
+    engine: _Engine,
+    video: str | os.PathLike,
+    style: ImageSource | Sequence[ImageSource],
+    output: str | os.PathLike,
+    *,
+    size: int = 512,
+    steps: int = 100,
+    temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
+    flow: str | FlowEstimator = "dis",
+    passes: int = 1,
+    max_frames: int | None = None,
+    fps: float | None = None,
+    seed: int | None = 0,
+    progress: Callable[[FrameInfo], bool | None] | None = None,
+    progress_bar: bool | None = None,
+    name: str | None = None,
+    **params: Any,
+) -> VideoResult:
+    """Stylises ``video`` with ``style`` into ``output``, frame by frame, without flicker.
+
+    Args:
+        engine: a :class:`nstcam.StyleTransfer` (any object with its ``stylize``).
+        video: a video file PyAV decodes (mp4, webm, mov, mkv, animated GIF...), a folder of frames
+            or a glob of frames (sorted by name).
+        style: one style image, or a list to blend (``style_weights=``).
+        output: a video file by extension (``.mp4`` H.264, ``.mov``, ``.mkv``, ``.webm`` VP9,
+            ``.gif``) with the input's frame rate and audio; or a folder: one PNG per frame.
+        size: long side of the frames, px (H.264/VP9 round each side down to even).
+        steps: evaluations per frame (split evenly over the passes).
+        temporal_weight: weight of the temporal loss; 0: every frame on its own (the baseline).
+        flow: ``"dis"`` (OpenCV, default), ``"raft"``/``"raft_small"``/``"raft_large"``
+            (torchvision, official weights), or a ready :class:`~nstcam.video.FlowEstimator`.
+        passes: 1: one pass forward in time, each frame written when done (memory does not grow
+            with the clip). N > 1: Ruder's multi-pass, alternately backward and forward, every frame
+            against both neighbours; keeps the clip's frames in memory.
+        max_frames: stylise only the first N frames.
+        fps: frame rate of a folder of frames (default 25); a video keeps its own.
+        seed: seed of every frame's optimisation.
+        progress: called with a :class:`FrameInfo` on the engine's reporting steps and after each
+            frame; return False to stop: the frames done so far are written as a playable clip and
+            the result says ``cancelled``.
+        progress_bar: a tqdm bar of the frames; None: where a person watches (a terminal).
+        name: how messages call the clip (default: its path).
+        **params: any other keyword of :meth:`nstcam.StyleTransfer.stylize` (``style_weights``,
+            ``preserve_color``, ``optimizer``, ``style_mask``, ``tile``, loss weights...).
+
+    Returns:
+        A :class:`VideoResult` (path, frames, fps, warping error, per-frame histories).
+
+    Raises:
+        VideoError: the clip cannot be used (not a video, truncated, no frames, mixed frame sizes).
+        ValueError: a parameter is out of range.
+    """
+    t0 = time.perf_counter()
+    _check(passes, temporal_weight, params)
+    info = probe_video(video, name=name, fps=fps)
+    n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
+    size = whole("size", size, minimum=16)
+    dims = even_size(long_side_size((info.width, info.height), size), output)
+    est = flow if isinstance(flow, FlowEstimator) else FlowEstimator(flow)
+    per_pass = max(1, whole("steps", steps, minimum=1) // passes)
+    call = {**params, "size": max(dims), "steps": per_pass, "seed": seed, "progress_bar": False}
+    run = _Run(engine, style, call, info, n, temporal_weight, est, progress, t0)
+    writer = VideoWriter(output, info.fps, dims, audio_from=info)
+    bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not _shows(progress_bar), leave=False)
+    try:
+        frames = (to_image(f, dims) for f in read_frames(info, n))
+        if passes == 1:
+            run.sequential(frames, writer, bar)
+        else:
+            run.multipass(list(frames), passes, writer, bar)
+    except _Stop:
+        run.cancelled = True
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        bar.close()
+    if writer.frames == 0:
+        writer.abort()
+        raise ValueError(f"{info.name}: cancelled before the first frame was done; nothing was written")
+    path = writer.close()
+    random = bool(engine.weights.is_random or est.is_random)
+    used = {k: v for k, v in call.items() if k != "progress_bar"}
+    used.update(steps=steps, temporal_weight=temporal_weight, flow=est.method, passes=passes, frames=n)
+    result = VideoResult(
+        path, writer.frames, info.fps, dims, run.flicker.value, run.histories, time.perf_counter() - t0,
+        run.cancelled, random, engine.weights.notice, used,
+    )  # fmt: skip
+    logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error)
+    return result
+
+
+def _shows(bar: bool | None) -> bool:
+    """A bar where asked, or by default where a person watches (standard error is a terminal)."""
+    if bar is not None:
+        return bool(bar)
+    return bool(sys.stderr is not None and hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+
+def _blend(mask: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mask * a + (1 - mask) * b`` of (H, W, 3) arrays in [0, 1], as float32."""
+    m = mask[..., None]
+    return (m * a + (1 - m) * b).astype(np.float32)
+
+
+class _Run:
+    """One clip's stylisation: the frames' loop (sequential or multi-pass), progress and cancel."""
+
+    def __init__(
+        self,
+        engine: _Engine,
+        style: Any,
+        call: dict[str, Any],
+        info: VideoInfo,
+        n: int,
+        weight: float,
+        flows: FlowEstimator,
+        progress: Callable[[FrameInfo], bool | None] | None,
+        t0: float,
+    ) -> None:
+        self.engine, self.style, self.call, self.info, self.n = engine, style, call, info, n
+        self.weight, self.flows, self.progress, self.t0 = weight, flows, progress, t0
+        self.histories: list[list[dict[str, float]]] = [[] for _ in range(n)]
+        self.flicker = _Flicker()
+        self.cancelled = False
+        self._stopping = False
+
+    def _report(self, i: int, pass_index: int, step: int, losses: dict, preview: Any, done: bool) -> None:
+        if self.progress is None:
+            return
+        steps = self.call["steps"]
+        info = FrameInfo(
+            i + 1, self.n, pass_index, step, steps, losses, preview, done, time.perf_counter() - self.t0
+        )
+        if self.progress(info) is False:
+            self._stopping = True
+
+    def frame(
+        self, i: int, content: Image.Image, init: np.ndarray | None, anchors: list, p: int
+    ) -> np.ndarray:
+        """Frame ``i`` stylised (pass ``p``), from ``init`` (float (H, W, 3) in [0, 1]) with ``anchors``."""
+
+        def on_step(s: Any) -> bool:
+            self._report(i, p, s.step, s.losses, s.preview, False)
+            return not self._stopping
+
+        kw = dict(self.call)
+        if init is not None:
+            kw["init"] = init
+        if anchors:
+            kw["anchors"] = anchors
+        try:
+            img = self.engine.stylize(content, self.style, progress=on_step, **kw)
+        except RuntimeError:  # the engine's Cancelled, when our callback asked it to stop
+            if self._stopping:
+                raise _Stop from None
+            raise
+        self.histories[i] = img.info["nstcam"]["history"]
+        last = self.histories[i][-1] if self.histories[i] else {}
+        self._report(
+            i,
+            p,
+            len(self.histories[i]),
+            {k: v for k, v in last.items() if k not in ("step", "scale")},
+            img,
+            True,
+        )
+        return np.asarray(img)
+
+    def _temporal(self, warped: np.ndarray, mask: np.ndarray) -> PixelAnchor:
+        return PixelAnchor(warped / 255.0, mask, self.weight)
+
+    def sequential(self, frames: Any, writer: VideoWriter, bar: Any) -> None:
+        """Pass 1 forward in time, each frame written when done."""
+        prev_in = prev_out = None
+        for i, content in enumerate(frames):
+            cur = np.asarray(content)
+            init, anchors, pair = None, [], None
+            if prev_in is not None:
+                fwd, back = self.flows.pair(prev_in, cur)
+                pair = (back, certainty(back, fwd))
+                if self.weight > 0:
+                    warped = warp(prev_out, back)
+                    init = _blend(pair[1], warped / 255.0, cur / 255.0)
+                    anchors = [self._temporal(warped, pair[1])]
+            out = self.frame(i, content, init, anchors, 1)
+            if pair is not None:
+                self.flicker.add(prev_out, out, *pair)
+            writer.write(out)
+            bar.update(1)
+            if self._stopping:
+                raise _Stop
+            prev_in, prev_out = cur, out
+
+    def multipass(self, frames: list[Image.Image], passes: int, writer: VideoWriter, bar: Any) -> None:
+        """Ruder's multi-pass: pass 1 forward as :meth:`sequential`, then alternately backward and
+        forward, each frame started half from itself and half from its warped neighbour and held to
+        both neighbours; the clip is written after the last pass (or the frames done at a cancel)."""
+        ins = [np.asarray(f) for f in frames]
+        back, fwd = [None], [None]  # back[i]: i -> i-1 with its certainty; fwd[i]: i-1 -> i likewise
+        for i in range(1, len(ins)):
+            f, b = self.flows.pair(ins[i - 1], ins[i])
+            back.append((b, certainty(b, f)))
+            fwd.append((f, certainty(f, b)))
+        outs: list[np.ndarray | None] = [None] * len(ins)
+        try:
+            for p in range(1, passes + 1):
+                order = range(len(ins)) if p % 2 else range(len(ins) - 1, -1, -1)
+                for i in order:
+                    outs[i] = self._refine(i, p, frames[i], ins[i], outs, back, fwd)
+                    bar.update(1)
+                    if self._stopping:
+                        raise _Stop
+        finally:
+            for out in outs:
+                if out is None:
+                    break
+                writer.write(out)
+            for i in range(1, len(outs)):
+                if outs[i] is not None and outs[i - 1] is not None:
+                    self.flicker.add(outs[i - 1], outs[i], *back[i])
+
+    def _refine(
+        self, i: int, p: int, content: Image.Image, cur: np.ndarray, outs: list, back: list, fwd: list
+    ) -> np.ndarray:
+        anchors, inits = [], []
+        if self.weight > 0:
+            if i > 0 and outs[i - 1] is not None:  # the previous frame, brought onto frame i
+                w = warp(outs[i - 1], back[i][0])
+                anchors.append(self._temporal(w, back[i][1]))
+                inits.append((w, back[i][1]))
+            if i + 1 < len(outs) and outs[i + 1] is not None:  # the next frame, likewise
+                w = warp(outs[i + 1], fwd[i + 1][0])
+                anchors.append(self._temporal(w, fwd[i + 1][1]))
+                inits.append((w, fwd[i + 1][1]))
+        base = (outs[i] if outs[i] is not None else cur) / 255.0
+        init = None
+        if inits:  # the neighbour the pass comes from (forward: i - 1; backward: i + 1)
+            w, m = inits[0] if p % 2 else inits[-1]
+            start = w / 255.0 if outs[i] is None else 0.5 * w / 255.0 + 0.5 * base
+            init = _blend(m, start, base)
+        elif outs[i] is not None:
+            init = base.astype(np.float32)
+        return self.frame(i, content, init, anchors, p)

@@ -1,0 +1,339 @@
+"""Video: flow, warping error, temporal consistency, files in and out, bad input, cancel, threads.
+
+Clips are made from the shared samples with known motion: a window panning over chelsea.png by a
+whole number of pixels per frame, so the true flow is exact.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+
+from nstcam import PixelAnchor, StyleTransfer
+from nstcam.video import (
+    FlowEstimator,
+    VideoError,
+    VideoWriter,
+    certainty,
+    check_limits,
+    optical_flow,
+    probe_video,
+    read_frames,
+    stylize_video,
+    warp,
+    warping_error,
+)
+from nstcam.weights import WeightsUnavailableError
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+W, H = 96, 64
+FAST = {"steps": 8, "optimizer": "adam", "lr": 0.05}
+
+
+def panning(n: int = 5, dx: int = 2, dy: int = 0, w: int = W, h: int = H) -> list[np.ndarray]:
+    src = np.asarray(Image.open(SAMPLES / "chelsea.png").convert("RGB"))
+    return [src[40 + t * dy : 40 + t * dy + h, 100 + t * dx : 100 + t * dx + w].copy() for t in range(n)]
+
+
+def true_flows(n: int, dx: int, w: int = W, h: int = H) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Flow t -> t-1 of a window moving right by dx px per frame: (+dx, 0); the last dx columns
+    come from outside the previous frame."""
+    flow = np.tile(np.array([dx, 0], np.float32), (h, w, 1))
+    mask = np.ones((h, w), np.float32)
+    mask[:, w - dx :] = 0
+    return [(flow, mask)] * (n - 1)
+
+
+def write_frames(folder: Path, frames: list[np.ndarray]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, f in enumerate(frames):
+        Image.fromarray(f).save(folder / f"f{i:03d}.png")
+    return folder
+
+
+def write_clip(path: Path, frames: list[np.ndarray], fps: int = 12, audio: bool = False) -> Path:
+    """A clip written with PyAV; with ``audio``, a 440 Hz tone in AAC over the clip's length."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264" if path.suffix != ".gif" else "gif", rate=Fraction(fps))
+        vs.width, vs.height = frames[0].shape[1], frames[0].shape[0]
+        vs.pix_fmt = "yuv420p" if path.suffix != ".gif" else "rgb8"
+        a_s = out.add_stream("aac", rate=16000, layout="mono") if audio else None
+        for f in frames:
+            for p in vs.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+        if a_s is not None:
+            n = int(16000 * len(frames) / fps)
+            tone = np.sin(np.arange(n) / 16000 * 2 * np.pi * 440).astype(np.float32)[None]
+            for k in range(0, n, 1024):
+                af = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, k : k + 1024]), format="fltp", layout="mono")
+                af.sample_rate, af.pts = 16000, k
+                for p in a_s.encode(af):
+                    out.mux(p)
+            for p in a_s.encode():
+                out.mux(p)
+    return path
+
+
+def streams(path: Path) -> tuple[int, float, list[str], tuple[int, int]]:
+    with av.open(str(path)) as c:
+        v = c.streams.video[0]
+        kinds = [s.type for s in c.streams]
+        frames = sum(1 for _ in c.decode(v))
+        return frames, float(v.average_rate), kinds, (v.width, v.height)
+
+
+@pytest.fixture(scope="module")
+def st():
+    return StyleTransfer(weights="random", device="cpu")
+
+
+STYLE = SAMPLES / "hubble_deep_field.jpg"
+
+
+class FakeEngine:
+    """The engine's public API, returning each frame itself: for tests of the loop alone."""
+
+    class weights:  # noqa: N801
+        is_random = True
+        notice = "fake engine"
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def stylize(self, content, style, **kw):
+        self.calls.append({"steps": kw["steps"], "anchors": len(kw.get("anchors", [])), "init": "init" in kw})
+        img = content.copy()
+        img.info["nstcam"] = {"history": [{"step": 1, "scale": 0, "total": 0.0}]}
+        if kw.get("progress"):
+            kw["progress"](type("S", (), {"step": 1, "losses": {"total": 0.0}, "preview": None})())
+        return img
+
+
+# -- flow and warping --------------------------------------------------------------------------
+@pytest.mark.parametrize(("dx", "dy"), [(2, 0), (3, 1)])
+def test_dis_flow_is_within_half_a_pixel_of_the_true_motion(dx, dy):
+    a, b = panning(2, dx, dy)
+    f = optical_flow(b, a)  # frame 1 -> frame 0: each pixel sits (dx, dy) further in frame 0
+    inner = f[8:-8, 8:-8]
+    epe = np.sqrt(((inner - [dx, dy]) ** 2).sum(-1)).mean()
+    assert epe < 0.5, epe
+
+
+def test_warp_by_the_true_flow_recovers_the_next_frame_and_certainty_drops_the_edge():
+    a, b = panning(2, 2)
+    back, mask = true_flows(2, 2)[0]
+    assert np.abs(warp(a, back)[:, : W - 2] - b[:, : W - 2].astype(np.float32)).max() < 1e-3
+    fwd = -back
+    c = certainty(back, fwd)
+    assert c[:, : W - 4].min() == 1 and c[:, W - 2 :].max() == 0  # pulled from outside frame 0
+
+
+def test_certainty_is_zero_where_a_moving_square_uncovers_the_background():
+    bg = panning(1)[0]
+    frames = []
+    for t in range(2):
+        f = bg.copy()
+        f[20:40, 20 + 8 * t : 40 + 8 * t] = [255, 0, 0]
+        frames.append(f)
+    fwd, back = FlowEstimator("dis").pair(frames[0], frames[1])
+    c = certainty(back, fwd)
+    assert c[28:32, 21:26].mean() < 0.5  # uncovered behind the square: no pixel of frame 0 maps there
+    assert c[5:15, 60:90].mean() > 0.9  # still background far away
+
+
+def test_warping_error_needs_frames_and_exactly_one_motion_source():
+    a, b = panning(2)
+    with pytest.raises(ValueError, match="at least two frames"):
+        warping_error([a])
+    with pytest.raises(ValueError, match="exactly one"):
+        warping_error([a, b])
+    assert warping_error([a, a], flows=[(np.zeros((H, W, 2), np.float32), np.ones((H, W)))]) == 0
+
+
+def test_raft_runs_through_the_registry_and_is_refused_offline_by_name():
+    a, b = panning(2)
+    est = FlowEstimator("raft", weights="random")
+    f = est(a, b)
+    assert f.shape == (H, W, 2) and f.dtype == np.float32 and est.is_random
+    fwd, back = est.pair(a, b)
+    assert np.allclose(fwd, f, atol=1e-4)
+    with pytest.raises(WeightsUnavailableError, match="raft_small"):
+        FlowEstimator("raft")
+
+
+# -- the engine's API for video ------------------------------------------------------------------
+def test_a_strong_anchor_pulls_the_result_to_its_image_and_is_in_the_history(st):
+    a, b = panning(2)
+    free = st.stylize(a, STYLE, size=W, **FAST, seed=0)
+    held = st.stylize(a, STYLE, size=W, **FAST, seed=0, init=b, anchors=[PixelAnchor(b, None, 1e4)])
+    d_free = np.abs(np.asarray(free, float) - b).mean()
+    d_held = np.abs(np.asarray(held, float) - b).mean()
+    assert d_held < 0.3 * d_free, (d_held, d_free)
+    hist = held.info["nstcam"]["history"]
+    assert "anchor" in hist[-1] and "anchor" not in free.info["nstcam"]["history"][-1]
+    assert held.info["nstcam"]["params"]["init"] == "image"
+    masked = st.stylize(a, STYLE, size=W, **FAST, seed=0, anchors=[PixelAnchor(b, np.zeros((H, W)), 1e4)])
+    assert masked.info["nstcam"]["history"][-1]["anchor"] == 0
+
+
+def test_init_and_anchors_are_refused_where_they_cannot_apply(st, tmp_path):
+    a = panning(1)[0]
+    with pytest.raises(ValueError, match="init must be one of"):
+        st.stylize(a, STYLE, size=W, steps=1, init="image")
+    with pytest.raises(ValueError, match="tile does not combine"):
+        st.stylize(a, STYLE, size=W, steps=1, tile=64, anchors=[PixelAnchor(a)])
+    with pytest.raises(ValueError, match="no init image or anchors"):
+        st.stylize_batch([a], STYLE, tmp_path, steps=1, anchors=[PixelAnchor(a)])
+    with pytest.raises(ValueError, match="anchor weight"):
+        PixelAnchor(a, None, -1)
+
+
+# -- temporal consistency ------------------------------------------------------------------------
+def test_temporal_consistency_at_least_halves_the_true_warping_error(st, tmp_path):
+    frames = panning(5, 2)
+    clip = write_frames(tmp_path / "in", frames)
+    errs = {}
+    for tw in (0.0, 200.0):
+        r = st.stylize_video(clip, STYLE, tmp_path / f"out{int(tw)}", size=W, temporal_weight=tw, **FAST)
+        outs = [np.asarray(Image.open(p)) for p in sorted(r.path.iterdir())]
+        assert r.frames == 5 and len(outs) == 5 and r.size == (W, H) and r.random_weights
+        errs[tw] = warping_error(outs, flows=true_flows(5, 2))
+        assert r.warping_error == pytest.approx(warping_error(outs, frames), rel=0.05)
+    assert errs[200.0] <= 0.5 * errs[0.0], errs
+
+
+def test_multipass_refines_every_frame_against_both_neighbours(tmp_path):
+    eng = FakeEngine()
+    clip = write_frames(tmp_path / "in", panning(4, 2))
+    r = stylize_video(eng, clip, STYLE, tmp_path / "out", size=W, steps=9, passes=3)
+    assert r.frames == 4 and len(eng.calls) == 12
+    assert {c["steps"] for c in eng.calls} == {3}
+    later = eng.calls[4:]  # passes 2 and 3: inner frames have two anchors, ends one
+    assert sorted(c["anchors"] for c in later) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert all(c["init"] for c in later)
+
+
+# -- files in and out -----------------------------------------------------------------------------
+def test_mp4_with_audio_keeps_frames_rate_and_audio(st, tmp_path):
+    clip = write_clip(tmp_path / "in.mp4", panning(6, 2), fps=12, audio=True)
+    assert probe_video(clip).has_audio
+    r = st.stylize_video(clip, STYLE, tmp_path / "out.mp4", size=W, **FAST)
+    n, fps, kinds, size = streams(r.path)
+    assert (n, fps, size) == (6, 12.0, (W, H)) and kinds.count("audio") == 1
+    r2 = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "out.webm", size=W)  # AAC -> Opus for webm
+    n, fps, kinds, _ = streams(r2.path)
+    assert (n, fps) == (6, 12.0) and kinds.count("audio") == 1
+
+
+def test_folder_in_gives_sorted_same_size_pngs_and_gif_round_trips(tmp_path):
+    clip = write_frames(tmp_path / "in", panning(4, 2, w=95, h=63))  # odd sides
+    r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "out", size=95)
+    files = sorted(r.path.iterdir())
+    assert [f.name for f in files] == [f"frame_{i:06d}.png" for i in range(1, 5)]
+    assert {Image.open(f).size for f in files} == {(95, 63)}
+    r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "odd.mp4", size=95)
+    assert streams(r.path)[0] == 4 and r.size == (94, 62)  # H.264 needs even sides
+    gif = write_clip(tmp_path / "in.gif", panning(4, 2), fps=10)
+    r = stylize_video(FakeEngine(), gif, STYLE, tmp_path / "out.gif", size=W)
+    n, fps, _, size = streams(r.path)
+    assert (n, fps, size) == (4, 10.0, (W, H))
+    back = next(read_frames(probe_video(r.path)))
+    given = next(read_frames(probe_video(gif)))  # the input's own 3-3-2 colours
+    assert np.abs(back.astype(int) - given).mean() < 3  # through a 256-colour palette
+
+
+def test_sequential_mode_streams_memory_does_not_grow_with_the_clip(tmp_path):
+    clip = write_clip(tmp_path / "long.mp4", panning(40, 1), fps=25)
+    peaks = []
+    for n in (8, 40):
+        tracemalloc.start()
+        stylize_video(FakeEngine(), clip, STYLE, tmp_path / f"o{n}.mp4", size=W, max_frames=n)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.3 * peaks[0] + 1e6, peaks
+
+
+# -- bad input ------------------------------------------------------------------------------------
+def test_bad_clips_are_refused_by_name_before_any_frame_is_stylised(tmp_path):
+    eng = FakeEngine()
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video at all\n" * 50)
+    good = write_clip(tmp_path / "good.mp4", panning(6, 2))
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    mixed = write_frames(tmp_path / "mixed", panning(3, 2))
+    Image.fromarray(panning(1, w=80)[0]).save(mixed / "f009.png")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {text: "notes.mp4", cut: "cut.mp4", mixed: "f009.png is 80x64", empty: "no frame files"}
+    for src, words in cases.items():
+        t = time.perf_counter()
+        with pytest.raises(VideoError, match=words):
+            stylize_video(eng, src, STYLE, tmp_path / "x.mp4", size=W)
+        assert time.perf_counter() - t < 2
+    assert eng.calls == [] and not (tmp_path / "x.mp4").exists()
+    with pytest.raises(FileNotFoundError, match="gone.mp4"):
+        probe_video(tmp_path / "gone.mp4")
+    with pytest.raises(ValueError, match="unknown extension"):
+        stylize_video(eng, good, STYLE, tmp_path / "x.avi", size=W)
+
+
+def test_limits_refuse_with_the_limit_or_trim_with_consent(tmp_path):
+    info = probe_video(write_clip(tmp_path / "c.mp4", panning(24, 1), fps=12))
+    assert check_limits(info, max_seconds=5) == 24
+    with pytest.raises(VideoError, match=r"c.mp4: 2.0 s is over the limit of 1 s.*first 12 frames"):
+        check_limits(info, max_seconds=1)
+    assert check_limits(info, max_seconds=1, trim=True) == 12
+    assert check_limits(info, max_frame_pixels=10 * W * H, trim=True) == 10
+    with pytest.raises(VideoError, match="frame pixels"):
+        check_limits(info, max_frame_pixels=10 * W * H)
+
+
+# -- cancel and threads ------------------------------------------------------------------------------
+def test_cancel_after_frame_k_writes_a_playable_clip_of_k_frames(st, tmp_path):
+    clip = write_clip(tmp_path / "in.mp4", panning(6, 2), audio=True)
+
+    def stop_after_two(info):
+        return not (info.done and info.frame == 2)
+
+    r = st.stylize_video(clip, STYLE, tmp_path / "out.mp4", size=W, **FAST, progress=stop_after_two)
+    assert r.cancelled and r.frames == 2
+    n, _, kinds, _ = streams(r.path)
+    assert n == 2 and "audio" in kinds
+
+    def stop_mid_frame(info):
+        return not (info.frame == 3 and info.step >= 2)
+
+    r = st.stylize_video(clip, STYLE, tmp_path / "mid.mp4", size=W, **FAST, progress=stop_mid_frame)
+    assert r.cancelled and r.frames == 2 and streams(r.path)[0] == 2
+
+
+def test_two_threads_on_one_engine_equal_the_sequential_runs(st, tmp_path):
+    clips = [write_frames(tmp_path / f"in{k}", panning(3, 2 + k)) for k in range(2)]
+
+    def run(k: int, tag: str) -> list[np.ndarray]:
+        r = st.stylize_video(clips[k], STYLE, tmp_path / f"{tag}{k}", size=W, **FAST)
+        return [np.asarray(Image.open(p)) for p in sorted(r.path.iterdir())]
+
+    alone = [run(k, "seq") for k in range(2)]
+    barrier = threading.Barrier(2)
+
+    def together(k: int) -> list[np.ndarray]:
+        barrier.wait()
+        return run(k, "par")
+
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(together, range(2)))
+    for a, b in zip(alone, both, strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
