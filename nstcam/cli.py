@@ -223,6 +223,112 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
     )
 
 
+def _video_params(args: argparse.Namespace) -> dict:
+    return dict(
+        size=args.size,
+        steps=args.steps,
+        temporal_weight=args.temporal_weight,
+        flow=args.flow,
+        passes=args.passes,
+        max_frames=args.max_frames,
+        style_weight=args.style_weight,
+        content_weight=args.content_weight,
+        tv_weight=args.tv_weight,
+        optimizer=args.optimizer,
+        style_weights=args.style_weights,
+        preserve_color=args.preserve_color,
+        seed=args.seed,
+    )
+
+
+def _cmd_video(args: argparse.Namespace) -> int:
+    if args.ray:
+        from nstcam.distributed import stylize_dataset
+
+        ray = dict(num_workers=args.workers, gpus_per_worker=args.gpus_per_worker, address=_ray_address(args))
+        return _run_dataset(
+            lambda: stylize_dataset(
+                args.video,
+                args.style,
+                args.output,
+                **ray,
+                weights=args.weights,
+                overwrite=args.overwrite,
+                video_ext=args.video_ext,
+                **_video_params(args),
+            ),
+            lambda res: res.written,
+        )
+    from nstcam.style import StyleTransfer
+    from nstcam.video import VideoError
+
+    if args.fps is not None and args.fps <= 0:
+        logger.error("--fps must be > 0, got %g", args.fps)
+        return 2
+    try:
+        st = StyleTransfer(args.weights, device=args.device)
+        _warn_random(st.weights)
+        res = st.stylize_video(args.video, args.style, args.output, fps=args.fps, **_video_params(args))
+    except (WeightsUnavailableError, VideoError, ValueError, FileNotFoundError) as e:
+        _error(e)
+        return 1
+    print(res.path)
+    err = "n/a (one frame)" if res.warping_error is None else f"{res.warping_error:.5f}"
+    logger.info(
+        "%d frames at %g fps, %dx%d; %.2f s per frame; warping error %s (lower is steadier)%s",
+        res.frames, res.fps, *res.size, res.seconds / max(1, res.frames), err,
+        "; RANDOM weights: not meaningful" if res.random_weights else "",
+    )  # fmt: skip
+    return 0
+
+
+def _add_video_parser(sub: Any) -> None:
+    v = sub.add_parser(
+        "video", help="stylise a clip without flicker (temporal consistency, Ruder et al. 2016)"
+    )
+    v.add_argument(
+        "video", metavar="VIDEO",
+        help="a video file (mp4, webm, mov, mkv, gif...), a folder or glob of frames; with --ray: "
+        "a folder or glob of videos",
+    )  # fmt: skip
+    v.add_argument(
+        "--style", action="append", required=True, metavar="S", help="style image (repeat to blend)"
+    )
+    v.add_argument("--style-weights", type=_floats, metavar="W1,W2", help="blend weights of the styles")
+    v.add_argument(
+        "-o", "--output", required=True, metavar="OUT",
+        help="out.mp4 / .webm / .mov / .mkv / .gif, or a folder for PNG frames (with --ray: a folder)",
+    )  # fmt: skip
+    v.add_argument("--size", type=int, default=512, help="long side of the frames in px (default 512)")
+    v.add_argument("--steps", type=int, default=100, help="network evaluations per frame (default 100)")
+    v.add_argument(
+        "--temporal-weight", type=float, default=200.0,
+        help="weight of the temporal loss (default 200; 0: every frame on its own)",
+    )  # fmt: skip
+    v.add_argument(
+        "--flow", default="dis", choices=["dis", "raft", "raft_small", "raft_large"],
+        help="optical flow: OpenCV's DIS (default) or torchvision's RAFT (official weights)",
+    )  # fmt: skip
+    v.add_argument("--passes", type=int, default=1, help="1: one pass; N: Ruder's multi-pass (default 1)")
+    v.add_argument("--max-frames", type=int, help="stylise only the first N frames")
+    v.add_argument("--fps", type=float, help="frame rate of a folder of frames (default 25)")
+    v.add_argument("--style-weight", type=float, default=50.0, help="style strength (default 50)")
+    v.add_argument("--content-weight", type=float, default=1.0, help="content strength (default 1)")
+    v.add_argument("--tv-weight", type=float, default=5.0, help="smoothness (default 5)")
+    v.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
+    v.add_argument(
+        "--preserve-color", nargs="?", const="luminance", default=False,
+        choices=["luminance", "histogram"], help="keep the clip's colours",
+    )  # fmt: skip
+    v.add_argument("--seed", type=int, default=0, help="seed of every frame's optimisation (default 0)")
+    v.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
+    v.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    v.add_argument("--overwrite", action="store_true", help="with --ray: redo outputs that exist")
+    v.add_argument("--video-ext", default=".mp4", help="with --ray: format of the outputs (default .mp4)")
+    _add_ray_arguments(v)
+    v.set_defaults(func=_cmd_video)
+
+
 def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("many images on Ray Data (pip install 'nstcam[ray]')")
     g.add_argument(
@@ -479,6 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
+
+    _add_video_parser(sub)
 
     f = sub.add_parser("features", help="a grid of the most active channels of one layer")
     f.add_argument("image", metavar="IMAGE")

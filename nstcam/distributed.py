@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nstcam._files import unique_names
 from nstcam.cam.files import csv_rows, sidecar_names, write_csv
 from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
+from nstcam.video.source import VIDEO_EXTENSIONS, VideoError
 
 __all__ = ["explain_dataset", "stylize_dataset"]
 
@@ -73,7 +75,13 @@ def _inputs(inputs: str | Path | Sequence[str | Path]) -> list[str]:
         if not files:
             raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {inputs}")
         return [f"{scheme}://{f}" for f in files]
-    items = expand_contents(inputs)
+    if isinstance(inputs, (str, Path)) and Path(inputs).is_dir():  # its images and its videos
+        kinds = (*IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS)
+        items = sorted(f for f in Path(inputs).iterdir() if f.is_file() and f.suffix.lower() in kinds)
+        if not items:
+            raise ValueError(f"no image or video files ({', '.join(kinds)}) in {inputs}")
+    else:
+        items = expand_contents(inputs)
     bad = [i for i in items if not isinstance(i, (str, Path))]
     if bad:
         raise TypeError(
@@ -205,6 +213,59 @@ class _StyleWorker:
         }
 
 
+class _VideoWorker:
+    """One actor: one engine for all its clips, one clip per call (resumable: a clip's file appears
+    only when it is complete)."""
+
+    def __init__(self, styles: list[bytes], weights: str, params: dict, threads: int, gpu: bool) -> None:
+        import torch
+
+        from nstcam.style import StyleTransfer
+
+        torch.set_num_threads(max(1, threads))
+        self.st = StyleTransfer(weights, device="cuda" if gpu else "cpu")
+        self.styles = [load_image(s) for s in styles]
+        self.params = params
+
+    def __call__(self, batch: dict) -> dict:
+        status, errors = [], []
+        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
+            try:
+                res = self.st.stylize_video(
+                    str(path), self.styles, str(out), progress_bar=False, **self.params
+                )
+            except (VideoError, FileNotFoundError, OSError, MemoryError, ValueError) as e:
+                status.append("failed")
+                errors.append(str(e))
+                continue
+            meta = {k: v for k, v in vars(res).items() if k != "histories"}
+            meta.update(input=str(label), output=str(out), seconds_per_frame=res.seconds / max(1, res.frames))
+            Path(str(out)).with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+            status.append("written")
+            errors.append("")
+        return {
+            "label": batch["label"],
+            "out": batch["out"],
+            "status": status,
+            "error": errors,
+            "targets": [0] * len(status),
+        }
+
+
+VIDEO_PARAMS = ("temporal_weight", "flow", "passes", "max_frames", "fps")
+"""Keywords of :func:`nstcam.video.stylize_video` that images do not take."""
+
+
+def _collect(rows: list[dict], done: list[dict], result: BatchResult) -> None:
+    order = {r["label"]: i for i, r in enumerate(rows)}
+    for r in sorted(done, key=lambda r: order[str(r["label"])]):
+        if r["status"] == "written":
+            result.append(Path(str(r["out"])))
+            result.written.append(Path(str(r["out"])))
+        else:
+            result.failed[str(r["label"])] = str(r["error"])
+
+
 def stylize_dataset(
     inputs: str | Path | Sequence[str | Path],
     style: ImageSource | Sequence[ImageSource],
@@ -216,12 +277,18 @@ def stylize_dataset(
     weights: str = "imagenet",
     overwrite: bool = False,
     ext: str = ".png",
+    video_ext: str = ".mp4",
     **stylize_params: Any,
 ) -> BatchResult:
     """Stylises every input on a pool of Ray actors; see the module docstring.
 
+    Videos (:data:`nstcam.video.VIDEO_EXTENSIONS`) are stylised with temporal consistency, one task
+    per clip (:meth:`nstcam.StyleTransfer.stylize_video`), as ``<stem>_stylized<video_ext>`` with a
+    JSON sidecar (frames, fps, warping error...); a rerun skips the clips done.
+
     Args:
-        inputs: a folder, a glob, a list of paths, or a URI pyarrow reads (``s3://bucket/photos/``).
+        inputs: a folder (its images and videos), a glob, a list of paths, or a URI pyarrow reads
+            (``s3://bucket/photos/``; images only).
         style: one style image or a list to blend (read here, shipped to every worker once).
         out_dir: a local (or shared) folder; outputs and JSON sidecars as ``stylize_batch`` names them.
         num_workers: actors (default: one per GPU with ``gpus_per_worker``, else one per two CPUs).
@@ -230,7 +297,10 @@ def stylize_dataset(
         weights: weights of the engines (``"imagenet"``, ``"random"`` or a path every worker sees).
         overwrite: redo inputs whose output exists (else they are skipped: reruns resume).
         ext: ``".png"`` or ``".jpg"``.
-        **stylize_params: keywords of :meth:`nstcam.StyleTransfer.stylize` (size, steps, ...).
+        video_ext: format of stylised videos (``.mp4``, ``.webm``, ``.mov``, ``.mkv``, ``.gif``).
+        **stylize_params: keywords of :meth:`nstcam.StyleTransfer.stylize` (size, steps, ...); for
+            videos also those of :func:`nstcam.video.stylize_video` (``temporal_weight``, ``flow``,
+            ``passes``, ``max_frames``, ``fps``), which images ignore.
 
     Returns:
         A :class:`nstcam.BatchResult`: ``.written``, ``.skipped``, ``.failed`` (input -> reason).
@@ -240,29 +310,37 @@ def stylize_dataset(
     for key in ("progress", "progress_bar", "style_mask"):
         if key in stylize_params:
             raise ValueError(f"{key} is not supported by stylize_dataset (Ray Data shows progress)")
+    if video_ext.lower() not in (".mp4", ".webm", ".mov", ".mkv", ".gif"):
+        raise ValueError(f"video_ext must be '.mp4', '.webm', '.mov', '.mkv' or '.gif', got {video_ext!r}")
     items = _inputs(inputs)
+    videos = [i for i in items if Path(i).suffix.lower() in VIDEO_EXTENSIONS]
+    images = [i for i in items if i not in set(videos)]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     styles = style if isinstance(style, (list, tuple)) else [style]
     style_bytes = [_png_bytes(load_image(s)) for s in styles]
     result = BatchResult()
-    rows = _pending(items, [out_dir / n for n in output_names(items, ext)], overwrite, result)
-    if not rows:
+    image_rows = _pending(images, [out_dir / n for n in output_names(images, ext)], overwrite, result)
+    video_outs = [out_dir / n for n in unique_names(videos, f"_stylized{video_ext}")]
+    video_rows = _pending(videos, video_outs, overwrite, result)
+    if not image_rows and not video_rows:
         return result
     _check_weights("vgg16_bn", weights, address)
-    ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
-    kwargs = dict(
-        styles=style_bytes, weights=weights, params=stylize_params, threads=threads, gpu=bool(gpus_per_worker)
-    )
-    done = _map(ray, rows, _StyleWorker, kwargs, n, gpus_per_worker)
-    result.style_target_computations = max((int(r["targets"]) for r in done), default=0)
-    order = {r["label"]: i for i, r in enumerate(rows)}
-    for r in sorted(done, key=lambda r: order[str(r["label"])]):
-        if r["status"] == "written":
-            result.append(Path(str(r["out"])))
-            result.written.append(Path(str(r["out"])))
-        else:
-            result.failed[str(r["label"])] = str(r["error"])
+    image_params = {k: v for k, v in stylize_params.items() if k not in VIDEO_PARAMS}
+    for rows, worker, params in (
+        (image_rows, _StyleWorker, image_params),
+        (video_rows, _VideoWorker, stylize_params),
+    ):
+        if not rows:
+            continue
+        ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
+        kwargs = dict(
+            styles=style_bytes, weights=weights, params=params, threads=threads, gpu=bool(gpus_per_worker)
+        )
+        done = _map(ray, rows, worker, kwargs, n, gpus_per_worker)
+        if worker is _StyleWorker:
+            result.style_target_computations = max((int(r["targets"]) for r in done), default=0)
+        _collect(rows, done, result)
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(items))
     return result

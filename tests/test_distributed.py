@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from conftest import pattern
@@ -182,3 +183,27 @@ def test_explain_dataset_with_a_transformer_arch(local_ray, data, tmp_path):
     )
     meta = json.loads((tmp_path / "o" / "img0_cam.json").read_text())
     assert len(res.written) == 1 and meta["layer"] == "features.7.1.norm2" and meta["random_weights"]
+
+
+def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, tmp_path):
+    from test_video import write_clip
+
+    inp = tmp_path / "clips"
+    inp.mkdir()
+    frames = [np.asarray(pattern(50 + t, 48, 32)) for t in range(3)]
+    for name in ("a", "b"):
+        write_clip(inp / f"{name}.mp4", frames, fps=8)
+    (inp / "broken.mp4").write_text("not a video")
+    _, style = data
+    out = tmp_path / "out"
+    kw = dict(KW, steps=2, temporal_weight=100.0)
+    res = stylize_dataset(inp, style, out, num_workers=1, **kw)
+    assert sorted(p.name for p in res.written) == ["a_stylized.mp4", "b_stylized.mp4"]
+    assert list(res.failed) == [str(inp / "broken.mp4")] and "broken.mp4" in res.failed[str(inp / "broken.mp4")]
+    meta = json.loads((out / "a_stylized.json").read_text())
+    assert meta["frames"] == 3 and meta["fps"] == 8.0 and meta["random_weights"] is True
+    assert meta["warping_error"] is not None
+    with av.open(str(out / "b_stylized.mp4")) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 3
+    again = stylize_dataset(inp, style, out, num_workers=1, **kw)
+    assert again.written == [] and len(again.skipped) == 2

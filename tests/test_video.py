@@ -337,3 +337,24 @@ def test_two_threads_on_one_engine_equal_the_sequential_runs(st, tmp_path):
         both = list(pool.map(together, range(2)))
     for a, b in zip(alone, both, strict=True):
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+# -- the command line -----------------------------------------------------------------------------
+def test_cli_video_writes_the_clip_and_reports_the_warping_error(tmp_path, caplog):
+    import logging
+
+    from nstcam.cli import main
+
+    clip = write_clip(tmp_path / "in.mp4", panning(3, 2), fps=10)
+    out = tmp_path / "out.mp4"
+    args = ["video", str(clip), "--style", str(STYLE), "-o", str(out), "--size", "64", "--steps", "3"]
+    with caplog.at_level(logging.INFO):
+        rc = main([*args, "--optimizer", "adam", "--weights", "random", "--temporal-weight", "50"])
+    assert rc == 0 and streams(out)[:2] == (3, 10.0)
+    assert "warping error 0." in caplog.text and "RANDOM weights" in caplog.text
+    caplog.clear()
+    rc = main(["video", str(tmp_path / "notes.txt"), "--style", str(STYLE), "-o", str(out), "--weights", "random"])
+    assert rc == 1 and "notes.txt" in caplog.text
+    caplog.clear()
+    assert main([*args, "--flow", "raft"]) == 1  # offline: no VGG16_bn weights, named with the fix
+    assert "--weights random" in caplog.text

@@ -300,7 +300,8 @@ def _stylize_defaults() -> dict[str, Any]:
     return {
         k: p.default
         for k, p in sig.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in ("progress", "progress_bar", "style_mask")
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+        and k not in ("progress", "progress_bar", "style_mask", "anchors")
     }
 
 

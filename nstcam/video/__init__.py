@@ -8,7 +8,14 @@ frames' loop on a style engine's public API: init images and pixel anchors).
 
 from nstcam.video.flow import FLOW_METHODS, FlowEstimator, optical_flow
 from nstcam.video.sink import CODECS, VideoWriter, even_size
-from nstcam.video.source import VideoError, VideoInfo, check_limits, probe_video, read_frames
+from nstcam.video.source import (
+    VIDEO_EXTENSIONS,
+    VideoError,
+    VideoInfo,
+    check_limits,
+    probe_video,
+    read_frames,
+)
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT, FrameInfo, VideoResult, stylize_video
 from nstcam.video.warping import certainty, warp, warping_error
 
@@ -18,6 +25,7 @@ __all__ = [
     "FLOW_METHODS",
     "FlowEstimator",
     "FrameInfo",
+    "VIDEO_EXTENSIONS",
     "VideoError",
     "VideoInfo",
     "VideoResult",

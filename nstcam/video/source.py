@@ -17,10 +17,20 @@ from PIL import Image
 
 from nstcam.image import ImageError, load_image, probe_image
 
-__all__ = ["FRAME_EXTENSIONS", "VideoError", "VideoInfo", "check_limits", "probe_video", "read_frames"]
+__all__ = [
+    "FRAME_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
+    "VideoError",
+    "VideoInfo",
+    "check_limits",
+    "probe_video",
+    "read_frames",
+]
 
 logger = logging.getLogger(__name__)
 
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
+"""Files a dataset treats as videos (an animated GIF stays an image there; stylize_video reads it)."""
 FRAME_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_FPS = 25.0
 """Frame rate of a folder of frames when none is given."""
