@@ -358,3 +358,66 @@ def test_models_outside_the_servers_list_are_refused_before_anything_is_built(mo
         cam_handler(models, str(c), "regnet_y_32gf")
     with pytest.raises(gr.Error, match="on this server, got 'vit_l_16'"):
         features_handler(models, str(c), "vit_l_16", "encoder.layers.encoder_layer_23.ln_1")
+
+
+# -- video ---------------------------------------------------------------------------------------------
+def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path):
+    from test_video import panning, write_clip
+
+    from nstcam.app.video import limits_text, video_handler
+
+    _, s, bad = files
+    clip = write_clip(tmp_path / "walk.mp4", panning(3, 2, w=64, h=48), fps=6)
+    items = list(video_handler(models, str(clip), str(s), 64, 2))
+    assert items[0][1].startswith("starting: building targets… 3 frames")
+    done = [i[1].split(" ·")[0] for i in items[1:-1] if "done" in i[1]]
+    assert done == ["frame 1/3 done", "frame 2/3 done", "frame 3/3 done"]
+    assert all(isinstance(i[0], Image.Image) for i in items[1:-1] if "done" in i[1])
+    _, status, path = items[-1]
+    assert status.startswith("done: 3 frames, 64x48 at 6 fps") and "RANDOM weights" in status
+    assert Path(path).name == "walk_stylized.mp4"
+    assert "10 s" in limits_text(models.config) and "1.5 million frame pixels" in limits_text(models.config)
+    with pytest.raises(gr.Error, match=r"Bad video: garbage.png cannot be decoded"):
+        list(video_handler(models, str(bad), str(s), 64, 2))
+    with pytest.raises(gr.Error, match="steps must be between 1 and 20"):
+        list(video_handler(models, str(clip), str(s), 64, 50))
+
+
+def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_path):
+    from test_video import panning, write_clip
+
+    from nstcam.app.video import video_handler
+
+    models = Models(
+        AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20, max_video_seconds=1)
+    )
+    _, s, _ = files
+    clip = write_clip(tmp_path / "long.mp4", panning(8, 1, w=64, h=48), fps=4)  # 2 s
+    with pytest.raises(gr.Error, match=r"long.mp4: 2.0 s is over the limit of 1 s.*Tick Trim"):
+        list(video_handler(models, str(clip), str(s), 64, 1))
+    items = list(video_handler(models, str(clip), str(s), 64, 1, trim=True))
+    assert "(the first 4 of 8)" in items[0][1] and items[-1][1].startswith(
+        "done: 4 frames (the first 4 of 8)"
+    )
+    items = list(video_handler(models, str(clip), str(s), 64, 1, max_seconds=0.5))
+    assert items[-1][1].startswith("done: 2 frames")
+
+
+def test_video_cancel_writes_the_frames_done(models, files, tmp_path):
+    import av
+    from test_video import panning, write_clip
+
+    from nstcam.app.video import video_handler
+
+    _, s, _ = files
+    clip = write_clip(tmp_path / "walk.mp4", panning(5, 2, w=64, h=48), fps=6)
+    stop = threading.Event()
+    items = []
+    for item in video_handler(models, str(clip), str(s), 64, 2, stop=stop):
+        items.append(item)
+        if item[1].startswith("frame 2/5 done"):
+            stop.set()
+    _, status, path = items[-1]
+    assert status.startswith("cancelled after frame 2/5")
+    with av.open(path) as f:
+        assert sum(1 for _ in f.decode(video=0)) == 2

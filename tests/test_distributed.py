@@ -199,7 +199,9 @@ def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, 
     kw = dict(KW, steps=2, temporal_weight=100.0)
     res = stylize_dataset(inp, style, out, num_workers=1, **kw)
     assert sorted(p.name for p in res.written) == ["a_stylized.mp4", "b_stylized.mp4"]
-    assert list(res.failed) == [str(inp / "broken.mp4")] and "broken.mp4" in res.failed[str(inp / "broken.mp4")]
+    assert (
+        list(res.failed) == [str(inp / "broken.mp4")] and "broken.mp4" in res.failed[str(inp / "broken.mp4")]
+    )
     meta = json.loads((out / "a_stylized.json").read_text())
     assert meta["frames"] == 3 and meta["fps"] == 8.0 and meta["random_weights"] is True
     assert meta["warping_error"] is not None

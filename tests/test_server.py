@@ -159,6 +159,9 @@ def test_api_parameters_are_named_with_defaults(server):
         "/faithfulness": ["image", "model", "layer", "method"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
         "/features": ["image", "model", "layer", "top"],
+        "/stylize_video": [
+            "video", "style", "size", "steps", "temporal_weight", "max_seconds", "trim", "seed",
+        ],
     }  # fmt: skip
     returns = {  # named as a programmer reads them, not from decorated labels
         "/stylize": ["Result", "Status", "Download PNG"],
@@ -166,11 +169,14 @@ def test_api_parameters_are_named_with_defaults(server):
         "/faithfulness": ["Faithfulness", "Curves", "Verdict"],
         "/subject_aware": ["Mask", "Result", "Before", "After", "Report", "Status"],
         "/features": ["Grid", "Summary", "Channels"],
+        "/stylize_video": ["Frame so far", "Status", "Result", "Download MP4"],
     }
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
-        n_images = 1 if name in ("/gradcam", "/faithfulness", "/features") else 2
+        n_images = (
+            1 if name in ("/gradcam", "/faithfulness", "/features") else 2
+        )  # /stylize_video: clip, style
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
         labels = [r["label"] for r in api[name]["returns"]]
@@ -512,3 +518,27 @@ def test_browser_single_overlay_is_whole_with_its_caption_below(server, images, 
         page.screenshot(path=str(ARTIFACTS / "browser_gradcam_top3.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_stylize_video_through_gradio_client(server, images, tmp_path):
+    import av
+    from gradio_client import Client, handle_file
+    from test_video import panning, write_clip
+
+    c, _ = images
+    clip = write_clip(tmp_path / "walk.mp4", panning(4, 2, w=64, h=48), fps=8, audio=True)
+    client = Client(server, verbose=False)
+    _, status, video, _ = client.predict(
+        video=handle_file(str(clip)), style=handle_file(str(c)), size=64, steps=2,
+        api_name="/stylize_video",
+    )  # fmt: skip
+    assert status.startswith("done: 4 frames, 64x48 at 8 fps") and "warping error" in status
+    assert "RANDOM weights" in status
+    path = video["video"] if isinstance(video, dict) else video
+    with av.open(path) as f:
+        assert sum(1 for _ in f.decode(video=0)) == 4 and len(f.streams.audio) == 1
+    long = write_clip(tmp_path / "long.mp4", panning(100, 1, w=64, h=48), fps=8)  # 12.5 s > CPU's 10 s
+    with pytest.raises(Exception, match=r"long.mp4: 12.5 s is over the limit of 10 s.*Tick Trim"):
+        client.predict(
+            video=handle_file(str(long)), style=handle_file(str(c)), api_name="/stylize_video"
+        )

@@ -22,7 +22,6 @@ from nstcam import PixelAnchor, StyleTransfer
 from nstcam.video import (
     FlowEstimator,
     VideoError,
-    VideoWriter,
     certainty,
     check_limits,
     optical_flow,
@@ -76,7 +75,9 @@ def write_clip(path: Path, frames: list[np.ndarray], fps: int = 12, audio: bool 
             n = int(16000 * len(frames) / fps)
             tone = np.sin(np.arange(n) / 16000 * 2 * np.pi * 440).astype(np.float32)[None]
             for k in range(0, n, 1024):
-                af = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, k : k + 1024]), format="fltp", layout="mono")
+                af = av.AudioFrame.from_ndarray(
+                    np.ascontiguousarray(tone[:, k : k + 1024]), format="fltp", layout="mono"
+                )
                 af.sample_rate, af.pts = 16000, k
                 for p in a_s.encode(af):
                     out.mux(p)
@@ -104,7 +105,7 @@ STYLE = SAMPLES / "hubble_deep_field.jpg"
 class FakeEngine:
     """The engine's public API, returning each frame itself: for tests of the loop alone."""
 
-    class weights:  # noqa: N801
+    class weights:
         is_random = True
         notice = "fake engine"
 
@@ -132,7 +133,7 @@ def test_dis_flow_is_within_half_a_pixel_of_the_true_motion(dx, dy):
 
 def test_warp_by_the_true_flow_recovers_the_next_frame_and_certainty_drops_the_edge():
     a, b = panning(2, 2)
-    back, mask = true_flows(2, 2)[0]
+    back, _ = true_flows(2, 2)[0]
     assert np.abs(warp(a, back)[:, : W - 2] - b[:, : W - 2].astype(np.float32)).max() < 1e-3
     fwd = -back
     c = certainty(back, fwd)
@@ -166,7 +167,7 @@ def test_raft_runs_through_the_registry_and_is_refused_offline_by_name():
     est = FlowEstimator("raft", weights="random")
     f = est(a, b)
     assert f.shape == (H, W, 2) and f.dtype == np.float32 and est.is_random
-    fwd, back = est.pair(a, b)
+    fwd, _ = est.pair(a, b)
     assert np.allclose(fwd, f, atol=1e-4)
     with pytest.raises(WeightsUnavailableError, match="raft_small"):
         FlowEstimator("raft")
@@ -353,7 +354,9 @@ def test_cli_video_writes_the_clip_and_reports_the_warping_error(tmp_path, caplo
     assert rc == 0 and streams(out)[:2] == (3, 10.0)
     assert "warping error 0." in caplog.text and "RANDOM weights" in caplog.text
     caplog.clear()
-    rc = main(["video", str(tmp_path / "notes.txt"), "--style", str(STYLE), "-o", str(out), "--weights", "random"])
+    rc = main(
+        ["video", str(tmp_path / "notes.txt"), "--style", str(STYLE), "-o", str(out), "--weights", "random"]
+    )
     assert rc == 1 and "notes.txt" in caplog.text
     caplog.clear()
     assert main([*args, "--flow", "raft"]) == 1  # offline: no VGG16_bn weights, named with the fix

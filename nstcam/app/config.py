@@ -51,6 +51,11 @@ class AppConfig:
         display_size: long side of Grad-CAM heatmaps and overlays, px [NSTCAM_DISPLAY_SIZE; 1024].
         scorecam_budget: most masked images one Score-CAM request may score (channels of the layer
             x top-k) [NSTCAM_SCORECAM_BUDGET; 1024 on CPU, about 30 s there; 65536 on GPU].
+        max_video_seconds: longest clip a video request may stylise [NSTCAM_MAX_VIDEO_SECONDS; 10 on
+            CPU, 60 on GPU].
+        max_video_pixels: most frames x pixels per frame (at the size asked) a video request may
+            stylise [NSTCAM_MAX_VIDEO_PIXELS; 1.5 million on CPU (e.g. 36 frames of 256x170 px);
+            150 million on GPU].
     """
 
     random_weights: bool = False
@@ -60,6 +65,8 @@ class AppConfig:
     max_upload_mb: float | None = None
     display_size: int | None = None
     scorecam_budget: int | None = None
+    max_video_seconds: float | None = None
+    max_video_pixels: int | None = None
 
     def __post_init__(self) -> None:
         self.torch_device = pick_device(self.device)
@@ -70,6 +77,12 @@ class AppConfig:
         self.display_size = int(self.display_size or _env_number("NSTCAM_DISPLAY_SIZE", 1024))
         self.scorecam_budget = int(
             self.scorecam_budget or _env_number("NSTCAM_SCORECAM_BUDGET", 65536 if on_gpu else 1024)
+        )
+        self.max_video_seconds = float(
+            self.max_video_seconds or _env_number("NSTCAM_MAX_VIDEO_SECONDS", 60 if on_gpu else 10)
+        )
+        self.max_video_pixels = int(
+            self.max_video_pixels or _env_number("NSTCAM_MAX_VIDEO_PIXELS", 150e6 if on_gpu else 1.5e6)
         )
 
     @property

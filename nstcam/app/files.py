@@ -41,6 +41,12 @@ class Outbox:
 
     def save(self, img: Image.Image, name: str) -> str:
         """Writes ``img`` as ``name`` in a new subfolder and returns its path."""
+        path = self.reserve(name)
+        save_image(img, path)
+        return str(path)
+
+    def reserve(self, name: str) -> Path:
+        """A path ``name`` in a new subfolder, for a file the caller writes (a video)."""
         now = time.time()
         with self._lock:
             prune = now >= self._next_prune
@@ -50,9 +56,7 @@ class Outbox:
         if prune:  # at most ten times per keep_s: previews are saved often
             self.prune()
         folder.mkdir()
-        path = folder / name
-        save_image(img, path)
-        return str(path)
+        return folder / name
 
     def prune(self) -> None:
         """Deletes files older than ``keep_s`` seconds."""

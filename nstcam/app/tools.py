@@ -16,6 +16,28 @@ __all__ = ["TOOL_DOCS", "tool_doc"]
 _IMAGE = "an image as an http(s) URL or a data: URL (PNG, JPEG, WebP...; at most {upload} MB, 40 megapixels)"
 
 TOOL_DOCS: dict[str, str] = {
+    "stylize_video": """Video style transfer without flicker (Ruder et al. 2016): every frame of the clip repainted
+in the style, each started from the previous stylised frame warped by the optical flow and held to
+it where the motion is certain. Costs about `steps` network evaluations per frame ({cost}).
+Clips longer than {video_seconds:g} s or over {video_pixels:,} frame pixels (frames x width x height at
+`size`) are refused unless `trim` is true. Results from random weights are labelled as such.
+
+Args:
+    video: the clip (mp4, webm, mov, mkv or GIF; at most {upload} MB) as an http(s) URL or a data: URL.
+    style: the painting or texture whose style is transferred: {image}.
+    size: long side of the frames in px, 64 to {max_size}.
+    steps: optimisation steps per frame, 1 to {max_steps}.
+    temporal_weight: weight of the temporal loss, 0 to 10000 (default 200; 0: every frame alone, flickers).
+    max_seconds: stylise at most this many seconds from the start (0: the server's limit).
+    trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
+    seed: random seed, >= 0.
+
+Returns:
+    preview: the last frame stylised.
+    status: "done: N frames ... warping error E" (lower is steadier), or why it stopped.
+    result_video: the stylised clip (H.264 mp4, the input's frame rate and audio).
+    download_mp4: the same clip as a file to download.
+""",
     "stylize": """Neural style transfer (Gatys et al., VGG16_bn): repaints the content image in the colours
 and brush strokes of the style image while keeping its layout. Each step is a forward and backward
 pass of VGG16_bn; on this {device} server: {cost}. Results from random weights are labelled as such.
@@ -126,6 +148,8 @@ def tool_doc(name: str, config: AppConfig) -> str:
         "archs": ", ".join(config.cam_archs),
         "methods": ", ".join(METHODS),
         "passes": f"about {4 * steps + 44}",
+        "video_seconds": config.max_video_seconds,
+        "video_pixels": config.max_video_pixels,
     }
     fields["image"] = _IMAGE.format(**fields)
     return TOOL_DOCS[name].format(**fields)

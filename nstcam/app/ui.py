@@ -25,6 +25,7 @@ from nstcam.app.handlers import (
 )
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import tool_doc
+from nstcam.app.video import video_tab
 from nstcam.cam import METHODS
 
 __all__ = ["build_demo", "launch_kwargs"]
@@ -104,7 +105,8 @@ def _before_after(outbox: Outbox, content: str | None, result: str | None) -> tu
 
 
 def build_demo(config: AppConfig | None = None, models: Models | None = None) -> gr.Blocks:
-    """Builds the Gradio Blocks app (tabs "Style transfer", "Grad-CAM" and "Subject-aware").
+    """Builds the Gradio Blocks app (tabs "Style transfer", "Video", "Grad-CAM", "Subject-aware" and
+    "Feature maps").
 
     Launch it with ``demo.launch(**launch_kwargs(config))`` so that uploads are capped.
     """
@@ -129,6 +131,8 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         gr.Markdown(limits, elem_id="limits")
         with gr.Tab("Style transfer"):
             _style_tab(config, models, runs)
+        with gr.Tab("Video"):
+            video_tab(config, models, runs)
         with gr.Tab("Grad-CAM"):
             _cam_tab(config, models)
         with gr.Tab("Subject-aware"):

@@ -135,7 +135,8 @@ def _probe_file(path: Path, name: str) -> VideoInfo:
             try:
                 first = next(c.decode(vs))
             except (av.error.FFmpegError, StopIteration) as e:
-                raise VideoError(f"{name}: its {codec} video cannot be decoded ({e})") from None
+                why = getattr(e, "strerror", None) or "no frame came out"
+                raise VideoError(f"{name} cannot be decoded as {codec} video ({why})") from None
             rate = vs.average_rate or vs.guessed_rate or Fraction(int(DEFAULT_FPS))
     except av.error.FFmpegError as e:
         raise VideoError(

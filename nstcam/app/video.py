@@ -1,0 +1,197 @@
+"""The app's "Video" tab: a clip stylised frame by frame without flicker, the frame so far streaming
+as a preview, Cancel writing the frames done as a playable clip; limits stated before any work."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from PIL import Image
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
+from nstcam.app.files import SafeImage, load_upload
+from nstcam.app.handlers import STARTING, _check, _check_run, _fail, _in_thread, _Result, _weights_note
+from nstcam.app.tools import tool_doc
+from nstcam.image import long_side_size
+from nstcam.video import (
+    DEFAULT_TEMPORAL_WEIGHT,
+    VideoError,
+    VideoResult,
+    check_limits,
+    even_size,
+    probe_video,
+)
+
+__all__ = ["video_handler", "video_tab"]
+
+logger = logging.getLogger(__name__)
+
+
+def limits_text(cfg: AppConfig) -> str:
+    """The video limits, as the tab states them before any upload."""
+    return (
+        f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_pixels / 1e6:g} million frame pixels "
+        f"(frames x width x height at the size asked: e.g. {cfg.max_video_pixels // (256 * 170)} frames at "
+        f"256x170 px), uploads up to {cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its "
+        "start if you tick Trim."
+    )
+
+
+def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim: bool) -> tuple[Any, int]:
+    """The probed clip and how many frames to stylise, or a refusal naming the file and the limit."""
+    name = Path(path).name  # Gradio keeps the upload's own name
+    try:
+        info = probe_video(path, name=name)
+        seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
+        dims = even_size(long_side_size((info.width, info.height), int(size)), "x.mp4")
+        n = check_limits(
+            info, max_seconds=seconds, max_frame_pixels=cfg.max_video_pixels, frame_size=dims,
+            trim=bool(trim) or bool(max_seconds),
+        )  # fmt: skip
+    except (VideoError, FileNotFoundError) as e:
+        hint = "" if trim else " Tick Trim to stylise the start of the clip."
+        over = isinstance(e, VideoError) and "limit" in str(e)
+        raise refuse(f"Bad video: {e}" + (hint if over else "")) from None
+    return info, n
+
+
+def video_handler(
+    models: Models,
+    video: Any,
+    style: Any,
+    size: int = 256,
+    steps: int = 50,
+    temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
+    max_seconds: float = 0.0,
+    trim: bool = False,
+    seed: int = 0,
+    stop: threading.Event | None = None,
+) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+    """Streams (frame preview, status, video path) while stylising a clip; the last item has the
+    video. ``stop`` (Cancel) ends the run after the current step: the frames done are written."""
+    cfg = models.config
+    stop = stop or threading.Event()
+    try:
+        if video is None or style is None:
+            raise refuse("Upload a video and a style image.")
+        _check_run(cfg, size, steps)
+        _check(temporal_weight, "temporal_weight", 0, 1e4)
+        _check(max_seconds, "max_seconds", 0, 1e6)
+        info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
+        style_img = load_upload(style, "style")
+        st = models.style()
+    except Exception as e:
+        raise _fail(e) from e
+    note = _weights_note(st.weights.is_random)
+    out = models.outbox.reserve(f"{Path(str(video)).stem}_stylized.mp4")
+    trimmed = f" (the first {n} of {info.frames})" if n < info.frames else ""
+
+    def run(put: Callable[[Any], None]) -> VideoResult:
+        last: list[Image.Image | None] = [None]
+
+        def on_frame(f: Any) -> bool:
+            if f.done:
+                last[0] = f.preview
+                put((f.preview, f"frame {f.frame}/{f.frames} done · {f.elapsed:.0f} s"))
+            else:
+                put((last[0], f"frame {f.frame}/{f.frames} · step {f.step}/{f.steps}"))
+            return not stop.is_set()
+
+        return st.stylize_video(
+            str(video), style_img, out, size=int(size), steps=int(steps), max_frames=n, seed=int(seed),
+            temporal_weight=float(temporal_weight), progress=on_frame, progress_bar=False, name=info.name,
+        )  # fmt: skip
+
+    yield None, f"{STARTING} {n} frames{trimmed}" + note, None
+    try:
+        for preview, status in (result := _Result(_in_thread(run, stop))):
+            yield preview, status + note, None
+    except Exception as e:
+        raise _fail(e) from e
+    res: VideoResult = result.value
+    err = "n/a" if res.warping_error is None else f"{res.warping_error:.4f}"
+    head = (
+        f"cancelled after frame {res.frames}/{n}" if res.cancelled else f"done: {res.frames} frames{trimmed}"
+    )
+    status = (
+        f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s; warping error {err}"
+        " (lower is steadier)" + note
+    )
+    yield None, status, str(res.path)
+
+
+def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
+    """The "Video" tab and its ``/stylize_video`` endpoint."""
+    gr.Markdown(limits_text(config), elem_id="vid-limits")
+    with gr.Row():
+        with gr.Column():
+            with gr.Row():
+                video = gr.Video(
+                    label="Clip",
+                    sources=["upload", "webcam"],
+                    include_audio=True,
+                    height=220,
+                    elem_id="vid-input",
+                )
+                style = SafeImage(
+                    label="Style", sources=["upload", "clipboard"], height=220, elem_id="vid-style"
+                )
+            with gr.Row():
+                run = gr.Button("Stylise video", variant="primary", elem_id="vid-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="vid-cancel")
+            size = gr.Slider(64, config.max_size, value=min(256, config.max_size), step=16, label="Size (px)")
+            steps = gr.Slider(
+                1, config.max_steps, value=min(50, config.max_steps), step=1, label="Steps per frame"
+            )
+            temporal = gr.Slider(
+                0, 2000, value=DEFAULT_TEMPORAL_WEIGHT, step=10, label="Temporal weight",
+                info="holds each frame to the previous one where the motion is certain; 0: every frame alone",
+            )  # fmt: skip
+            with gr.Row():
+                max_seconds = gr.Number(0, label="Max seconds (0 = server limit)", minimum=0)
+                trim = gr.Checkbox(False, label="Trim a clip over the limits to its start")
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+        with gr.Column():
+            preview = gr.Image(label="Frame so far", type="pil", interactive=False, elem_id="vid-preview")
+            status = gr.Textbox(label="Status", interactive=False, elem_id="vid-status")
+            result = gr.Video(label="Result", interactive=False, elem_id="vid-result")
+            download = gr.File(label="Download MP4", elem_id="vid-download")
+
+    def stylize_video(
+        video: str,
+        style: str,
+        size: int = 256,
+        steps: int = 50,
+        temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
+        max_seconds: float = 0.0,
+        trim: bool = False,
+        seed: int = 0,
+        request: gr.Request = None,
+    ):
+        stop = runs.start("video", request)
+        try:
+            for image, text, path in video_handler(
+                models, video, style, size, steps, temporal_weight, max_seconds, trim, seed, stop=stop
+            ):
+                yield (image if image is not None else gr.skip()), text, path, path
+        finally:
+            runs.finish("video", request, stop)
+
+    stylize_video.__doc__ = tool_doc("stylize_video", config)
+    run.click(
+        stylize_video,
+        [video, style, size, steps, temporal, max_seconds, trim, seed],
+        [preview, status, result, download],
+        api_name="stylize_video",
+        trigger_mode="always_last",
+    )
+
+    def cancel_run(request: gr.Request) -> None:
+        runs.cancel("video", request)
+
+    cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
