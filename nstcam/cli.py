@@ -10,6 +10,7 @@ from typing import Any
 
 from nstcam._version import __version__
 from nstcam.cam.methods import METHODS
+from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
     ARCHS,
     FLOW_ARCHS,
@@ -302,8 +303,8 @@ def _add_video_parser(sub: Any) -> None:
     v.add_argument("--size", type=int, default=512, help="long side of the frames in px (default 512)")
     v.add_argument("--steps", type=int, default=100, help="network evaluations per frame (default 100)")
     v.add_argument(
-        "--temporal-weight", type=float, default=200.0,
-        help="weight of the temporal loss (default 200; 0: every frame on its own)",
+        "--temporal-weight", type=float, default=DEFAULT_TEMPORAL_WEIGHT,
+        help=f"weight of the temporal loss (default {DEFAULT_TEMPORAL_WEIGHT:g}; 0: every frame on its own)",
     )  # fmt: skip
     v.add_argument(
         "--flow", default="dis", choices=["dis", "raft", "raft_small", "raft_large"],

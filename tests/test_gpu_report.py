@@ -22,6 +22,7 @@ SECTIONS = (
     "## Style transfer: batched throughput",
     "## Tiled outputs",
     "## Memory estimate against measured peaks",
+    "## Video: temporal consistency",
     "## Not in this report yet",
 )
 
@@ -47,6 +48,7 @@ def test_dry_run_on_cpu_writes_every_section(tmp_path):
         "| batch_size | images/s | vs batch 1 |",
         "| output | run | windows | peak MiB | estimate MiB | wall s | s per evaluation |",
         "| size | optimiser | steps | peak MiB | estimate MiB | estimate error |",
+        "| setting | s per frame | x baseline time | warping error (DIS flow) |",
     ):
         assert header in text, header
     assert "skipped:" not in text.split("## Checks")[1].split("##")[0] or "--cpu-compile" in text

@@ -17,6 +17,8 @@ SAMPLES = ROOT / "nstcam" / "assets" / "samples"
 SHRINK = [
     ('weights="imagenet"', 'weights="random"'),
     ("size=512, steps=300", "size=32, steps=2"),
+    ("size=512, steps=100", "size=32, steps=2"),
+    ("size=256, steps=60", "size=32, steps=2"),
     ("size=1024)", "size=48, steps=2)"),
     ("size=1024, tile=256", "size=96, steps=1, tile=64"),
     ("size=512)", "size=32, steps=2)"),
@@ -40,6 +42,10 @@ def readme_files(tmp_path, monkeypatch):
     (tmp_path / "photos").mkdir()
     shutil.copy(tmp_path / "cat.jpg", tmp_path / "photos" / "cat.jpg")
     (tmp_path / "photos" / "broken.jpg").write_bytes(b"not a jpeg")
+    from test_video import panning, write_clip, write_frames
+
+    write_clip(tmp_path / "walk.mp4", panning(3, 2, w=48, h=32), fps=8, audio=True)
+    write_frames(tmp_path / "frames", panning(3, 2, w=48, h=32))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -75,5 +81,9 @@ def test_readme_python_snippet_runs(index, readme_files):
     if "evaluate=True" in code:
         f, b = scope["r"].faithfulness, scope["r"].baseline
         assert len(f.deletion_curve) == 3 and 0 <= f.deletion_auc <= 1 and -1 <= b.road <= 1
+    if "stylize_video(" in code:
+        assert scope["res"].frames == 3 and scope["res"].warping_error is not None
+        assert (readme_files / "walk_starry.mp4").is_file()
+        assert len(list((readme_files / "frames_out").glob("frame_*.png"))) == 3
     if "feature_maps(" in code:
         assert (readme_files / "relu3_1.png").is_file() and scope["fm"].activations.shape[0] == 256

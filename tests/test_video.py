@@ -33,7 +33,7 @@ from nstcam.video import (
 )
 from nstcam.weights import WeightsUnavailableError
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "nstcam" / "assets" / "samples"
 W, H = 96, 64
 FAST = {"steps": 8, "optimizer": "adam", "lr": 0.05}
 
@@ -243,6 +243,8 @@ def test_folder_in_gives_sorted_same_size_pngs_and_gif_round_trips(tmp_path):
     files = sorted(r.path.iterdir())
     assert [f.name for f in files] == [f"frame_{i:06d}.png" for i in range(1, 5)]
     assert {Image.open(f).size for f in files} == {(95, 63)}
+    r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "out", size=95, max_frames=2)  # shorter rerun
+    assert [f.name for f in sorted(r.path.iterdir())] == ["frame_000001.png", "frame_000002.png"]
     r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "odd.mp4", size=95)
     assert streams(r.path)[0] == 4 and r.size == (94, 62)  # H.264 needs even sides
     gif = write_clip(tmp_path / "in.gif", panning(4, 2), fps=10)
@@ -252,6 +254,26 @@ def test_folder_in_gives_sorted_same_size_pngs_and_gif_round_trips(tmp_path):
     back = next(read_frames(probe_video(r.path)))
     given = next(read_frames(probe_video(gif)))  # the input's own 3-3-2 colours
     assert np.abs(back.astype(int) - given).mean() < 3  # through a 256-colour palette
+
+
+def test_rotation_metadata_is_applied_and_the_output_is_upright(tmp_path):
+    path = tmp_path / "phone.mp4"
+    frames = panning(2, 2)
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=Fraction(8))
+        vs.width, vs.height, vs.pix_fmt = W, H, "yuv420p"
+        vs.set_display_rotation(90)  # counter-clockwise, as a phone held upright records it
+        for f in frames:
+            for p in vs.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+    info = probe_video(path)
+    assert (info.width, info.height, info.rotation) == (H, W, 90)
+    shown = next(read_frames(info))
+    assert np.abs(shown.astype(int) - np.rot90(frames[0])).mean() < 6
+    r = stylize_video(FakeEngine(), path, STYLE, tmp_path / "out.mp4", size=W)
+    assert streams(r.path)[3] == (H, W)
 
 
 def test_sequential_mode_streams_memory_does_not_grow_with_the_clip(tmp_path):

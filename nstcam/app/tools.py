@@ -27,7 +27,7 @@ Args:
     style: the painting or texture whose style is transferred: {image}.
     size: long side of the frames in px, 64 to {max_size}.
     steps: optimisation steps per frame, 1 to {max_steps}.
-    temporal_weight: weight of the temporal loss, 0 to 10000 (default 200; 0: every frame alone, flickers).
+    temporal_weight: weight of the temporal loss, 0 to 10000 (default 50; 0: every frame alone, flickers).
     max_seconds: stylise at most this many seconds from the start (0: the server's limit).
     trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
     seed: random seed, >= 0.

@@ -149,7 +149,7 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 1, config.max_steps, value=min(50, config.max_steps), step=1, label="Steps per frame"
             )
             temporal = gr.Slider(
-                0, 2000, value=DEFAULT_TEMPORAL_WEIGHT, step=10, label="Temporal weight",
+                0, 1000, value=DEFAULT_TEMPORAL_WEIGHT, step=5, label="Temporal weight",
                 info="holds each frame to the previous one where the motion is certain; 0: every frame alone",
             )  # fmt: skip
             with gr.Row():

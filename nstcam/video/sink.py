@@ -122,6 +122,11 @@ class VideoWriter:
         A clip with no frame written leaves no file.
         """
         if self._folder:
+            stale = [f for f in self.path.glob("frame_*.png") if _frame_number(f) > self.frames]
+            for f in stale:  # an earlier, longer run's frames would play on after this clip
+                f.unlink()
+            if stale:
+                logger.info("%s: removed %d frames of an earlier run", self.path, len(stale))
             return self.path
         if self.frames == 0:
             self.abort()
@@ -150,6 +155,11 @@ class VideoWriter:
             self.close()
         else:
             self.abort()
+
+
+def _frame_number(f: Path) -> int:
+    digits = f.stem.removeprefix("frame_")
+    return int(digits) if digits.isdigit() and len(digits) == 6 else 0
 
 
 def _palette(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-NEEDED = ("torch", "torchvision", "numpy", "PIL", "tqdm", "safetensors", "matplotlib")
+NEEDED = ("torch", "torchvision", "numpy", "PIL", "tqdm", "safetensors", "matplotlib", "av", "cv2")
 
 
 def _missing_modules() -> list[str]:
@@ -73,6 +73,7 @@ class Settings:
     check_size: int
     check_steps: int
     compile: bool
+    video: tuple[int, int, int] = (512, 100, 16)  # size, steps per frame, frames
 
     @classmethod
     def for_mode(cls, device: str, quick: bool, cpu_compile: bool) -> Settings:
@@ -91,12 +92,13 @@ class Settings:
                 cam_archs=("resnet18",), cam_batch=2, cam_repeat=2, cam_size=64,
                 tile=128, tile_sizes=(160,), tile_steps=1, gpu_limit_gb=None,
                 calibration=((256, "adam", 2),), check_size=32, check_steps=3, compile=cpu_compile,
+                video=(64, 2, 3),
             )})  # fmt: skip
         if quick:
             return cls(**{**full, **dict(
                 wall_steps=100, step_sizes=(512,), step_repeats=2, batch=4, batch_size_px=256, batch_steps=50,
                 cam_archs=("resnet18", "vit_b_16"), cam_batch=16, cam_repeat=10, tile_sizes=(2048,),
-                calibration=((512, "adam", 2),),
+                calibration=((512, "adam", 2),), video=(512, 100, 6),
             )})  # fmt: skip
         return cls(**full)
 
@@ -380,8 +382,28 @@ def calibration(report: Report, device, s: Settings) -> str:
     return "\n".join(lines)
 
 
+def video(report: Report, device, s: Settings) -> str:
+    size, steps, frames = s.video
+    cmd = [sys.executable, str(HERE / "bench_video.py"), "--device", device.type, "--size", str(size),
+           "--steps", str(steps), "--frames", str(frames), "--optimizer", "adam"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench_video.py failed: {out.stderr.strip().splitlines()[-1:]}")
+    lines = out.stdout.splitlines()
+    table = [line for line in lines if line.startswith(("|", "device:", "clip:", "targets:", "frames per"))]
+    rows = [line for line in table if line.startswith("| temporal (")]
+    ratio = float(rows[0].split("|")[6]) if rows else float("inf")
+    report.check(
+        ratio <= 0.5, f"temporal consistency at most halves the warping error (true flow): {ratio:.2f}x"
+    )
+    return "`" + " ".join(cmd[1:]) + "` (Adam: the compiled, sync-free step)\n\n" + "\n".join(table)
+
+
 def not_yet() -> str:
-    return "- video stylisation rows (issue 20): the video path does not exist yet."
+    return (
+        "- the video step batched over frames (passes > 1 optimises frame by frame today).\n"
+        "- the compiled style step in a multi-request app run (issue 19's concurrency pattern)."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -431,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                    lambda: tiles(report, device, s))  # fmt: skip
     report.section("Memory estimate against measured peaks", 30 * len(s.calibration) if gpu else 15,
                    lambda: calibration(report, device, s))  # fmt: skip
+    report.section("Video: temporal consistency", 120 if gpu else 20, lambda: video(report, device, s))
     report.sections.append("## Not in this report yet\n\n" + not_yet())
     fails = "\n".join(f"- {f}" for f in report.failures) or "- none"
     text = (
