@@ -539,6 +539,42 @@ def test_stylize_video_through_gradio_client(server, images, tmp_path):
         assert sum(1 for _ in f.decode(video=0)) == 4 and len(f.streams.audio) == 1
     long = write_clip(tmp_path / "long.mp4", panning(100, 1, w=64, h=48), fps=8)  # 12.5 s > CPU's 10 s
     with pytest.raises(Exception, match=r"long.mp4: 12.5 s is over the limit of 10 s.*Tick Trim"):
-        client.predict(
-            video=handle_file(str(long)), style=handle_file(str(c)), api_name="/stylize_video"
+        client.predict(video=handle_file(str(long)), style=handle_file(str(c)), api_name="/stylize_video")
+
+
+def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, browser, tmp_path):
+    from test_video import panning, write_clip
+
+    c, _ = images
+    clip = write_clip(tmp_path / "walk.mp4", panning(4, 2, w=64, h=48), fps=8, audio=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.get_by_role("tab", name="Video").click()
+        limits = page.locator("#vid-limits").inner_text()
+        assert "Clips up to 10 s" in limits and "Trim" in limits  # stated before any upload
+        page.locator("#vid-input input[type=file]").set_input_files(str(clip))
+        page.locator("#vid-style input[type=file]").set_input_files(str(c))
+        page.locator("#vid-input video").first.wait_for(timeout=30_000)
+        page.locator("#vid-style img").first.wait_for(timeout=30_000)
+        page.evaluate(
+            """() => { window.seen = [];
+                setInterval(() => { const t = document.querySelector('#vid-status textarea');
+                  const last = window.seen[window.seen.length - 1];
+                  if (t && t.value && last !== t.value) window.seen.push(t.value);
+                }, 20); }"""
         )
+        page.locator("#vid-run").click()
+        page.wait_for_function(
+            "() => window.seen.length && window.seen[window.seen.length - 1].startsWith('done:')",
+            timeout=120_000,
+        )
+        seen = page.evaluate("() => window.seen")
+        assert any(s.startswith("frame 2/4 done") for s in seen), seen  # streamed frame by frame
+        assert page.locator("#vid-preview img").count() == 1
+        page.locator("#vid-result video").first.wait_for(timeout=30_000)
+        src = page.evaluate("() => document.querySelector('#vid-result video').currentSrc")
+        assert src.endswith("walk_stylized.mp4"), src
+        page.screenshot(path=str(ARTIFACTS / "browser_video.png"), full_page=True)
+    finally:
+        page.close()

@@ -169,8 +169,14 @@ def test_raft_runs_through_the_registry_and_is_refused_offline_by_name():
     assert f.shape == (H, W, 2) and f.dtype == np.float32 and est.is_random
     fwd, _ = est.pair(a, b)
     assert np.allclose(fwd, f, atol=1e-4)
-    with pytest.raises(WeightsUnavailableError, match="raft_small"):
+    with pytest.raises(WeightsUnavailableError, match="nstcam weights download raft_small"):
         FlowEstimator("raft")
+
+
+def test_raft_in_a_clip_follows_the_engines_weights(tmp_path):
+    clip = write_frames(tmp_path / "in", panning(3, 2))
+    r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "out", size=W, flow="raft")  # random RAFT
+    assert r.frames == 3 and r.params["flow"] == "raft_small" and r.random_weights
 
 
 # -- the engine's API for video ------------------------------------------------------------------
@@ -274,6 +280,25 @@ def test_rotation_metadata_is_applied_and_the_output_is_upright(tmp_path):
     assert np.abs(shown.astype(int) - np.rot90(frames[0])).mean() < 6
     r = stylize_video(FakeEngine(), path, STYLE, tmp_path / "out.mp4", size=W)
     assert streams(r.path)[3] == (H, W)
+
+
+def test_a_variable_frame_rate_is_written_at_its_average_with_every_frame(tmp_path):
+    path = tmp_path / "vfr.mp4"
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=Fraction(10))
+        vs.width, vs.height, vs.pix_fmt = W, H, "yuv420p"
+        vs.codec_context.time_base = Fraction(1, 1000)
+        for f, ms in zip(panning(6, 2), [0, 100, 150, 400, 450, 700], strict=True):  # irregular gaps
+            vf = av.VideoFrame.from_ndarray(f, format="rgb24")
+            vf.pts, vf.time_base = ms, Fraction(1, 1000)
+            for p in vs.encode(vf):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+    info = probe_video(path)
+    r = stylize_video(FakeEngine(), path, STYLE, tmp_path / "out.mp4", size=W)
+    n, fps, _, _ = streams(r.path)
+    assert n == 6 and fps == pytest.approx(info.fps, rel=0.01) and 5 < info.fps < 12
 
 
 def test_sequential_mode_streams_memory_does_not_grow_with_the_clip(tmp_path):

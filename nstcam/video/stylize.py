@@ -169,7 +169,8 @@ def stylize_video(
         steps: evaluations per frame (split evenly over the passes).
         temporal_weight: weight of the temporal loss; 0: every frame on its own (the baseline).
         flow: ``"dis"`` (OpenCV, default), ``"raft"``/``"raft_small"``/``"raft_large"``
-            (torchvision, official weights), or a ready :class:`~nstcam.video.FlowEstimator`.
+            (torchvision, on the engine's device, with the official weights; random ones where the
+            engine's are random), or a ready :class:`~nstcam.video.FlowEstimator`.
         passes: 1: one pass forward in time, each frame written when done (memory does not grow
             with the clip). N > 1: Ruder's multi-pass, alternately backward and forward, every frame
             against both neighbours; keeps the clip's frames in memory.
@@ -197,7 +198,10 @@ def stylize_video(
     n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
     size = whole("size", size, minimum=16)
     dims = even_size(long_side_size((info.width, info.height), size), output)
-    est = flow if isinstance(flow, FlowEstimator) else FlowEstimator(flow)
+    est = flow
+    if not isinstance(flow, FlowEstimator):  # RAFT beside the engine, on random weights where it is
+        raft_weights = "random" if engine.weights.is_random else "official"
+        est = FlowEstimator(flow, weights=raft_weights, device=getattr(engine, "device", None))
     per_pass = max(1, whole("steps", steps, minimum=1) // passes)
     call = {**params, "size": max(dims), "steps": per_pass, "seed": seed, "progress_bar": False}
     run = _Run(engine, style, call, info, n, temporal_weight, est, progress, t0)
