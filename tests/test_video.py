@@ -215,6 +215,7 @@ def test_temporal_consistency_at_least_halves_the_true_warping_error(st, tmp_pat
         r = st.stylize_video(clip, STYLE, tmp_path / f"out{int(tw)}", size=W, temporal_weight=tw, **FAST)
         outs = [np.asarray(Image.open(p)) for p in sorted(r.path.iterdir())]
         assert r.frames == 5 and len(outs) == 5 and r.size == (W, H) and r.random_weights
+        assert [len(h["total"]) for h in r.histories] == [8] * 5 and ("anchor" in r.histories[1]) == (tw > 0)
         errs[tw] = warping_error(outs, flows=true_flows(5, 2))
         assert r.warping_error == pytest.approx(warping_error(outs, frames), rel=0.05)
     assert errs[200.0] <= 0.5 * errs[0.0], errs

@@ -89,7 +89,9 @@ class VideoResult:
         warping_error: flicker, the mean over frame pairs of the masked squared difference between
             each output frame and the previous one warped by the input's motion (Lai et al. 2018;
             :func:`nstcam.video.warping_error`); None with fewer than two frames.
-        histories: each frame's loss history (its last pass).
+        histories: each frame's loss history (its last pass) as columns: ``{"total": array of one
+            value per step, "content": ..., "style": ..., "tv": ..., "anchor": ...}`` (float32, a
+            few KB a frame, so that a long clip's histories stay small).
         seconds: wall time of the whole call.
         cancelled: the progress callback stopped the run; ``path`` holds the frames done.
         random_weights: the engine (or RAFT) runs on random weights: the result is not meaningful.
@@ -102,7 +104,7 @@ class VideoResult:
     fps: float
     size: tuple[int, int]
     warping_error: float | None
-    histories: list[list[dict[str, float]]] = field(repr=False)
+    histories: list[dict[str, np.ndarray]] = field(repr=False)
     seconds: float
     cancelled: bool = False
     random_weights: bool = False
@@ -242,6 +244,12 @@ def _shows(bar: bool | None) -> bool:
     return bool(sys.stderr is not None and hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
 
 
+def _columns(history: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    """A run's history (one dict per step) as float32 columns, one per loss."""
+    keys = [k for k in (history[0] if history else {}) if k not in ("step", "scale")]
+    return {k: np.array([h[k] for h in history], dtype=np.float32) for k in keys}
+
+
 def _warp_image(image: np.ndarray, flow: np.ndarray) -> np.ndarray:
     """A stylised frame (uint8) brought along ``flow``, as float32 in [0, 255]."""
     return np.clip(warp(image, flow), 0, 255)
@@ -270,7 +278,7 @@ class _Run:
     ) -> None:
         self.engine, self.style, self.call, self.info, self.n = engine, style, call, info, n
         self.weight, self.flows, self.progress, self.t0 = weight, flows, progress, t0
-        self.histories: list[list[dict[str, float]]] = [[] for _ in range(n)]
+        self.histories: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
         self.flicker = _Flicker()
         self.cancelled = False
         self._stopping = False
@@ -305,16 +313,10 @@ class _Run:
             if self._stopping:
                 raise _Stop from None
             raise
-        self.histories[i] = img.info["nstcam"]["history"]
-        last = self.histories[i][-1] if self.histories[i] else {}
-        self._report(
-            i,
-            p,
-            len(self.histories[i]),
-            {k: v for k, v in last.items() if k not in ("step", "scale")},
-            img,
-            True,
-        )
+        history = img.info["nstcam"]["history"]
+        self.histories[i] = _columns(history)
+        last = {k: float(v[-1]) for k, v in self.histories[i].items()}
+        self._report(i, p, len(history), last, img, True)
         return np.asarray(img)
 
     def _temporal(self, warped: np.ndarray, mask: np.ndarray) -> PixelAnchor:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for k, (label, extra) in enumerate(settings):
             kw = dict(size=a.size, steps=a.steps, optimizer=a.optimizer, seed=0, **extra)
             secs, outs, res = run(st, folder, style, Path(tmp) / f"out{k}", device, **kw)
-            style_loss = float(np.mean([hist[-1]["style"] for hist in res.histories]))
+            style_loss = float(np.mean([hist["style"][-1] for hist in res.histories]))
             rows.append(
                 dict(
                     label=label, secs=secs, dis=res.warping_error, true=warping_error(outs, flows=true),
