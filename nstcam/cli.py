@@ -231,6 +231,7 @@ def _video_params(args: argparse.Namespace) -> dict:
         temporal_weight=args.temporal_weight,
         flow=args.flow,
         passes=args.passes,
+        batch_frames=args.batch_frames,
         max_frames=args.max_frames,
         style_weight=args.style_weight,
         content_weight=args.content_weight,
@@ -311,6 +312,10 @@ def _add_video_parser(sub: Any) -> None:
         help="optical flow: OpenCV's DIS (default) or torchvision's RAFT (official weights)",
     )  # fmt: skip
     v.add_argument("--passes", type=int, default=1, help="1: one pass; N: Ruder's multi-pass (default 1)")
+    v.add_argument(
+        "--batch-frames", type=int, default=1,
+        help="with --passes 2+ and --optimizer adam: frames per network step (the GPU's lever; default 1)",
+    )  # fmt: skip
     v.add_argument("--max-frames", type=int, help="stylise only the first N frames")
     v.add_argument("--fps", type=float, help="frame rate of a folder of frames (default 25)")
     v.add_argument("--style-weight", type=float, default=50.0, help="style strength (default 50)")

@@ -120,6 +120,15 @@ class FakeEngine:
             kw["progress"](type("S", (), {"step": 1, "losses": {"total": 0.0}, "preview": None})())
         return img
 
+    def stylize_many(self, contents, style, inits, anchors, **kw):
+        self.calls.append({"batch": len(contents), "anchors": [len(a) for a in anchors], "init": inits})
+        imgs = []
+        for c in contents:
+            img = c.copy()
+            img.info["nstcam"] = {"history": [{"step": 1, "scale": 0, "total": 0.0}]}
+            imgs.append(img)
+        return imgs
+
 
 # -- flow and warping --------------------------------------------------------------------------
 @pytest.mark.parametrize(("dx", "dy"), [(2, 0), (3, 1)])
@@ -194,6 +203,26 @@ def test_a_strong_anchor_pulls_the_result_to_its_image_and_is_in_the_history(st)
     assert masked.info["nstcam"]["history"][-1]["anchor"] == 0
 
 
+def test_stylize_many_equals_one_at_a_time_with_inits_and_anchors(st):
+    a, b, c = panning(3, 2)
+    kw = dict(size=W, steps=4, optimizer="adam", seed=0)
+    assert np.array_equal(
+        np.asarray(st.stylize_many([a], STYLE, **kw)[0]), np.asarray(st.stylize(a, STYLE, **kw))
+    )
+    anchors = [[], [PixelAnchor(a, None, 100.0)], [PixelAnchor(b, np.ones((H, W)), 50.0)]]
+    inits = [None, b, c]
+    together = st.stylize_many([a, b, c], STYLE, inits=inits, anchors=anchors, **kw)
+    for img, content, init, anc in zip(together, [a, b, c], inits, anchors, strict=True):
+        alone = st.stylize(content, STYLE, init=content if init is None else init, anchors=anc, **kw)
+        d = np.abs(np.asarray(img, int) - np.asarray(alone, int))  # a batch's convolutions: float noise
+        assert d.max() <= 4 and d.mean() < 0.1, (d.mean(), d.max())
+        assert (img.info["nstcam"]["history"][-1]["anchor"] > 0) == bool(anc)  # 0 where none
+    with pytest.raises(ValueError, match="optimizer='adam'"):
+        st.stylize_many([a, b], STYLE, size=W, steps=1)
+    with pytest.raises(ValueError, match="inits has 1 entries for 2 contents"):
+        st.stylize_many([a, b], STYLE, inits=[a], size=W, steps=1, optimizer="adam")
+
+
 def test_init_and_anchors_are_refused_where_they_cannot_apply(st, tmp_path):
     a = panning(1)[0]
     with pytest.raises(ValueError, match="init must be one of"):
@@ -230,6 +259,48 @@ def test_multipass_refines_every_frame_against_both_neighbours(tmp_path):
     later = eng.calls[4:]  # passes 2 and 3: inner frames have two anchors, ends one
     assert sorted(c["anchors"] for c in later) == [1, 1, 1, 1, 2, 2, 2, 2]
     assert all(c["init"] for c in later)
+
+
+def test_batched_passes_put_several_frames_in_each_engine_step(st, tmp_path):
+    eng = FakeEngine()
+    clip = write_frames(tmp_path / "in", panning(5, 2))
+    r = stylize_video(
+        eng, clip, STYLE, tmp_path / "out", size=W, steps=8, passes=2, batch_frames=2, optimizer="adam"
+    )
+    assert r.frames == 5 and r.params["batch_frames"] == 2
+    assert [c["batch"] for c in eng.calls] == [2, 2, 1, 2, 2, 1]  # pass 1 forward, pass 2 backward
+    assert all(n == 0 for c in eng.calls[:3] for n in c["anchors"])  # pass 1: every frame on its own
+    assert [c["anchors"] for c in eng.calls[3:]] == [[1, 2], [2, 2], [1]]  # then held to both neighbours
+    with pytest.raises(ValueError, match="needs optimizer='adam'"):
+        stylize_video(eng, clip, STYLE, tmp_path / "x", size=W, passes=2, batch_frames=2)
+    with pytest.raises(ValueError, match="needs passes >= 2"):
+        stylize_video(eng, clip, STYLE, tmp_path / "x", size=W, batch_frames=2, optimizer="adam")
+    frames = panning(5, 2)
+    real = st.stylize_video(
+        clip,
+        STYLE,
+        tmp_path / "real",
+        size=W,
+        steps=12,
+        passes=3,
+        batch_frames=5,
+        **{k: v for k, v in FAST.items() if k != "steps"},
+    )
+    outs = [np.asarray(Image.open(p)) for p in sorted(real.path.iterdir())]
+    base = st.stylize_video(
+        clip,
+        STYLE,
+        tmp_path / "base",
+        size=W,
+        temporal_weight=0,
+        steps=12,
+        **{k: v for k, v in FAST.items() if k != "steps"},
+    )
+    base_outs = [np.asarray(Image.open(p)) for p in sorted(base.path.iterdir())]
+    assert warping_error(outs, flows=true_flows(5, 2)) <= 0.5 * warping_error(
+        base_outs, flows=true_flows(5, 2)
+    )
+    assert len(frames) == real.frames
 
 
 # -- files in and out -----------------------------------------------------------------------------

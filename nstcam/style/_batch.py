@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from nstcam._checks import whole
 from nstcam._files import unique_names
+from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan, make_plan
@@ -23,7 +24,15 @@ from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 
-__all__ = ["IMAGE_EXTENSIONS", "BatchResult", "batch_call", "expand_contents", "output_names", "run_batch"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "BatchResult",
+    "batch_call",
+    "many_call",
+    "expand_contents",
+    "output_names",
+    "run_batch",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +83,42 @@ def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageS
 def output_names(items: list[ImageSource], ext: str) -> list[str]:
     """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
     return unique_names(items, f"_stylized{ext}")
+
+
+def many_call(
+    rt: Runtime,
+    contents: Sequence[ImageSource],
+    style: ImageSource | Sequence[ImageSource],
+    inits: Sequence[ImageSource | None] | None,
+    anchors: Sequence[Sequence[PixelAnchor]] | None,
+    params: dict[str, Any],
+) -> list[Image.Image]:
+    """:meth:`StyleTransfer.stylize_many`: checks, loads, plans and runs :func:`run_many`."""
+    images = [load_image(c) for c in contents]
+    n = len(images)
+    if n == 0:
+        raise ValueError("contents is empty")
+    for name, given in (("inits", inits), ("anchors", anchors)):
+        if given is not None and len(given) != n:
+            raise ValueError(f"{name} has {len(given)} entries for {n} contents")
+    starts = [None if i is None else load_image(i) for i in (inits or [None] * n)]
+    style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+    callback, bar = params.pop("progress", None), params.pop("progress_bar", None)
+    masks = [None] * n
+    if params.pop("style_mask", None) is not None:
+        raise ValueError("stylize_many takes no style_mask; call stylize for a masked image")
+    if params.get("init") == "image" or not isinstance(params.get("init", ""), str):
+        raise ValueError("stylize_many takes its start images as inits=[...], one per content")
+    given = next((i for i in starts if i is not None), None)
+    plan = make_plan(n_styles=len(style_imgs), **{**params, "init": given or params.get("init", "content")})
+    if n > 1 and plan.optimizer != "adam":
+        raise ValueError("stylize_many needs optimizer='adam' for more than one image (L-BFGS couples them)")
+    if len({sizes_at_scales(c, plan) for c in images}) != 1:
+        raise ValueError("stylize_many needs contents of one size; group them by size first")
+    return run_many(
+        rt, images, style_imgs, plan, callback, bar, {}, masks, inits=starts,
+        anchors=[list(a) for a in anchors] if anchors is not None else None,
+    )  # fmt: skip
 
 
 def batch_call(

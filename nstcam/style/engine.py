@@ -29,7 +29,7 @@ from nstcam._device import bf16_autocast, pick_device
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
-from nstcam.style._batch import BatchResult, batch_call
+from nstcam.style._batch import BatchResult, batch_call, many_call
 from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
@@ -50,20 +50,17 @@ class StyleTransfer:
     It runs a frozen eval copy of ``model.features``, BatchNorm folded into the convolutions; forward
     hooks read the ReLU outputs and stop the pass at the deepest layer needed (``model`` is only read).
 
-    Thread safety: every call makes its own plan, hooks, targets and optimiser, and the hooks
-    record only their own call's passes, so any number of threads may call one engine at once;
-    each gets what it would get alone (bit-identical on CPU). A compiling engine runs the calls
-    one at a time on its owner thread (CUDA graphs belong to a thread).
+    Thread safety: every call makes its own plan, hooks, targets and optimiser, and hooks record only
+    their own call's passes, so any number of threads may call one engine at once, each getting what
+    it would alone (bit-identical on CPU). A compiling engine runs calls on its owner thread.
 
     Args:
         weights: ``"imagenet"``, ``"random"`` or a state dict's path; ignored when ``model`` is given.
         model: a ready torchvision ``vgg16_bn`` instance.
         device: where to run; default CUDA, else MPS, else CPU.
         fold_bn: fold BatchNorm into the convolutions.
-        amp: bfloat16 autocast for the forward pass on CUDA GPUs with native bf16 (compute capability
-            8.0+; elsewhere ignored with a warning). Gram matrices and losses stay float32.
-            Off by default: L-BFGS's line search needs consistent loss values, and bf16's effect
-            on quality has not been measured yet.
+        amp: bfloat16 autocast of the forward pass on GPUs with native bf16 (compute capability 8.0+;
+            else ignored, with a warning); Grams and losses stay float32. Off: quality not measured.
         channels_last: channels-last memory format; default on for CUDA.
         seed: seed of random weights.
         compile: each step one ``torch.compile``d function (CUDA graphs; ``_compiled.py``), every call
@@ -88,12 +85,7 @@ class StyleTransfer:
         device = pick_device(device)
         if model is None:
             model = build_model("vgg16_bn", weights, seed=seed)
-        features = getattr(model, "features", None)
-        if not isinstance(features, nn.Sequential) or len(features) != 44:
-            raise TypeError(
-                "model must be a torchvision vgg16_bn (model.features with 44 modules); "
-                "build one with torchvision.models.vgg16_bn() or nstcam.build_model('vgg16_bn')"
-            )
+        features = _vgg_features(model)
         self.model = model
         info = weights_info(model) or WeightsInfo("vgg16_bn", "custom", "user model")
         channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
@@ -112,9 +104,7 @@ class StyleTransfer:
     compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
     compiles = property(lambda self: self._rt.compile, doc="Steps run compiled (calls on one owner thread).")
 
-    style_target_computations = property(
-        lambda self: self._rt.style_targets.value, doc="Style images' Gram targets computed, all calls."
-    )
+    style_target_computations = property(lambda self: self._rt.style_targets.value, doc="Gram targets made.")
 
     # -- public API ---------------------------------------------------------------------------
     def stylize(
@@ -238,16 +228,11 @@ class StyleTransfer:
         Args:
             contents: a list of images, a directory (its image files), or a glob pattern.
             style: one style image or a list to blend (see :meth:`stylize`).
-            out_dir: where outputs go, as ``<stem>_stylized<ext>`` with a ``.json`` sidecar of the
-                parameters used.
+            out_dir: where outputs go, as ``<stem>_stylized<ext>`` with a ``.json`` sidecar.
             overwrite: redo inputs whose output already exists.
             ext: ``".png"`` or ``".jpg"``.
-            progress_bar: show tqdm bars over the images and over each image's steps; None
-                (default): only where a person is watching (standard error is a terminal).
-            batch_size: optimise up to this many images of the same output size together (one
-                forward and backward pass per step for all, each image with its own targets and
-                losses; the same results as one at a time, up to float noise). Needs
-                ``optimizer="adam"``: L-BFGS's line search would couple the images.
+            progress_bar: tqdm bars of the images and steps; None: where a person watches.
+            batch_size: optimise up to this many same-size images together (as :meth:`stylize_many`).
             **params: any keyword of :meth:`stylize` except ``progress_bar``. ``style_mask`` may also be
                 a callable that takes each content image (PIL) and returns its mask.
 
@@ -259,6 +244,22 @@ class StyleTransfer:
             batch_call, self._rt, contents, style, out_dir, overwrite=overwrite, ext=ext,
             progress_bar=progress_bar, batch_size=batch_size, defaults=_stylize_defaults(), **params,
         )  # fmt: skip
+
+    def stylize_many(
+        self,
+        contents: Sequence[ImageSource],
+        style: ImageSource | Sequence[ImageSource],
+        *,
+        inits: Sequence[ImageSource | None] | None = None,
+        anchors: Sequence[Sequence[PixelAnchor]] | None = None,
+        **params: Any,
+    ) -> list[Image.Image]:
+        """Stylises same-size ``contents`` together: one forward and backward pass per step for all,
+        each image with its own targets, losses, start image (``inits``) and ``anchors``; the same
+        results as one at a time up to float noise. Needs ``optimizer="adam"`` for more than one
+        image (L-BFGS's line search would couple them). ``params``: as :meth:`stylize`."""
+        kw = {**_stylize_defaults(), **params}
+        return self._rt.call(many_call, self._rt, contents, style, inits, anchors, kw)
 
     def stylize_video(
         self, video: str | Path, style: ImageSource | Sequence[ImageSource], output: str | Path, **params: Any
@@ -293,6 +294,16 @@ class StyleTransfer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
+
+
+def _vgg_features(model: nn.Module) -> nn.Sequential:
+    features = getattr(model, "features", None)
+    if not isinstance(features, nn.Sequential) or len(features) != 44:
+        raise TypeError(
+            "model must be a torchvision vgg16_bn (model.features with 44 modules); "
+            "build one with torchvision.models.vgg16_bn() or nstcam.build_model('vgg16_bn')"
+        )
+    return features
 
 
 def _stylize_defaults() -> dict[str, Any]:

@@ -48,6 +48,8 @@ class _Engine(Protocol):  # what stylize_video needs of an engine: StyleTransfer
 
     def stylize(self, content: ImageSource, style: Any, **params: Any) -> Image.Image: ...
 
+    def stylize_many(self, contents: list, style: Any, **params: Any) -> list[Image.Image]: ...
+
 
 @dataclass
 class FrameInfo:
@@ -150,6 +152,7 @@ def stylize_video(
     temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
     flow: str | FlowEstimator = "dis",
     passes: int = 1,
+    batch_frames: int = 1,
     max_frames: int | None = None,
     fps: float | None = None,
     seed: int | None = 0,
@@ -176,6 +179,10 @@ def stylize_video(
         passes: 1: one pass forward in time, each frame written when done (memory does not grow
             with the clip). N > 1: Ruder's multi-pass, alternately backward and forward, every frame
             against both neighbours; keeps the clip's frames in memory.
+        batch_frames: with ``passes > 1`` (or ``temporal_weight=0``), optimise this many frames per
+            network step (``StyleTransfer.stylize_many``; needs ``optimizer="adam"``): the first pass
+            stylises every frame on its own, later passes hold each frame to its neighbours from the
+            pass before. The GPU's lever; keeps the clip's frames in memory.
         max_frames: stylise only the first N frames.
         fps: frame rate of a folder of frames (default 25); a video keeps its own.
         seed: seed of every frame's optimisation.
@@ -196,6 +203,14 @@ def stylize_video(
     """
     t0 = time.perf_counter()
     _check(passes, temporal_weight, params)
+    batch = whole("batch_frames", batch_frames, minimum=1)
+    if batch > 1 and params.get("optimizer", "lbfgs") != "adam":
+        raise ValueError("batch_frames > 1 needs optimizer='adam' (L-BFGS's line search couples the frames)")
+    if batch > 1 and passes == 1 and temporal_weight > 0:
+        raise ValueError(
+            "batch_frames > 1 needs passes >= 2 (or temporal_weight=0): one pass goes frame by frame, "
+            "each from the one before"
+        )
     info = probe_video(video, name=name, fps=fps)
     n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
     size = whole("size", size, minimum=16)
@@ -211,10 +226,10 @@ def stylize_video(
     bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not _shows(progress_bar), leave=False)
     try:
         frames = (to_image(f, dims) for f in read_frames(info, n))
-        if passes == 1:
+        if passes == 1 and batch == 1:
             run.sequential(frames, writer, bar)
         else:
-            run.multipass(list(frames), passes, writer, bar)
+            run.multipass(list(frames), passes, writer, bar, batch)
     except _Stop:
         run.cancelled = True
     except BaseException:
@@ -228,7 +243,14 @@ def stylize_video(
     path = writer.close()
     random = bool(engine.weights.is_random or est.is_random)
     used = {k: v for k, v in call.items() if k != "progress_bar"}
-    used.update(steps=steps, temporal_weight=temporal_weight, flow=est.method, passes=passes, frames=n)
+    used.update(
+        steps=steps,
+        temporal_weight=temporal_weight,
+        flow=est.method,
+        passes=passes,
+        batch_frames=batch,
+        frames=n,
+    )
     result = VideoResult(
         path, writer.frames, info.fps, dims, run.flicker.value, run.histories, time.perf_counter() - t0,
         run.cancelled, random, engine.weights.notice, used,
@@ -344,10 +366,15 @@ class _Run:
                 raise _Stop
             prev_in, prev_out = cur, out
 
-    def multipass(self, frames: list[Image.Image], passes: int, writer: VideoWriter, bar: Any) -> None:
-        """Ruder's multi-pass: pass 1 forward as :meth:`sequential`, then alternately backward and
-        forward, each frame started half from itself and half from its warped neighbour and held to
-        both neighbours; the clip is written after the last pass (or the frames done at a cancel)."""
+    def multipass(
+        self, frames: list[Image.Image], passes: int, writer: VideoWriter, bar: Any, batch: int = 1
+    ) -> None:
+        """Ruder's multi-pass: a first pass forward (frame by frame as :meth:`sequential`; with
+        ``batch > 1``, every frame on its own, ``batch`` frames per step), then alternately backward
+        and forward, each frame started half from itself and half from its warped neighbour and held
+        to both neighbours (with ``batch > 1``, ``batch`` frames per step against their neighbours
+        from the pass before); the clip is written after the last pass (or the frames done at a
+        cancel)."""
         ins = [np.asarray(f) for f in frames]
         back, fwd = [None], [None]  # back[i]: i -> i-1 with its certainty; fwd[i]: i-1 -> i likewise
         for i in range(1, len(ins)):
@@ -357,10 +384,23 @@ class _Run:
         outs: list[np.ndarray | None] = [None] * len(ins)
         try:
             for p in range(1, passes + 1):
-                order = range(len(ins)) if p % 2 else range(len(ins) - 1, -1, -1)
-                for i in order:
-                    outs[i] = self._refine(i, p, frames[i], ins[i], outs, back, fwd)
-                    bar.update(1)
+                order = list(range(len(ins)) if p % 2 else range(len(ins) - 1, -1, -1))
+                if batch == 1:
+                    for i in order:
+                        init, anchors = self._job(i, p, ins[i], outs, back, fwd)
+                        outs[i] = self.frame(i, frames[i], init, anchors, p)
+                        bar.update(1)
+                        if self._stopping:
+                            raise _Stop
+                    continue
+                before = list(outs)  # Jacobi: every frame of this pass against the pass before
+                for k in range(0, len(order), batch):
+                    chunk = order[k : k + batch]
+                    jobs = [self._job(i, p, ins[i], before, back, fwd, first_alone=True) for i in chunk]
+                    done = self.frames(chunk, [frames[i] for i in chunk], jobs, p)
+                    for i, out in zip(chunk, done, strict=True):
+                        outs[i] = out
+                    bar.update(len(chunk))
                     if self._stopping:
                         raise _Stop
         finally:
@@ -372,9 +412,38 @@ class _Run:
                 if outs[i] is not None and outs[i - 1] is not None:
                     self.flicker.add(outs[i - 1], outs[i], *back[i])
 
-    def _refine(
-        self, i: int, p: int, content: Image.Image, cur: np.ndarray, outs: list, back: list, fwd: list
-    ) -> np.ndarray:
+    def frames(self, idx: list[int], contents: list[Image.Image], jobs: list, p: int) -> list[np.ndarray]:
+        """Frames ``idx`` stylised together (one engine step for all: ``stylize_many``)."""
+
+        def on_step(s: Any) -> bool:
+            self._report(idx[0], p, s.step, s.losses, None, False)
+            return not self._stopping
+
+        kw = {k: v for k, v in self.call.items() if k != "progress_bar"}
+        try:
+            imgs = self.engine.stylize_many(
+                contents, self.style, inits=[j[0] for j in jobs], anchors=[j[1] for j in jobs],
+                progress=on_step, progress_bar=False, **kw,
+            )  # fmt: skip
+        except RuntimeError:  # the engine's Cancelled, when our callback asked it to stop
+            if self._stopping:
+                raise _Stop from None
+            raise
+        outs = []
+        for i, img in zip(idx, imgs, strict=True):
+            history = img.info["nstcam"]["history"]
+            self.histories[i] = _columns(history)
+            last = {k: float(v[-1]) for k, v in self.histories[i].items()}
+            self._report(i, p, len(history), last, img, True)
+            outs.append(np.asarray(img))
+        return outs
+
+    def _job(
+        self, i: int, p: int, cur: np.ndarray, outs: list, back: list, fwd: list, first_alone: bool = False
+    ) -> tuple[np.ndarray | None, list[PixelAnchor]]:
+        """Frame ``i``'s start image and anchors in pass ``p``, from its neighbours in ``outs``."""
+        if p == 1 and first_alone:
+            return None, []
         anchors, inits = [], []
         if self.weight > 0:
             if i > 0 and outs[i - 1] is not None:  # the previous frame, brought onto frame i
@@ -393,4 +462,4 @@ class _Run:
             init = _blend(m, start, base)
         elif outs[i] is not None:
             init = base.astype(np.float32)
-        return self.frame(i, content, init, anchors, p)
+        return init, anchors

@@ -1,6 +1,7 @@
 """Flicker and cost of video stylisation: the per-frame baseline against temporal consistency.
 
     python tests/benchmarks/bench_video.py [--device cuda] [--size 128] [--steps 50] [--frames 8]
+        [--optimizer adam --batch-frames 4]
 
 The clip is synthetic, so its motion is known exactly: a window panning over chelsea.png (3 px right,
 1 px down per frame) with coffee.png moving the other way across it (occlusions and disocclusions).
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--frames", type=int, default=8)
     p.add_argument("--optimizer", default="lbfgs", choices=["lbfgs", "adam"])
+    p.add_argument(
+        "--batch-frames", type=int, default=0, help="with --optimizer adam: add a row of N frames per step"
+    )
     a = p.parse_args(argv)
     device = torch.device(a.device)
     st = StyleTransfer("random", device=device)
@@ -100,6 +104,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
             (f"temporal (temporal_weight={DEFAULT_TEMPORAL_WEIGHT:g}, default)", dict()),
             ("temporal, passes=2 (same steps in all)", dict(passes=2)),
         ]
+        if a.batch_frames > 1 and a.optimizer == "adam":
+            settings.append(
+                (
+                    f"temporal, passes=2, batch_frames={a.batch_frames}",
+                    dict(passes=2, batch_frames=a.batch_frames),
+                )
+            )
         for k, (label, extra) in enumerate(settings):
             kw = dict(size=a.size, steps=a.steps, optimizer=a.optimizer, seed=0, **extra)
             secs, outs, res = run(st, folder, style, Path(tmp) / f"out{k}", device, **kw)
