@@ -232,6 +232,7 @@ def _video_params(args: argparse.Namespace) -> dict:
         flow=args.flow,
         passes=args.passes,
         batch_frames=args.batch_frames,
+        long_term=args.long_term,
         max_frames=args.max_frames,
         style_weight=args.style_weight,
         content_weight=args.content_weight,
@@ -315,6 +316,10 @@ def _add_video_parser(sub: Any) -> None:
     v.add_argument(
         "--batch-frames", type=int, default=1,
         help="with --passes 2+ and --optimizer adam: frames per network step (the GPU's lever; default 1)",
+    )  # fmt: skip
+    v.add_argument(
+        "--long-term", type=_ints, default=[1], metavar="J1,J2",
+        help="hold each frame to these earlier frames too, e.g. 1,10,20,40 (Ruder's long-term consistency)",
     )  # fmt: skip
     v.add_argument("--max-frames", type=int, help="stylise only the first N frames")
     v.add_argument("--fps", type=float, help="frame rate of a folder of frames (default 25)")

@@ -113,7 +113,11 @@ class FakeEngine:
         self.calls: list[dict] = []
 
     def stylize(self, content, style, **kw):
-        self.calls.append({"steps": kw["steps"], "anchors": len(kw.get("anchors", [])), "init": "init" in kw})
+        anchors = kw.get("anchors", [])
+        masses = [float(np.sum(a.mask)) for a in anchors]
+        self.calls.append(
+            {"steps": kw["steps"], "anchors": len(anchors), "init": "init" in kw, "masses": masses}
+        )
         img = content.copy()
         img.info["nstcam"] = {"history": [{"step": 1, "scale": 0, "total": 0.0}]}
         if kw.get("progress"):
@@ -301,6 +305,21 @@ def test_batched_passes_put_several_frames_in_each_engine_step(st, tmp_path):
         base_outs, flows=true_flows(5, 2)
     )
     assert len(frames) == real.frames
+
+
+def test_long_term_holds_each_frame_to_earlier_frames_where_nearer_ones_do_not_cover(tmp_path):
+    frames = panning(5, 2)
+    for t, f in enumerate(frames):  # a red square crossing: what it uncovers, frame t-3 saw
+        f[20:40, 10 + 10 * t : 30 + 10 * t] = [230, 40, 40]
+    eng = FakeEngine()
+    r = stylize_video(
+        eng, write_frames(tmp_path / "in", frames), STYLE, tmp_path / "out", size=W, long_term=(3,)
+    )
+    assert r.params["long_term"] == (1, 3) and [c["anchors"] for c in eng.calls] == [0, 1, 1, 2, 2]
+    near, far = eng.calls[4]["masses"]  # frame 4 held to frame 3, and to frame 1 where 3 cannot tell
+    assert far > 300 and near + far <= H * W  # each pixel counted by one earlier frame at most
+    with pytest.raises(ValueError, match="long_term applies to one pass"):
+        stylize_video(eng, tmp_path / "in", STYLE, tmp_path / "x", size=W, long_term=(2,), passes=2)
 
 
 # -- files in and out -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ steps more against both neighbours.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sys
@@ -153,6 +154,7 @@ def stylize_video(
     flow: str | FlowEstimator = "dis",
     passes: int = 1,
     batch_frames: int = 1,
+    long_term: Sequence[int] = (1,),
     max_frames: int | None = None,
     fps: float | None = None,
     seed: int | None = 0,
@@ -183,6 +185,10 @@ def stylize_video(
             network step (``StyleTransfer.stylize_many``; needs ``optimizer="adam"``): the first pass
             stylises every frame on its own, later passes hold each frame to its neighbours from the
             pass before. The GPU's lever; keeps the clip's frames in memory.
+        long_term: with ``passes=1``, hold each frame to these earlier frames, e.g. ``(1, 10, 20,
+            40)`` (Ruder's long-term consistency: a region that was hidden for a while comes back
+            as it was; each earlier frame counts only where no nearer one covers the pixel; 1 is
+            always included; the last ``max(long_term)`` frames stay in memory).
         max_frames: stylise only the first N frames.
         fps: frame rate of a folder of frames (default 25); a video keeps its own.
         seed: seed of every frame's optimisation.
@@ -204,6 +210,9 @@ def stylize_video(
     t0 = time.perf_counter()
     _check(passes, temporal_weight, params)
     batch = whole("batch_frames", batch_frames, minimum=1)
+    back_to = tuple(sorted({1, *(whole("long_term", j, minimum=1) for j in long_term)}))
+    if back_to != (1,) and (passes > 1 or batch > 1):
+        raise ValueError("long_term applies to one pass frame by frame (passes=1, batch_frames=1)")
     if batch > 1 and params.get("optimizer", "lbfgs") != "adam":
         raise ValueError("batch_frames > 1 needs optimizer='adam' (L-BFGS's line search couples the frames)")
     if batch > 1 and passes == 1 and temporal_weight > 0:
@@ -227,7 +236,7 @@ def stylize_video(
     try:
         frames = (to_image(f, dims) for f in read_frames(info, n))
         if passes == 1 and batch == 1:
-            run.sequential(frames, writer, bar)
+            run.sequential(frames, writer, bar, back_to)
         else:
             run.multipass(list(frames), passes, writer, bar, batch)
     except _Stop:
@@ -249,6 +258,7 @@ def stylize_video(
         flow=est.method,
         passes=passes,
         batch_frames=batch,
+        long_term=back_to,
         frames=n,
     )
     result = VideoResult(
@@ -344,27 +354,42 @@ class _Run:
     def _temporal(self, warped: np.ndarray, mask: np.ndarray) -> PixelAnchor:
         return PixelAnchor(warped / 255.0, mask, self.weight)
 
-    def sequential(self, frames: Any, writer: VideoWriter, bar: Any) -> None:
-        """Pass 1 forward in time, each frame written when done."""
-        prev_in = prev_out = None
+    def sequential(
+        self, frames: Any, writer: VideoWriter, bar: Any, long_term: tuple[int, ...] = (1,)
+    ) -> None:
+        """Pass 1 forward in time, each frame written when done. Frame ``t`` is held to frames
+        ``t - j`` for each ``j`` of ``long_term`` (Ruder's long-term consistency): each earlier
+        frame only where no nearer one already covers the pixel; only the last ``max(long_term)``
+        frames are kept."""
+        recent: collections.deque = collections.deque(maxlen=max(long_term))  # (input, output), newest last
         for i, content in enumerate(frames):
             cur = np.asarray(content)
-            init, anchors, pair = None, [], None
-            if prev_in is not None:
+            init, anchors, pair, covered = None, [], None, None
+            for j in long_term:
+                if j > len(recent):
+                    break
+                prev_in, prev_out = recent[-j]
                 fwd, back = self.flows.pair(prev_in, cur)
-                pair = (back, certainty(back, fwd))
-                if self.weight > 0:
-                    warped = _warp_image(prev_out, back)
-                    init = _blend(pair[1], warped / 255.0, cur / 255.0)
-                    anchors = [self._temporal(warped, pair[1])]
+                mask = certainty(back, fwd)
+                if j == 1:
+                    pair = (back, mask)
+                if self.weight == 0:
+                    break
+                warped = _warp_image(prev_out, back)
+                if j == 1:
+                    init = _blend(mask, warped / 255.0, cur / 255.0)
+                    covered = mask
+                else:  # only what the nearer frames do not cover
+                    mask, covered = np.maximum(mask - covered, 0), np.minimum(covered + mask, 1)
+                anchors.append(self._temporal(warped, mask))
             out = self.frame(i, content, init, anchors, 1)
             if pair is not None:
-                self.flicker.add(prev_out, out, *pair)
+                self.flicker.add(recent[-1][1], out, *pair)
             writer.write(out)
             bar.update(1)
             if self._stopping:
                 raise _Stop
-            prev_in, prev_out = cur, out
+            recent.append((cur, out))
 
     def multipass(
         self, frames: list[Image.Image], passes: int, writer: VideoWriter, bar: Any, batch: int = 1
