@@ -424,6 +424,8 @@ def test_bad_clips_are_refused_by_name_before_any_frame_is_stylised(tmp_path):
     assert eng.calls == [] and not (tmp_path / "x.mp4").exists()
     with pytest.raises(FileNotFoundError, match="gone.mp4"):
         probe_video(tmp_path / "gone.mp4")
+    with pytest.raises(ValueError, match="good.mp4 is the input itself"):
+        stylize_video(eng, good, STYLE, good, size=W)
     with pytest.raises(ValueError, match="unknown extension"):
         stylize_video(eng, good, STYLE, tmp_path / "x.avi", size=W)
 

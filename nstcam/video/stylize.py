@@ -221,6 +221,8 @@ def stylize_video(
             "each from the one before"
         )
     info = probe_video(video, name=name, fps=fps)
+    if Path(output).resolve() == info.path.resolve():
+        raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
     n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
     size = whole("size", size, minimum=16)
     dims = even_size(long_side_size((info.width, info.height), size), output)
