@@ -15,7 +15,7 @@ import torch
 from conftest import pattern
 
 import nstcam.style._compiled as C
-from nstcam import StyleTransfer
+from nstcam import PixelAnchor, StyleTransfer
 from nstcam._device import bf16_autocast
 
 KW = dict(steps=3, optimizer="adam", seed=0, style_layers=["relu1_1", "relu2_1"], content_layers=["relu2_1"])
@@ -25,11 +25,24 @@ def close(a, b, levels: int = 2) -> bool:
     return int(np.abs(np.asarray(a, np.int16) - np.asarray(b, np.int16)).max()) <= levels
 
 
+class _FailingBackward(torch.autograd.Function):
+    """Identity forward; its backward raises, as a compiled step's backward might (a CUDA graph)."""
+
+    @staticmethod
+    def forward(ctx, x, call):
+        ctx.call = call
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(f"injected backward failure at call {ctx.call}")
+
+
 @pytest.fixture
 def recorded(monkeypatch):
     """The compiled step, recording the thread of every call; ``fail`` makes chosen calls raise."""
     threads: list[int] = []
-    fail: list[int] = []  # call numbers (1-based) that raise
+    fail: list[int] = []  # call numbers (1-based) that raise; -(N + 100): call N's backward raises
     calls = [0]
     build = C._build
 
@@ -41,7 +54,8 @@ def recorded(monkeypatch):
             threads.append(threading.get_ident())
             if calls[0] in fail or -1 in fail:
                 raise RuntimeError(f"injected failure at call {calls[0]}")
-            return fn(*args)
+            out = fn(*args)
+            return _FailingBackward.apply(out, calls[0]) if -(calls[0] + 100) in fail else out
 
         return step
 
@@ -93,6 +107,29 @@ def test_a_failure_after_the_probe_falls_back_for_that_step(recorded, monkeypatc
     assert stats["eager_shapes"] == 1 and stats["failures"] == C.MAX_FAILURES  # over the engine's life
     assert sum("from now on" in r.message for r in caplog.records) == 1
     assert len(got.info["nstcam"]["history"]) == 5
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "lbfgs"])
+def test_a_failed_backward_of_the_compiled_step_runs_that_step_eagerly(
+    recorded, monkeypatch, caplog, optimizer
+):
+    threads, fail = recorded  # one entry per compiled call
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    kw = {**KW, "optimizer": optimizer}
+    eager = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **kw)
+    engine = StyleTransfer("random", device="cpu", compile=True)
+    fail.append(-(3 + 100))  # the second step's backward fails, after its forward succeeded
+    caplog.set_level(logging.WARNING)
+    got = engine.stylize(content, style, size=32, **kw)
+    assert close(got, eager) and len(got.info["nstcam"]["history"]) == 3
+    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 1}
+    assert "injected backward failure at call 3); running eagerly for this step" in caplog.text
+    anchored = engine.stylize(content, style, size=32, anchors=[PixelAnchor(content, None, 10.0)], **kw)
+    fail.append(-(len(threads) + 2 + 100))  # with anchors too: the next run's second step
+    again = engine.stylize(content, style, size=32, anchors=[PixelAnchor(content, None, 10.0)], **kw)
+    assert close(again, anchored) and again.info["nstcam"]["history"][-1]["anchor"] > 0
+    assert engine.compile_stats["failures"] == 2  # the anchored run's failed backward, recovered
 
 
 def test_past_the_recompile_limit_a_new_size_runs_eagerly_and_says_so(recorded, monkeypatch, caplog):

@@ -44,7 +44,8 @@ def with_anchors(
     plan: Plan,
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``loss_fn`` ((4, N) losses) plus a fifth row, each image's weighted anchor terms, added to
-    the total; ``loss_fn`` itself when no image has an anchor."""
+    the total; ``loss_fn`` itself when no image has an anchor. ``loss_fn.recover`` (the compiled
+    step's fallback after a failed backward pass) is kept, with the anchors added."""
     if not any(anchors):
         return loss_fn
     size = tuple(seen.shape[-2:])
@@ -55,8 +56,7 @@ def with_anchors(
             terms = [(luminance_only(img), m, w) for img, m, w in terms]
         per_image.append(terms)
 
-    def loss(x: torch.Tensor) -> torch.Tensor:
-        losses = loss_fn(x)
+    def add(losses: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         extra = torch.stack(
             [
                 sum((w * (m * (x[i : i + 1] - img).pow(2)).mean() for img, m, w in terms), x.new_zeros(()))
@@ -65,4 +65,10 @@ def with_anchors(
         )
         return torch.cat([(losses[0] + extra)[None], losses[1:], extra[None].to(losses.dtype)])
 
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return add(loss_fn(x), x)
+
+    inner = getattr(loss_fn, "recover", None)
+    if inner is not None:  # the compiled step's fallback after a failed backward, anchors added
+        loss.recover = lambda x, e: add(inner(x, e), x)
     return loss

@@ -100,7 +100,8 @@ def compiled_loss(
     and that step runs eagerly (``eager``) with the same result; after :data:`MAX_FAILURES`
     failures at a shape, that shape runs eagerly for good. A new shape beyond torch.compile's
     recompile limit runs eagerly too, said once, rather than silently uncompiled inside torch.
-    The backward pass of a compiled step runs later, in the optimiser, and is not guarded here.
+    The backward pass runs later, in the optimiser: a failure there is handed to ``loss.recover``,
+    which counts it likewise and gives the step's losses eagerly, and the step runs again eagerly.
     """
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()))
     with rt.lock:
@@ -158,6 +159,13 @@ def compiled_loss(
             return eager(x)
         return weighted((terms[0], terms[1], terms[2]), plan)
 
+    def recover(x: torch.Tensor, e: BaseException) -> torch.Tensor:
+        """After the compiled step's backward pass failed: counted as a failure at this shape (three
+        make it eager for good), and this step's losses computed eagerly."""
+        failed((key, tuple(x.shape)), e)
+        return eager(x)
+
+    loss.recover = recover
     return loss
 
 

@@ -143,7 +143,9 @@ def optimize(
     preview: Callable[[torch.Tensor], Image.Image],
 ) -> torch.Tensor:
     """Runs exactly ``n_steps`` evaluations (forward + backward) of ``loss_fn`` (image batch ->
-    (4, N) losses) and returns, for each image, the best iterate seen.
+    (4, N) losses) and returns, for each image, the best iterate seen. Where ``loss_fn.recover``
+    exists (the compiled step), a failed backward pass is handed to it (``recover(x, error)``
+    counts it and returns the losses computed eagerly) and that step runs again eagerly.
 
     L-BFGS sees the images through a clamp, so every point it evaluates is a valid image and its
     line search sees one consistent function; Adam's iterate is projected onto [0, 1] instead. The
@@ -166,7 +168,16 @@ def optimize(
                 x.clamp_(0, 1)
         losses = loss_fn(x.clamp(0, 1) if lbfgs else x)
         total = losses[0].sum()
-        total.backward()
+        try:
+            total.backward()
+        except Exception as e:
+            recover = getattr(loss_fn, "recover", None)  # a compiled step's backward: eager this once
+            if recover is None:
+                raise
+            opt.zero_grad(set_to_none=True)
+            losses = recover(x.clamp(0, 1) if lbfgs else x, e)
+            total = losses[0].sum()
+            total.backward()
         done += 1
         with torch.no_grad():
             now = losses.detach()
