@@ -251,7 +251,11 @@ def test_mcp_tools_through_a_real_client(server, images):
             return tools, cam, style
 
     tools, cam, style = asyncio.run(asyncio.wait_for(session(), 120))
-    assert {"stylize", "gradcam", "faithfulness", "subject_aware", "features"} <= set(tools)
+    assert {"stylize", "stylize_video", "gradcam", "faithfulness", "subject_aware", "features"} <= set(tools)
+    assert (
+        "10 s" in tools["stylize_video"].description
+        and "temporal_weight" in tools["stylize_video"].inputSchema["properties"]
+    )
     g = tools["gradcam"]
     assert "Grad-CAM" in g.description and "top_k" in g.inputSchema["properties"]
     assert "1 to 10" in g.inputSchema["properties"]["top_k"].get("description", "")
