@@ -103,8 +103,8 @@ def video_handler(
             return not stop.is_set()
 
         return st.stylize_video(
-            str(video), style_img, out, size=int(size), steps=int(steps), max_frames=n, seed=int(seed),
-            temporal_weight=float(temporal_weight), progress=on_frame, progress_bar=False, name=info.name,
+            info, style_img, out, size=int(size), steps=int(steps), max_frames=n, seed=int(seed),
+            temporal_weight=float(temporal_weight), progress=on_frame, progress_bar=False,
         )  # fmt: skip
 
     yield None, f"{STARTING} {n} frames{trimmed}" + note, None

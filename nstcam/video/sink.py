@@ -32,7 +32,7 @@ _FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", "
 def even_size(size: tuple[int, int], output: str | os.PathLike) -> tuple[int, int]:
     """``size`` made even on both sides where the output's encoder needs it (4:2:0 chroma)."""
     w, h = size
-    if Path(output).suffix.lower() in (".mp4", ".mov", ".mkv", ".webm"):
+    if Path(output).suffix.lower() in CODECS and Path(output).suffix.lower() != ".gif":  # 4:2:0
         return max(2, w - w % 2), max(2, h - h % 2)
     return w, h
 

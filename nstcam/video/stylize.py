@@ -13,11 +13,12 @@ steps more against both neighbours.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -127,24 +128,9 @@ def _check(passes: int, temporal_weight: float, params: dict[str, Any]) -> None:
             raise ValueError(f"stylize_video sets {k} itself; leave it out")
 
 
-class _Flicker:
-    """The warping error, accumulated pair by pair as frames stream."""
-
-    def __init__(self) -> None:
-        self.errors: list[float] = []
-
-    def add(self, prev: np.ndarray, out: np.ndarray, back: np.ndarray, mask: np.ndarray) -> None:
-        s, w = pair_error(prev, out, back, mask)
-        self.errors.append(s / max(w, 1.0))
-
-    @property
-    def value(self) -> float | None:
-        return float(np.mean(self.errors)) if self.errors else None
-
-
 def stylize_video(
     engine: _Engine,
-    video: str | os.PathLike,
+    video: str | os.PathLike | VideoInfo,
     style: ImageSource | Sequence[ImageSource],
     output: str | os.PathLike,
     *,
@@ -168,7 +154,8 @@ def stylize_video(
     Args:
         engine: a :class:`nstcam.StyleTransfer` (any object with its ``stylize``).
         video: a video file PyAV decodes (mp4, webm, mov, mkv, animated GIF...), a folder of frames
-            or a glob of frames (sorted by name).
+            or a glob of frames (sorted by name); or what :func:`~nstcam.video.probe_video` returned
+            for one (it is not probed again).
         style: one style image, or a list to blend (``style_weights=``).
         output: a video file by extension (``.mp4`` H.264, ``.mov``, ``.mkv``, ``.webm`` VP9,
             ``.gif``) with the input's frame rate and audio; or a folder: one PNG per frame.
@@ -220,7 +207,7 @@ def stylize_video(
             "batch_frames > 1 needs passes >= 2 (or temporal_weight=0): one pass goes frame by frame, "
             "each from the one before"
         )
-    info = probe_video(video, name=name, fps=fps)
+    info = video if isinstance(video, VideoInfo) else probe_video(video, name=name, fps=fps)
     if Path(output).resolve() == info.path.resolve():
         raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
     n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
@@ -263,8 +250,9 @@ def stylize_video(
         long_term=back_to,
         frames=n,
     )
+    flicker = float(np.mean(run.flicker)) if run.flicker else None
     result = VideoResult(
-        path, writer.frames, info.fps, dims, run.flicker.value, run.histories, time.perf_counter() - t0,
+        path, writer.frames, info.fps, dims, flicker, run.histories, time.perf_counter() - t0,
         run.cancelled, random, engine.weights.notice, used,
     )  # fmt: skip
     logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error)
@@ -313,7 +301,7 @@ class _Run:
         self.engine, self.style, self.call, self.info, self.n = engine, style, call, info, n
         self.weight, self.flows, self.progress, self.t0 = weight, flows, progress, t0
         self.histories: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
-        self.flicker = _Flicker()
+        self.flicker: list[float] = []  # the warping error of each frame pair, as frames stream
         self.cancelled = False
         self._stopping = False
 
@@ -341,12 +329,22 @@ class _Run:
             kw["init"] = init
         if anchors:
             kw["anchors"] = anchors
-        try:
+        with self._stoppable():
             img = self.engine.stylize(content, self.style, progress=on_step, **kw)
-        except RuntimeError:  # the engine's Cancelled, when our callback asked it to stop
+        return self._finish(i, p, img)
+
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """The engine's Cancelled, when our callback asked it to stop, as :class:`_Stop`."""
+        try:
+            yield
+        except RuntimeError:
             if self._stopping:
                 raise _Stop from None
             raise
+
+    def _finish(self, i: int, p: int, img: Image.Image) -> np.ndarray:
+        """Frame ``i``'s result: its history kept, the progress told it is done."""
         history = img.info["nstcam"]["history"]
         self.histories[i] = _columns(history)
         last = {k: float(v[-1]) for k, v in self.histories[i].items()}
@@ -386,7 +384,7 @@ class _Run:
                 anchors.append(self._temporal(warped, mask))
             out = self.frame(i, content, init, anchors, 1)
             if pair is not None:
-                self.flicker.add(recent[-1][1], out, *pair)
+                self.flicker.append(pair_error(recent[-1][1], out, *pair))
             writer.write(out)
             bar.update(1)
             if self._stopping:
@@ -437,7 +435,7 @@ class _Run:
                 writer.write(out)
             for i in range(1, len(outs)):
                 if outs[i] is not None and outs[i - 1] is not None:
-                    self.flicker.add(outs[i - 1], outs[i], *back[i])
+                    self.flicker.append(pair_error(outs[i - 1], outs[i], *back[i]))
 
     def frames(self, idx: list[int], contents: list[Image.Image], jobs: list, p: int) -> list[np.ndarray]:
         """Frames ``idx`` stylised together (one engine step for all: ``stylize_many``)."""
@@ -447,23 +445,12 @@ class _Run:
             return not self._stopping
 
         kw = {k: v for k, v in self.call.items() if k != "progress_bar"}
-        try:
+        with self._stoppable():
             imgs = self.engine.stylize_many(
                 contents, self.style, inits=[j[0] for j in jobs], anchors=[j[1] for j in jobs],
                 progress=on_step, progress_bar=False, **kw,
             )  # fmt: skip
-        except RuntimeError:  # the engine's Cancelled, when our callback asked it to stop
-            if self._stopping:
-                raise _Stop from None
-            raise
-        outs = []
-        for i, img in zip(idx, imgs, strict=True):
-            history = img.info["nstcam"]["history"]
-            self.histories[i] = _columns(history)
-            last = {k: float(v[-1]) for k, v in self.histories[i].items()}
-            self._report(i, p, len(history), last, img, True)
-            outs.append(np.asarray(img))
-        return outs
+        return [self._finish(i, p, img) for i, img in zip(idx, imgs, strict=True)]
 
     def _job(
         self, i: int, p: int, cur: np.ndarray, outs: list, back: list, fwd: list, first_alone: bool = False

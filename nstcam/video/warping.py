@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 import cv2
 import numpy as np
 
+from nstcam.video.flow import FlowEstimator
+
 __all__ = ["certainty", "pair_error", "warp", "warping_error"]
 
 
@@ -50,15 +52,13 @@ def certainty(back: np.ndarray, fwd: np.ndarray) -> np.ndarray:
     return (~(bad | edge | outside)).astype(np.float32)
 
 
-def pair_error(
-    prev_out: np.ndarray, out: np.ndarray, back: np.ndarray, mask: np.ndarray
-) -> tuple[float, float]:
-    """One pair's masked squared difference between ``out`` and ``prev_out`` warped by ``back``
-    (images in [0, 1], averaged over channels): ``(sum, weight)`` to accumulate."""
+def pair_error(prev_out: np.ndarray, out: np.ndarray, back: np.ndarray, mask: np.ndarray) -> float:
+    """One pair's warping error: the ``mask``-weighted mean squared difference between ``out`` and
+    ``prev_out`` warped by ``back`` (images in [0, 1], averaged over channels)."""
     a = out.astype(np.float32) / (255.0 if out.dtype == np.uint8 else 1.0)
     b = warp(prev_out, back) / (255.0 if prev_out.dtype == np.uint8 else 1.0)
     d = ((a - b) ** 2).mean(-1)
-    return float((d * mask).sum()), float(mask.sum())
+    return float((d * mask).sum()) / max(float(mask.sum()), 1.0)
 
 
 def warping_error(
@@ -88,16 +88,11 @@ def warping_error(
     if (inputs is None) == (flows is None):
         raise ValueError("warping_error takes the input frames or the flows, exactly one of them")
     if flows is None:
-        from nstcam.video.flow import FlowEstimator
-
         est = FlowEstimator(method)
         pairs = []
         for a, b in itertools.pairwise(inputs):
             fwd, back = est.pair(a, b)
             pairs.append((back, certainty(back, fwd)))
         flows = pairs
-    errors = []
-    for (back, mask), prev, out in zip(flows, outputs[:-1], outputs[1:], strict=False):
-        s, wsum = pair_error(prev, out, back, mask)
-        errors.append(s / max(wsum, 1.0))
-    return float(np.mean(errors))
+    pairs = zip(flows, outputs[:-1], outputs[1:], strict=False)
+    return float(np.mean([pair_error(prev, out, back, mask) for (back, mask), prev, out in pairs]))
