@@ -17,9 +17,10 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from nstcam.cam.files import csv_rows, sidecar_names, write_csv
 from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
-from nstcam.video.source import VIDEO_EXTENSIONS, VideoError
+from nstcam.video.source import VIDEO_EXTENSIONS
 
 __all__ = ["explain_dataset", "stylize_dataset"]
 
@@ -188,29 +189,14 @@ class _StyleWorker:
     def __call__(self, batch: dict) -> dict:
         from nstcam.style._run import run
 
-        status, errors = [], []
-        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
-            try:
-                img = run(
-                    self.st._rt, load_image(_read(str(path))), self.styles, self.plan, None, False, self.cache
-                )
-            except (ImageError, FileNotFoundError, OSError, MemoryError, ValueError) as e:
-                status.append("failed")
-                errors.append(str(e))
-                continue
-            out = Path(str(out))
+        def write(path: str, out: Path, label: str) -> None:
+            img = run(self.st._rt, load_image(_read(path)), self.styles, self.plan, None, False, self.cache)
             save_image(img, out)  # atomic: a killed worker leaves no half file
-            meta = dict(img.info["nstcam"], input=str(label), output=str(out))
+            meta = dict(img.info["nstcam"], input=label, output=str(out))
             out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
-            status.append("written")
-            errors.append("")
-        return {
-            "label": batch["label"],
-            "out": batch["out"],
-            "status": status,
-            "error": errors,
-            "targets": [self.st.style_target_computations] * len(status),
-        }
+
+        rows = _each(batch, write)
+        return {**rows, "targets": [self.st.style_target_computations] * len(rows["status"])}
 
 
 class _VideoWorker:
@@ -228,32 +214,42 @@ class _VideoWorker:
         self.params = params
 
     def __call__(self, batch: dict) -> dict:
-        status, errors = [], []
-        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
-            try:
-                res = self.st.stylize_video(
-                    str(path), self.styles, str(out), progress_bar=False, **self.params
-                )
-            except (VideoError, FileNotFoundError, OSError, MemoryError, ValueError) as e:
-                status.append("failed")
-                errors.append(str(e))
-                continue
+        def write(path: str, out: Path, label: str) -> None:
+            res = self.st.stylize_video(path, self.styles, str(out), progress_bar=False, **self.params)
             meta = {k: v for k, v in vars(res).items() if k != "histories"}
-            meta.update(input=str(label), output=str(out), seconds_per_frame=res.seconds / max(1, res.frames))
-            Path(str(out)).with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
-            status.append("written")
-            errors.append("")
-        return {
-            "label": batch["label"],
-            "out": batch["out"],
-            "status": status,
-            "error": errors,
-            "targets": [0] * len(status),
-        }
+            meta.update(input=label, output=str(out), seconds_per_frame=res.seconds / max(1, res.frames))
+            out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
+
+        rows = _each(batch, write)
+        return {**rows, "targets": [0] * len(rows["status"])}
 
 
-VIDEO_PARAMS = ("temporal_weight", "flow", "passes", "max_frames", "fps")
-"""Keywords of :func:`nstcam.video.stylize_video` that images do not take."""
+def _each(batch: dict, write: Callable[[str, Path, str], None]) -> dict:
+    """Runs ``write(path, out, label)`` for each row of a Ray batch: "written", or "failed" with the
+    reason for a bad input (an ImageError or VideoError is a ValueError), the others going on."""
+    status, errors = [], []
+    for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
+        try:
+            write(str(path), Path(str(out)), str(label))
+        except (FileNotFoundError, OSError, MemoryError, ValueError) as e:
+            status.append("failed")
+            errors.append(str(e))
+            continue
+        status.append("written")
+        errors.append("")
+    return {"label": batch["label"], "out": batch["out"], "status": status, "error": errors}
+
+
+def _video_only() -> set[str]:
+    """Keywords of :func:`nstcam.video.stylize_video` that still images do not take (derived from
+    the two signatures, so a new video keyword never reaches an image worker)."""
+    from nstcam.style.engine import _stylize_defaults
+    from nstcam.video import stylize_video
+
+    params = inspect.signature(stylize_video).parameters
+    return {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY} - set(
+        _stylize_defaults()
+    )
 
 
 def _collect(rows: list[dict], done: list[dict], result: BatchResult) -> None:
@@ -326,7 +322,8 @@ def stylize_dataset(
     if not image_rows and not video_rows:
         return result
     _check_weights("vgg16_bn", weights, address)
-    image_params = {k: v for k, v in stylize_params.items() if k not in VIDEO_PARAMS}
+    video_only = _video_only()
+    image_params = {k: v for k, v in stylize_params.items() if k not in video_only}
     for rows, worker, params in (
         (image_rows, _StyleWorker, image_params),
         (video_rows, _VideoWorker, stylize_params),

@@ -194,11 +194,12 @@ def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, 
     for name in ("a", "b"):
         write_clip(inp / f"{name}.mp4", frames, fps=8)
     (inp / "broken.mp4").write_text("not a video")
+    pattern(60).save(inp / "still.png")  # an image beside them: the video-only keywords skip it
     _, style = data
     out = tmp_path / "out"
-    kw = dict(KW, steps=2, temporal_weight=100.0)
+    kw = dict(KW, steps=2, temporal_weight=100.0, long_term=(1, 2), batch_frames=1)
     res = stylize_dataset(inp, style, out, num_workers=1, **kw)
-    assert sorted(p.name for p in res.written) == ["a_stylized.mp4", "b_stylized.mp4"]
+    assert sorted(p.name for p in res.written) == ["a_stylized.mp4", "b_stylized.mp4", "still_stylized.png"]
     assert (
         list(res.failed) == [str(inp / "broken.mp4")] and "broken.mp4" in res.failed[str(inp / "broken.mp4")]
     )
@@ -208,4 +209,4 @@ def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, 
     with av.open(str(out / "b_stylized.mp4")) as c:
         assert sum(1 for _ in c.decode(video=0)) == 3
     again = stylize_dataset(inp, style, out, num_workers=1, **kw)
-    assert again.written == [] and len(again.skipped) == 2
+    assert again.written == [] and len(again.skipped) == 3
