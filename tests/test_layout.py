@@ -15,6 +15,7 @@ BASE = {
     "nstcam._device",
     "nstcam._checks",
     "nstcam._files",
+    "nstcam._terminal",
     "nstcam.layouts",
     "nstcam.hooks",
     "nstcam.image",

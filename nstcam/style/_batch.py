@@ -15,11 +15,11 @@ from tqdm.auto import tqdm
 
 from nstcam._checks import whole
 from nstcam._files import unique_names
+from nstcam._terminal import watching
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan, make_plan
-from nstcam.style._progress import watching
 from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo

@@ -7,7 +7,6 @@ the device, and they are read (one synchronisation) only on reporting steps, eve
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
@@ -15,18 +14,12 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
+from nstcam._terminal import watching
 from nstcam.style._types import Cancelled, StepInfo
 
 __all__ = ["LOSS_KEYS", "Progress"]
 
 LOSS_KEYS = ("total", "content", "style", "tv", "anchor")  # "anchor": only where a run has anchors
-
-
-def watching() -> bool:
-    """Whether a person is watching: standard error is a terminal (not a log file, pipe or notebook
-    cell captured by a server). Progress bars default to on exactly then."""
-    stream = sys.stderr
-    return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
 
 
 class Progress:

@@ -16,7 +16,6 @@ import collections
 import contextlib
 import logging
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import finite, whole
+from nstcam._terminal import watching
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, long_side_size
 from nstcam.video.flow import FlowEstimator
@@ -221,7 +221,8 @@ def stylize_video(
     call = {**params, "size": max(dims), "steps": per_pass, "seed": seed, "progress_bar": False}
     run = _Run(engine, style, call, info, n, temporal_weight, est, progress, t0)
     writer = VideoWriter(output, info.fps, dims, audio_from=info)
-    bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not _shows(progress_bar), leave=False)
+    shown = watching() if progress_bar is None else bool(progress_bar)
+    bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not shown, leave=False)
     try:
         frames = (to_image(f, dims) for f in read_frames(info, n))
         if passes == 1 and batch == 1:
@@ -257,13 +258,6 @@ def stylize_video(
     )  # fmt: skip
     logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error)
     return result
-
-
-def _shows(bar: bool | None) -> bool:
-    """A bar where asked, or by default where a person watches (standard error is a terminal)."""
-    if bar is not None:
-        return bool(bar)
-    return bool(sys.stderr is not None and hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
 
 
 def _columns(history: list[dict[str, float]]) -> dict[str, np.ndarray]:
