@@ -436,6 +436,18 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
     assert (ARTIFACTS / "browser_gradcam.png").stat().st_size > 10_000
 
 
+def record_statuses(page, selector: str) -> None:
+    """Collects every distinct value the status box shows into ``window.seen`` (polled every 20 ms)."""
+    page.evaluate(
+        """(sel) => { window.seen = [];
+            setInterval(() => { const t = document.querySelector(sel);
+              const last = window.seen[window.seen.length - 1];
+              if (t && t.value && last !== t.value) window.seen.push(t.value);
+            }, 20); }""",
+        selector,
+    )
+
+
 def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, browser):
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -445,13 +457,7 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         page.locator("#st-style input[type=file]").set_input_files(str(c))
         page.locator("#st-content img").first.wait_for(timeout=30_000)
         page.locator("#st-style img").first.wait_for(timeout=30_000)
-        page.evaluate(
-            """() => { window.seen = [];
-                setInterval(() => { const t = document.querySelector('#st-status textarea');
-                  const last = window.seen[window.seen.length - 1];
-                  if (t && t.value && last !== t.value) window.seen.push(t.value);
-                }, 20); }"""
-        )
+        record_statuses(page, "#st-status textarea")
         page.locator("#st-run").click()
         page.wait_for_function("() => window.seen.some(s => s.startsWith('step'))", timeout=60_000)
         page.locator("#st-cancel").click()
@@ -561,13 +567,7 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         page.locator("#vid-style input[type=file]").set_input_files(str(c))
         page.locator("#vid-input video").first.wait_for(timeout=30_000)
         page.locator("#vid-style img").first.wait_for(timeout=30_000)
-        page.evaluate(
-            """() => { window.seen = [];
-                setInterval(() => { const t = document.querySelector('#vid-status textarea');
-                  const last = window.seen[window.seen.length - 1];
-                  if (t && t.value && last !== t.value) window.seen.push(t.value);
-                }, 20); }"""
-        )
+        record_statuses(page, "#vid-status textarea")
         page.locator("#vid-run").click()
         page.wait_for_function(
             "() => window.seen.length && window.seen[window.seen.length - 1].startsWith('done:')",
