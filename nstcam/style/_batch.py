@@ -85,6 +85,11 @@ def output_names(items: list[ImageSource], ext: str) -> list[str]:
     return unique_names(items, f"_stylized{ext}")
 
 
+def load_styles(style: ImageSource | Sequence[ImageSource]) -> list[Image.Image]:
+    """One style image or a list of them to blend, loaded."""
+    return [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+
+
 def many_call(
     rt: Runtime,
     contents: Sequence[ImageSource],
@@ -102,7 +107,7 @@ def many_call(
         if given is not None and len(given) != n:
             raise ValueError(f"{name} has {len(given)} entries for {n} contents")
     starts = [None if i is None else load_image(i) for i in (inits or [None] * n)]
-    style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+    style_imgs = load_styles(style)
     callback, bar = params.pop("progress", None), params.pop("progress_bar", None)
     masks = [None] * n
     if params.pop("style_mask", None) is not None:
@@ -142,8 +147,7 @@ def batch_call(
     items = expand_contents(contents)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    style_list = list(style) if isinstance(style, (list, tuple)) else [style]
-    style_imgs = [load_image(s) for s in style_list]
+    style_imgs = load_styles(style)
     callback = params.pop("progress", None)
     params.pop("progress_bar", None)
     style_mask = params.pop("style_mask", None)

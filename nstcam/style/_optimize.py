@@ -39,8 +39,8 @@ def init_image(
     n, _, h, w = c_in.shape
     if prev is not None:
         x = F.interpolate(prev, size=(h, w), mode="bicubic", align_corners=False).clamp(0, 1)
-    elif plan.init == "image" and start is not None:
-        x = start.clone()
+    elif plan.init == "image":  # an image without a start image of its own starts from its content
+        x = (c_in if start is None else start).clone()
     elif plan.init == "content":
         x = c_in.clone()
     elif plan.init == "noise":

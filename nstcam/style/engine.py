@@ -29,7 +29,7 @@ from nstcam._device import bf16_autocast, pick_device
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
-from nstcam.style._batch import BatchResult, batch_call, many_call
+from nstcam.style._batch import BatchResult, batch_call, load_styles, many_call
 from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
@@ -202,7 +202,7 @@ class StyleTransfer:
         for k in ("self", "content", "style", "progress", "progress_bar", "style_mask", "anchors"):
             params.pop(k)
         content_img = load_image(content)
-        style_imgs = [load_image(s) for s in (style if isinstance(style, (list, tuple)) else [style])]
+        style_imgs = load_styles(style)
         mask = load_mask(style_mask) if style_mask is not None else None
         start = None if isinstance(init, str) else load_image(init)
         plan = make_plan(n_styles=len(style_imgs), **{**params, "init": init if start is None else start})
