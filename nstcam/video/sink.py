@@ -69,7 +69,7 @@ class VideoWriter:
         self.size = size
         self.fps = fps
         self.frames = 0
-        self._audio = audio_from if audio_from is not None and audio_from.has_audio else None
+        audio = audio_from if audio_from is not None and audio_from.has_audio else None
         self._stack = contextlib.ExitStack()
         self._folder = _is_folder(self.path)
         if self._folder:
@@ -93,10 +93,10 @@ class VideoWriter:
         if ext != ".gif":
             self._stream.options = {"crf": str(crf)} | ({"b:v": "0"} if ext == ".webm" else {})
         self._sound = None
-        if self._audio is not None and ext == ".gif":
-            logger.info("%s: GIF has no audio; the source's audio is left out", self._audio.name)
-        elif self._audio is not None:
-            self._sound = _Audio(self._audio, self._out, ext)
+        if audio is not None and ext == ".gif":
+            logger.info("%s: GIF has no audio; the source's audio is left out", audio.name)
+        elif audio is not None:
+            self._sound = _Audio(audio, self._out, ext)
 
     def write(self, frame: np.ndarray | Image.Image) -> None:
         """Appends one RGB frame of :attr:`size`."""
