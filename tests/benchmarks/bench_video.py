@@ -1,7 +1,7 @@
 """Flicker and cost of video stylisation: the per-frame baseline against temporal consistency.
 
     python tests/benchmarks/bench_video.py [--device cuda] [--size 128] [--steps 50] [--frames 8]
-        [--optimizer adam --batch-frames 4]
+        [--optimizer adam --batch-frames 4] [--also-weights 200]
 
 The clip is synthetic, so its motion is known exactly: a window panning over chelsea.png (3 px right,
 1 px down per frame) with coffee.png moving the other way across it (occlusions and disocclusions).
@@ -27,7 +27,7 @@ import torch
 from PIL import Image
 
 from nstcam import StyleTransfer
-from nstcam.video import DEFAULT_TEMPORAL_WEIGHT, warping_error
+from nstcam.video import DEFAULT_TEMPORAL_WEIGHT, optical_flow, warping_error
 
 SAMPLES = Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples"
 V_BG = np.array([3, 1])  # the window moves by this much per frame: the background's flow t -> t-1
@@ -61,6 +61,11 @@ def clip(n: int, w: int, h: int) -> tuple[list[np.ndarray], list[tuple[np.ndarra
     return frames, flows
 
 
+def _x(value: float, base: float) -> float:
+    """``value`` as a multiple of ``base`` (NaN where the baseline is 0: frames that never moved)."""
+    return value / base if base else float("nan")
+
+
 def run(st, folder: Path, style, out: Path, device, **kw) -> tuple[float, list[np.ndarray], object]:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -83,6 +88,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument(
         "--batch-frames", type=int, default=0, help="with --optimizer adam: add a row of N frames per step"
     )
+    p.add_argument(
+        "--also-weights", default="", help="comma-separated temporal weights to add rows for, e.g. 200"
+    )
     a = p.parse_args(argv)
     device = torch.device(a.device)
     st = StyleTransfer("random", device=device)
@@ -91,7 +99,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     style = Image.open(SAMPLES / "hubble_deep_field.jpg")
     hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
     print(f"device: {device} ({hw}), torch {torch.__version__}, random weights")
-    print(f"clip: {a.frames} frames of {w}x{h} px, {a.steps} steps per frame, {a.optimizer}\n")
+    print(f"clip: {a.frames} frames of {w}x{h} px, {a.steps} steps per frame, {a.optimizer}")
+    epe = [  # DIS against the true motion, where the pixel is visible in both frames
+        float((np.sqrt(((optical_flow(frames[t], frames[t - 1]) - flow) ** 2).sum(-1)) * m).sum() / m.sum())
+        for t, (flow, m) in enumerate(true, start=1)
+    ]
+    print(
+        f"DIS flow endpoint error against the true motion: mean {np.mean(epe):.3f} px, worst pair {max(epe):.3f} px\n"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "in"
@@ -111,30 +126,34 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     dict(passes=2, batch_frames=a.batch_frames),
                 )
             )
+        for wt in filter(None, a.also_weights.split(",")):
+            settings.append((f"temporal (temporal_weight={float(wt):g})", dict(temporal_weight=float(wt))))
         for k, (label, extra) in enumerate(settings):
             kw = dict(size=a.size, steps=a.steps, optimizer=a.optimizer, seed=0, **extra)
             secs, outs, res = run(st, folder, style, Path(tmp) / f"out{k}", device, **kw)
             style_loss = float(np.mean([hist["style"][-1] for hist in res.histories]))
+            trend = (res.histories[1]["style"][-1], res.histories[-1]["style"][-1])  # frame 2, last frame
             rows.append(
                 dict(
                     label=label, secs=secs, dis=res.warping_error, true=warping_error(outs, flows=true),
-                    style=style_loss,
+                    style=style_loss, trend=trend,
                 )
             )  # fmt: skip
     base = rows[0]
     print("| setting | s per frame | x baseline time | warping error (DIS flow) | warping error (true flow) "
-          "| x baseline (true) | final style loss |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "| x baseline (true) | final style loss | style loss, frame 2 -> last |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(
-            f"| {r['label']} | {r['secs']:.2f} | {r['secs'] / base['secs']:.2f} | {r['dis']:.5f} | "
-            f"{r['true']:.5f} | {r['true'] / base['true']:.2f} | {r['style']:.4f} |"
+            f"| {r['label']} | {r['secs']:.2f} | {_x(r['secs'], base['secs']):.2f} | {r['dis']:.5f} | "
+            f"{r['true']:.5f} | {_x(r['true'], base['true']):.2f} | {r['style']:.4f} | "
+            f"{r['trend'][0]:.3f} -> {r['trend'][1]:.3f} |"
         )
     t = rows[1]
     print(
-        f"\ntargets: warping error <= 0.5x baseline: {t['true'] / base['true']:.2f}x "
+        f"\ntargets: warping error <= 0.5x baseline: {_x(t['true'], base['true']):.2f}x "
         f"({'met' if t['true'] <= 0.5 * base['true'] else 'NOT met'}); "
-        f"time <= 1.3x baseline: {t['secs'] / base['secs']:.2f}x "
+        f"time <= 1.3x baseline: {_x(t['secs'], base['secs']):.2f}x "
         f"({'met' if t['secs'] <= 1.3 * base['secs'] else 'NOT met'})"
     )
     if device.type == "cuda":
