@@ -256,7 +256,8 @@ def stylize_video(
         path, writer.frames, info.fps, dims, flicker, run.histories, time.perf_counter() - t0,
         run.cancelled, random, engine.weights.notice, used,
     )  # fmt: skip
-    logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error)
+    shown_error = "n/a (one frame)" if flicker is None else f"{flicker:.5g}"
+    logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, shown_error)
     return result
 
 
