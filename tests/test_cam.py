@@ -182,7 +182,7 @@ def test_scorecam_chunked_matches_unchunked():
 
 def test_bad_arguments_and_layers(r18):
     with pytest.raises(ValueError, match="method must be one of"):
-        GradCAM(model=Tiny(), target_layer="feat", method="cam")
+        GradCAM(model=Tiny(), target_layer="feat", method="grad-cam")
     with pytest.raises(ValueError, match="Closest valid names: layer4"):
         GradCAM(model=r18.model, target_layer="layer5")
     with pytest.raises(ValueError, match="arch must be one of"):

@@ -18,12 +18,12 @@ SECTIONS = (
     "## Checks: the compiled style step",
     "## Grad-CAM",
     "## Style transfer: whole runs",
+    "## The app's pattern: a thread per request, mixed and concurrent",
     "## Style transfer: per step against the tutorial reference",
     "## Style transfer: batched throughput",
     "## Tiled outputs",
     "## Memory estimate against measured peaks",
     "## Video: temporal consistency",
-    "## Not in this report yet",
 )
 
 

@@ -8,16 +8,18 @@ offer), ``result`` (:class:`CamResult`) and ``overlay``; ``_maps`` and ``_target
 from nstcam.cam.engine import GradCAM
 from nstcam.cam.hooks import CamHooks, eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers
-from nstcam.cam.methods import METHODS
+from nstcam.cam.methods import METHOD_INFO, METHODS, MethodInfo
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.cam.result import CamResult
 
 __all__ = [
     "CAM_ARCHS",
     "METHODS",
+    "METHOD_INFO",
     "CamHooks",
     "CamResult",
     "GradCAM",
+    "MethodInfo",
     "candidate_layers",
     "eval_view",
     "overlay_heatmap",

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods import GRADIENT_METHODS
+from nstcam.cam.methods import gradient_map
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
@@ -61,11 +61,15 @@ def gradient_pass(
     x: torch.Tensor,
     classes: Callable[[torch.Tensor], torch.Tensor],
     layout: str | None = None,
+    *,
+    eigen_smooth: bool = False,
+    score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> Outputs:
     """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain; the layer's
     activation and gradients are read as (N, C, h, w) in ``layout`` (None: from the shape, see
-    :mod:`nstcam.layouts`). Nothing in it synchronises with the host when ``classes`` does not,
-    so it can be captured in a CUDA graph."""
+    :mod:`nstcam.layouts`). ``score(logits, classes_row)`` gives the (N,) scores differentiated
+    (default: the classes' logits; Finer-CAM's contrast). Nothing in it synchronises with the host
+    when ``classes`` does not, so it can be captured in a CUDA graph."""
     in_h, in_w = x.shape[-2:]
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         logits = model(x)  # grad mode switches on at the target layer
@@ -77,10 +81,11 @@ def gradient_pass(
         raws = []
         for j in range(classes.shape[0]):
             with torch.enable_grad():
-                score = logits.gather(1, classes[j].view(-1, 1)).sum()
-                torch.autograd.grad(score, act, retain_graph=j < classes.shape[0] - 1)
+                row = classes[j]
+                y = score(logits, row) if score is not None else logits.gather(1, row.view(-1, 1))
+                torch.autograd.grad(y.sum(), act, retain_graph=j < classes.shape[0] - 1)
             g = to_nchw(hooks.gradient.float(), layout, in_h, in_w)  # dropped tokens' gradients ignored
-            raws.append(torch.relu(GRADIENT_METHODS[method](a, g)))
+            raws.append(gradient_map(method, a, g, eigen_smooth))
     return torch.stack(raws), probs, classes
 
 

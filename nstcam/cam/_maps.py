@@ -50,6 +50,7 @@ def scorecam(
     classes: torch.Tensor,
     chunk: int,
     on_chunk: Callable[[int], None] | None = None,
+    eigen_smooth: bool = False,
 ) -> torch.Tensor:
     """Wang et al. 2020: each channel, upsampled and min-max normalised, masks the input; its weight
     is the softmax score of the target class on the masked input. ``chunk`` masked images per forward
@@ -66,7 +67,7 @@ def scorecam(
             weights[i, s : s + len(m)] = logits.float().softmax(1)[:, classes[i]]
             if on_chunk is not None:
                 on_chunk(len(m))
-    return cam_from_weights(act.float(), weights)
+    return cam_from_weights(act.float(), weights, eigen_smooth)
 
 
 def scorecam_pass(
@@ -78,6 +79,7 @@ def scorecam_pass(
     out_size: tuple[int, int],
     progress: Callable[[int, int], None] | None = None,
     layout: str | None = None,
+    eigen_smooth: bool = False,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """A whole Score-CAM call: one hooked pass for the activation and the (k, N) ``classes(logits)``,
     then masked forward passes with the hooks gone; ``progress(done, total)`` after each.
@@ -94,7 +96,9 @@ def scorecam_pass(
             progress(done, total)
 
     with torch.inference_mode(False), torch.no_grad():
-        raws = [torch.relu(scorecam(model, x, act, targets[j], chunk, on_chunk)) for j in range(len(targets))]
+        raws = [
+            scorecam(model, x, act, targets[j], chunk, on_chunk, eigen_smooth) for j in range(len(targets))
+        ]
     return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
 
 
@@ -125,11 +129,13 @@ def eigencam_pass(
     out_size: tuple[int, int],
     progress: Callable[[int, int], None] | None = None,
     layout: str | None = None,
+    eigen_smooth: bool = False,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """EigenCAM: one forward pass, no gradient; the map (the same for every class) with the (k, N)
     ``classes(logits)`` and probabilities. Takes and returns what :func:`scorecam_pass` does
-    (``chunk`` and ``progress`` unused: one pass)."""
-    del chunk, progress
+    (``chunk`` and ``progress`` unused: one pass; ``eigen_smooth`` changes nothing: it is already a
+    principal component)."""
+    del chunk, progress, eigen_smooth
     _, native, targets, probs = hooked_pass(model, layer, x, classes)
     act = read_nchw(native.float(), layout, x)
     raw = torch.relu(eigencam(act))
@@ -145,6 +151,7 @@ def ablationcam_pass(
     out_size: tuple[int, int],
     progress: Callable[[int, int], None] | None = None,
     layout: str | None = None,
+    eigen_smooth: bool = False,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """AblationCAM (Desai & Ramaswamy 2020), gradient-free: channel k's weight is the relative drop
     of the class score (logit) when channel k of the layer's output is zeroed, ``(y - y_k) / y``.
@@ -182,7 +189,7 @@ def ablationcam_pass(
                         progress(done, total)
     finally:
         handle.remove()
-    raws = [cam_from_weights(act, drops[j]) for j in range(targets.shape[0])]
+    raws = [cam_from_weights(act, drops[j], eigen_smooth) for j in range(targets.shape[0])]
     return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
 
 

@@ -21,13 +21,13 @@ from torch import nn
 
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
+from nstcam.cam._checks import check_method, method_options, read_layers
+from nstcam.cam._dispatch import Spec, raw_maps
 from nstcam.cam._evaluate import evaluate_maps
-from nstcam.cam._graphed import CamGraphs, Outputs, gradient_pass, graph_stats
-from nstcam.cam._maps import PASSES, upsample_maps
-from nstcam.cam._targets import host_targets, resolve_targets
+from nstcam.cam._graphed import CamGraphs, graph_stats
+from nstcam.cam._maps import upsample_maps
 from nstcam.cam.hooks import eval_view
-from nstcam.cam.layers import CAM_ARCHS, candidate_layers, check_layer, reading
-from nstcam.cam.methods import METHODS
+from nstcam.cam.layers import CAM_ARCHS, candidate_layers
 from nstcam.cam.result import CamResult
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.layouts import LAYOUTS
@@ -55,10 +55,13 @@ class GradCAM:
         arch: a torchvision classifier of :data:`nstcam.cam.CAM_ARCHS` (ResNet, ViT, Swin, ConvNeXt,
             EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn).
         weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`).
-        target_layer: a name from ``model.named_modules()``; None: the family's default
-            (``layer4``, a ViT's last ``ln_1``...; :mod:`nstcam.cam.layers`).
-        method: one of ``"gradcam"``, ``"gradcam++"``, ``"xgradcam"``, ``"layercam"``,
-            ``"hirescam"``, ``"scorecam"`` or ``"eigencam"`` (gradient-free, one map for all classes).
+        target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
+            ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
+            :mod:`nstcam.cam.layers`).
+        method: one of :data:`nstcam.cam.METHODS` (:data:`nstcam.cam.METHOD_INFO` says what each
+            computes and costs). A method that cannot work on the model or layer (``"cam"`` without
+            a pooled linear head, ``"legrad"`` on a CNN, guided backprop without ReLU modules) is
+            refused here, with the reason and a method that works.
         device: where to run; default CUDA, else MPS, else CPU.
         model: any classifier ``nn.Module`` returning logits (N, classes); replaces ``arch``.
         input_size: images' shorter side in pixels; None: the official weights' crop size (224 for
@@ -71,13 +74,17 @@ class GradCAM:
         cuda_graphs: replay gradient passes from CUDA graphs captured per input shape (see
             ``cam/_graphed.py``); default on for CUDA. They read the parameters in place: load new
             weights with ``load_state_dict``, never by replacing tensors.
+        fuse: several layers' maps, each scaled at the input's size, made one by their ``"mean"``,
+            ``"max"`` or ``"product"`` (RefineCAM).
+        n_samples: samples of Smooth Grad-CAM++, SS-CAM, IS-CAM (None: 4, 35, 10); std: their noise.
+        seed: seeds a call's random numbers (RandomCAM, noise): reproducible, global state untouched.
     """
 
     def __init__(
         self,
         arch: str = "resnet50",
         weights: str | Path = "imagenet",
-        target_layer: str | None = None,
+        target_layer: str | Sequence[str] | None = None,
         method: str = "gradcam",
         device: torch.device | str | None = None,
         model: nn.Module | None = None,
@@ -88,9 +95,12 @@ class GradCAM:
         alpha: float = 0.5,
         cuda_graphs: bool | None = None,
         layout: str | None = None,
+        fuse: str = "mean",
+        n_samples: int | None = None,
+        std: float | None = None,
+        seed: int = 0,
     ) -> None:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        self.fuse, self.n_samples, self.std, self.seed = method_options(method, fuse, n_samples, std, seed)
         if layout not in (None, *LAYOUTS):
             raise ValueError(
                 f"layout must be one of {', '.join(LAYOUTS)} or None (read from the shape); got {layout!r}"
@@ -107,10 +117,11 @@ class GradCAM:
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
-        self.target_layer, self.layout, self.input_size, self.square = reading(
+        self.target_layers, self.layouts, self.input_size, self.square = read_layers(
             self.model, self.arch, target_layer, layout, input_size
         )
-        check_layer(self.model, self.target_layer)  # fail early, listing close names
+        self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
+        check_method(self.model, method, self.target_layers)  # refused before any work, with the reason
         self.method = method
         self.colormap = colormap
         self.weights = weights_info(model)
@@ -137,6 +148,8 @@ class GradCAM:
         progress: Callable[[int, int], None] | None = None,
         evaluate: bool = False,
         evaluate_steps: int = 20,
+        aug_smooth: bool = False,
+        eigen_smooth: bool = False,
     ) -> list[CamResult]:
         """Explains one image: the top-``top_k`` classes, or the class ``target``.
 
@@ -147,13 +160,15 @@ class GradCAM:
             max_side: heatmaps and overlays at the image's size, or with their long side capped at
                 this many pixels (the network sees the same ``input_size`` input either way): a
                 36 MP photo then costs what a 1 MP one does.
-            progress: Score-CAM and AblationCAM: called as ``progress(done, total)`` with the masked images
-                scored so far, after each forward pass.
+            progress: perturbation methods: ``progress(done, total)`` after each forward pass.
             evaluate: also measure how faithful each map is (:func:`nstcam.metrics.faithfulness`:
                 confidence change, deletion and insertion AUC, ROAD, on the network's input) and
                 what a random map scores; fills ``faithfulness`` and ``baseline`` of each result.
                 Costs about ``4 * evaluate_steps + 44`` extra forward passes per class.
             evaluate_steps: points of the deletion and insertion curves, less one.
+            aug_smooth: average the maps of six augmentations of the input (horizontal flip x
+                brightness 0.9/1/1.1), de-augmented; the five extra run as one batch.
+            eigen_smooth: the weighted activations' first principal component, not their sum.
 
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
@@ -169,8 +184,9 @@ class GradCAM:
         x = self.preprocess(img)
         evaluate_steps = whole("evaluate_steps", evaluate_steps, minimum=1)
         maps, raw, probs, classes = self._run(
-            x, targets=target, top_k=top_k, out_size=(img.height, img.width), progress=progress
-        )
+            x, targets=target, top_k=top_k, out_size=(img.height, img.width), progress=progress,
+            aug_smooth=aug_smooth, eigen_smooth=eigen_smooth,
+        )  # fmt: skip
         chosen = [int(c) for c in classes[0]]
         scores = evaluate_maps(self.model, x, raw, chosen, evaluate_steps) if evaluate else None
         results = []
@@ -201,6 +217,8 @@ class GradCAM:
         *,
         raw: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        aug_smooth: bool = False,
+        eigen_smooth: bool = False,
     ) -> torch.Tensor:
         """Maps for an already normalised batch ``x`` (N, 3, H, W).
 
@@ -209,15 +227,19 @@ class GradCAM:
             targets: None for each image's top-1 class, one class for all, or one class per image.
             raw: return the maps at the layer's resolution (ReLU only) instead.
             progress: Score-CAM and AblationCAM: called as ``progress(done, total)`` after each forward pass.
+            aug_smooth: see :meth:`explain`; eigen_smooth: likewise.
 
         Returns:
-            (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps).
+            (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps: at the layer's
+            resolution, or the input's for several layers, ``aug_smooth``, FullGrad and guided
+            backpropagation).
         """
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
         maps, raws, _, _ = self._run(
-            x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]), progress=progress
-        )
+            x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]), progress=progress,
+            aug_smooth=aug_smooth, eigen_smooth=eigen_smooth,
+        )  # fmt: skip
         return raws[0] if raw else maps[0]
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
@@ -248,38 +270,17 @@ class GradCAM:
         top_k: int = 1,
         out_size: tuple[int, int],
         progress: Callable[[int, int], None] | None = None,
+        aug_smooth: bool = False,
+        eigen_smooth: bool = False,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        model = eval_view(self.model)
+        spec = Spec(self.method, self.target_layers, self.layouts, self.fuse, self.scorecam_batch, self.seed,
+                    self.n_samples, self.std, self._graphs, self._num_classes)  # fmt: skip
         x = x.clone() if x.is_inference() else x
-
-        def resolve(logits: torch.Tensor) -> torch.Tensor:
-            return resolve_targets(logits, targets, top_k)
-
-        layer, layout = self.target_layer, self.layout
-        if self.method in PASSES:
-            maps, raws, probs, classes = PASSES[self.method](
-                model, layer, x, resolve, self.scorecam_batch, out_size, progress, layout
-            )
-        else:
-            out = self._graphed(model, x, targets, top_k)
-            raws, probs, classes = (
-                out if out is not None else gradient_pass(model, layer, self.method, x, resolve, layout)
-            )
-            maps = [upsample_maps(r, out_size) for r in raws]  # eager: the graph ends at the input's size
+        raws, probs, classes = raw_maps(spec, eval_view(self.model), x, targets, top_k, progress,
+                                        aug_smooth, eigen_smooth)  # fmt: skip
         self._num_classes = probs.shape[1]
-        return list(maps), list(raws), probs, classes.T.cpu()
-
-    def _graphed(self, model: nn.Module, x: torch.Tensor, targets: Any, top_k: int) -> Outputs | None:
-        """The pass replayed from a captured CUDA graph, or None where it runs eagerly (no graphs,
-        or the number of classes not yet known for checking ``targets``/``top_k`` on the host)."""
-        if self._graphs is None or self._num_classes is None:
-            return None
-        spec = host_targets(targets, top_k, x.shape[0], self._num_classes)
-        if isinstance(spec, int):
-            classes: torch.Tensor | int = spec
-        else:
-            classes = torch.tensor(spec, dtype=torch.long, device=x.device).unsqueeze(0)
-        return self._graphs.run(model, self.target_layer, self.method, x, classes, self.layout)
+        maps = [upsample_maps(r, out_size) for r in raws]
+        return maps, list(raws), probs, classes.T.cpu()
 
     def __repr__(self) -> str:
         return (

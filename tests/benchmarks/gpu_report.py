@@ -74,6 +74,11 @@ class Settings:
     check_steps: int
     compile: bool
     video: tuple[int, int, int] = (512, 100, 16)  # size, steps per frame, frames
+    app_warm: int = 384  # the app's warm-up side (Models.warm_sizes)
+    app_sizes: tuple[int, ...] = (256, 384, 512, 1024)  # style requests of the app pattern
+    app_photos: tuple[tuple[int, int], ...] = ((300, 200), (640, 480), (1024, 768), (1800, 1200))
+    app_steps: int = 30
+    app_top_k: int = 3
 
     @classmethod
     def for_mode(cls, device: str, quick: bool, cpu_compile: bool) -> Settings:
@@ -92,7 +97,8 @@ class Settings:
                 cam_archs=("resnet18",), cam_batch=2, cam_repeat=2, cam_size=64,
                 tile=128, tile_sizes=(160,), tile_steps=1, gpu_limit_gb=None,
                 calibration=((256, "adam", 2),), check_size=32, check_steps=3, compile=cpu_compile,
-                video=(64, 2, 3),
+                video=(64, 2, 3), app_warm=48, app_sizes=(32, 48), app_photos=((40, 30), (90, 60)),
+                app_steps=2, app_top_k=2,
             )})  # fmt: skip
         if quick:
             return cls(**{**full, **dict(
@@ -401,8 +407,116 @@ def video(report: Report, device, s: Settings) -> str:
     return "`" + " ".join(cmd[1:]) + "` (Adam: the compiled, sync-free step)\n\n" + "\n".join(table)
 
 
-def not_yet() -> str:
-    return "- the compiled style step in a multi-request app run (issue 19's concurrency pattern)."
+def app_pattern(report: Report, device, s: Settings) -> str:
+    """The web app's real pattern (issue 19): one shared engine of each kind, the app's warm-up thread
+    at start, then requests each on a thread of its own, all at once (style jobs at several sizes with
+    Grad-CAM of photos of several sizes beside them), twice; every result compared with an eager run."""
+    import threading
+
+    import numpy as np
+    import torch
+    from bench_style import W, pil_images, sync
+    from PIL import Image
+
+    from nstcam import GradCAM, StyleTransfer, build_model
+    from nstcam.image import resize_long_side
+
+    gpu = device.type == "cuda"
+    vgg = build_model("vgg16_bn", "random").to(device)
+    net = build_model("resnet50", "random").to(device)
+    st = StyleTransfer(model=vgg, device=device)  # the app's engine: compiled on CUDA
+    eager_st = StyleTransfer(model=vgg, device=device, compile=False)
+    cam = GradCAM(model=net, target_layer="layer4", device=device)  # graphs on CUDA
+    eager_cam = GradCAM(model=net, target_layer="layer4", device=device, cuda_graphs=False)
+    side = s.app_warm
+    warm_sizes = [(side, side * 2 // 3), (side, side), (side * 2 // 3, side), (side, side * 3 // 4)]
+    t = time.perf_counter()
+    warm_thread = threading.Thread(target=lambda: [st.warmup(w, h) for w, h in warm_sizes], daemon=True)
+    warm_thread.start()  # as Models.warm(): requests may arrive while it compiles
+    warm_thread.join()
+    warm_s = time.perf_counter() - t
+
+    cimg, simg = pil_images(max(s.app_sizes))
+    rng = np.random.default_rng(0)
+    photos = [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for w, h in s.app_photos]
+    kw = dict(steps=s.app_steps, optimizer="lbfgs", seed=0, progress_bar=False, **W)
+
+    def style_job(size):
+        return np.asarray(st.stylize(resize_long_side(cimg, size), simg, size=size, **kw), np.int16)
+
+    def cam_job(photo):
+        return [r.heatmap for r in cam.explain(photo, top_k=s.app_top_k)]
+
+    jobs = [("style", n) for n in s.app_sizes] + [("cam", p) for p in photos]
+    errors: list[str] = []
+    rounds = []
+    for _ in range(2):
+        results: dict[int, object] = {}
+        before = len(errors)
+
+        def request(i, kind, arg, results=results):
+            try:
+                results[i] = style_job(arg) if kind == "style" else cam_job(arg)
+            except Exception as e:  # counted, never hidden
+                errors.append(f"{kind} {getattr(arg, 'size', arg)}: {type(e).__name__}: {e}")
+
+        sync(device)
+        t = time.perf_counter()
+        threads = [threading.Thread(target=request, args=(i, k, a)) for i, (k, a) in enumerate(jobs)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        sync(device)
+        rounds.append((time.perf_counter() - t, results, len(errors) - before))
+
+    style_diff, cam_diff = 0, 0.0
+    for i, (kind, arg) in enumerate(jobs):
+        for _, results, _ in rounds:
+            if i not in results:
+                continue
+            if kind == "style":
+                ref = np.asarray(eager_st.stylize(resize_long_side(cimg, arg), simg, size=arg, **kw), np.int16)
+                style_diff = max(style_diff, int(np.abs(ref - results[i]).max()))
+            else:
+                ref = [r.heatmap for r in eager_cam.explain(arg, top_k=s.app_top_k)]
+                cam_diff = max(cam_diff, max(float(np.abs(a - b).max()) for a, b in zip(ref, results[i], strict=True)))
+            break
+    stats, graphs = st.compile_stats, cam.graph_stats
+    cam_calls = 2 * len(photos)
+    hit = graphs["replays"] / cam_calls if gpu else 0.0
+    lines = [
+        f"Warm-up (the app's 4 sizes around {side} px, on a thread of its own): {warm_s:.1f} s. Then "
+        f"{len(jobs)} requests at once, each on a new thread: style (L-BFGS, {s.app_steps} steps) at "
+        f"{', '.join(map(str, s.app_sizes))} px and Grad-CAM (resnet50 layer4, top-{s.app_top_k}) of photos "
+        f"{', '.join(f'{w}x{h}' for w, h in s.app_photos)}; two rounds.\n",
+        "| round | wall s | errors |",
+        "| --- | --- | --- |",
+        *[f"| {k + 1} | {dt:.2f} | {n} |" for k, (dt, _, n) in enumerate(rounds)],
+        "",
+        f"- style engine: {stats}; Grad-CAM graphs: {graphs}; replays per Grad-CAM request: {hit:.2f}",
+        report.check(not errors, f"no request failed ({len(errors)}: {'; '.join(errors)[:500] or 'none'})"),
+        report.check(style_diff <= 2, f"style results equal eager within 2 grey levels (max {style_diff})"),
+        report.check(cam_diff <= 1e-4, f"Grad-CAM heatmaps equal eager within 1e-4 (max {cam_diff:.2g})"),
+    ]
+    if gpu:
+        lines.append(report.check(stats["failures"] == 0, "the compiled step never fell back to eager"))
+        lines.append(report.check(graphs["failures"] == 0 and hit >= 0.5,
+                                  f"Grad-CAM replayed its graph for most requests ({hit:.2f})"))  # fmt: skip
+    del torch
+    return "\n".join(lines)
+
+
+def write(out: str, head: str, budget: float, report: Report) -> str:
+    """Writes the report as it stands to ``out`` and returns its text."""
+    fails = "\n".join(f"- {f}" for f in report.failures) or "- none"
+    text = (
+        f"{head}\n- wall time: {report.elapsed():.0f} s (budget {budget:.0f} s)\n\n## Failures\n\n{fails}\n\n"
+        + "\n\n".join(report.sections)
+        + "\n"
+    )
+    Path(out).write_text(text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default="gpu_report.md", help="the markdown file to write (default gpu_report.md)"
     )
     p.add_argument("--budget-s", type=float, help="time budget in seconds (default 510, 170 with --quick)")
+    p.add_argument("--only", help="comma-separated sections to run (checks,cam,wall,app,step,batch,tiles,memory,video)")
     p.add_argument("--cpu-compile", action="store_true", help="dry run: include the compiled step (slow)")
     a = p.parse_args(argv)
     missing = _missing_modules()
@@ -437,30 +552,26 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(budget)
     head = header(device, mode)
     gpu = device.type == "cuda"
-    report.section(
-        "Checks: the compiled style step", 90 if gpu else 5, lambda: check_compiled(report, device, s)
-    )
-    report.section("Grad-CAM", 40 if gpu else 10, lambda: cam(report, device, s))
-    report.section("Style transfer: whole runs", 150 if gpu and not a.quick else 60 if gpu else 10,
-                   lambda: style_wall(report, device, s))  # fmt: skip
-    report.section("Style transfer: per step against the tutorial reference", 60 if gpu else 10,
-                   lambda: style_per_step(report, device, s))  # fmt: skip
-    report.section(
-        "Style transfer: batched throughput", 60 if gpu else 10, lambda: style_batched(report, device, s)
-    )
-    report.section("Tiled outputs" + (f" under a {s.gpu_limit_gb:g} GB cap" if gpu else ""), 90 if gpu else 20,
-                   lambda: tiles(report, device, s))  # fmt: skip
-    report.section("Memory estimate against measured peaks", 30 * len(s.calibration) if gpu else 15,
-                   lambda: calibration(report, device, s))  # fmt: skip
-    report.section("Video: temporal consistency", 120 if gpu else 20, lambda: video(report, device, s))
-    report.sections.append("## Not in this report yet\n\n" + not_yet())
-    fails = "\n".join(f"- {f}" for f in report.failures) or "- none"
-    text = (
-        f"{head}\n- wall time: {report.elapsed():.0f} s (budget {budget:.0f} s)\n\n## Failures\n\n{fails}\n\n"
-        + "\n\n".join(report.sections)
-        + "\n"
-    )
-    Path(a.out).write_text(text)
+    sections = [  # key, title, estimated seconds, body: in order of importance
+        ("checks", "Checks: the compiled style step", 90 if gpu else 5, check_compiled),
+        ("cam", "Grad-CAM", 40 if gpu else 10, cam),
+        ("wall", "Style transfer: whole runs", 150 if gpu and not a.quick else 60 if gpu else 10, style_wall),
+        ("app", "The app's pattern: a thread per request, mixed and concurrent", 150 if gpu else 20, app_pattern),
+        ("step", "Style transfer: per step against the tutorial reference", 60 if gpu else 10, style_per_step),
+        ("batch", "Style transfer: batched throughput", 60 if gpu else 10, style_batched),
+        ("tiles", "Tiled outputs" + (f" under a {s.gpu_limit_gb:g} GB cap" if gpu else ""), 90 if gpu else 20, tiles),
+        ("memory", "Memory estimate against measured peaks", 30 * len(s.calibration) if gpu else 15, calibration),
+        ("video", "Video: temporal consistency", 120 if gpu else 20, video),
+    ]  # fmt: skip
+    only = set(a.only.split(",")) if a.only else None
+    unknown = (only or set()) - {k for k, *_ in sections}
+    if unknown:
+        p.exit(2, f"gpu_report.py: --only takes {','.join(k for k, *_ in sections)}; got {','.join(sorted(unknown))}\n")
+    for key, title, estimate, body in sections:
+        if only is None or key in only:
+            report.section(title, estimate, lambda body=body: body(report, device, s))
+            write(a.out, head, budget, report)  # what is done so far survives a killed run
+    text = write(a.out, head, budget, report)
     print(text)
     print(
         json.dumps(

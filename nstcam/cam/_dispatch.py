@@ -1,0 +1,103 @@
+"""From a request to raw maps: the method's pass (or its captured CUDA graph), each target layer,
+the fusion of several, and test-time augmentation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from nstcam.cam._graphed import CamGraphs, Outputs
+from nstcam.cam._passes import PASSES, Request
+from nstcam.cam._smooth import augmented, fuse_maps
+from nstcam.cam._targets import host_targets, resolve_targets
+from nstcam.cam.methods import GRAPHED_METHODS
+
+__all__ = ["NO_EIGEN", "Spec", "raw_maps"]
+
+NO_EIGEN = ("fullgrad", "guided-backprop", "guided-gradcam", "legrad")
+"""Methods without weighted activations to project: ``eigen_smooth`` is refused for them."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What an engine explains with (read from it at each call)."""
+
+    method: str
+    layers: tuple[str, ...]
+    layouts: tuple[str | None, ...]
+    fuse: str
+    chunk: int
+    seed: int
+    n_samples: int | None
+    std: float | None
+    graphs: CamGraphs | None
+    num_classes: int | None
+
+
+def raw_maps(
+    spec: Spec,
+    model: nn.Module,
+    x: torch.Tensor,
+    targets: Any,
+    top_k: int,
+    progress: Callable[[int, int], None] | None,
+    aug_smooth: bool,
+    eigen_smooth: bool,
+) -> Outputs:
+    """(k, N, h, w) raw maps, (N, classes) probabilities and (k, N) classes for ``x``."""
+    if eigen_smooth and spec.method in NO_EIGEN:
+        raise ValueError(
+            f"eigen_smooth projects weighted activations; method {spec.method!r} has none: leave it off"
+        )
+
+    def run(inp: torch.Tensor, fixed: torch.Tensor | None) -> Outputs:
+        return _layers(spec, model, inp, targets, top_k, fixed, progress, eigen_smooth)
+
+    return augmented(run, x) if aug_smooth else run(x, None)
+
+
+def _layers(spec, model, x, targets, top_k, fixed, progress, eigen_smooth) -> Outputs:
+    """Every target layer's maps, fused at the input's size if several; the first layer's pass picks
+    the classes (``fixed``: given), the others explain the same ones."""
+    per_layer = []
+    probs = classes = None
+    for layer, layout in zip(spec.layers, spec.layouts, strict=True):
+        chosen = fixed if fixed is not None else classes
+        raws, p, c = _one_layer(spec, model, layer, layout, x, targets, top_k, chosen, progress, eigen_smooth)
+        per_layer.append(raws)
+        if probs is None:
+            probs, classes = p, c
+    if len(per_layer) == 1:
+        return per_layer[0], probs, classes
+    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:])), probs, classes
+
+
+def _one_layer(spec, model, layer, layout, x, targets, top_k, fixed, progress, eigen_smooth) -> Outputs:
+    def resolve(logits: torch.Tensor) -> torch.Tensor:
+        return fixed if fixed is not None else resolve_targets(logits, targets, top_k)
+
+    plain = fixed is None and not eigen_smooth and len(spec.layers) == 1
+    if plain and spec.method in GRAPHED_METHODS:
+        out = _graphed(spec, model, layer, layout, x, targets, top_k)
+        if out is not None:
+            return out
+    req = Request(model, layer, x, resolve, spec.chunk, progress, layout, eigen_smooth, spec.seed,
+                  spec.n_samples, spec.std)  # fmt: skip
+    return PASSES[spec.method](req)
+
+
+def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
+    """The pass replayed from a captured CUDA graph, or None where it runs eagerly (no graphs, or
+    the number of classes not yet known for checking ``targets``/``top_k`` on the host)."""
+    if spec.graphs is None or spec.num_classes is None:
+        return None
+    hosted = host_targets(targets, top_k, x.shape[0], spec.num_classes)
+    if isinstance(hosted, int):
+        classes: torch.Tensor | int = hosted
+    else:
+        classes = torch.tensor(hosted, dtype=torch.long, device=x.device).unsqueeze(0)
+    return spec.graphs.run(model, layer, spec.method, x, classes, layout)
