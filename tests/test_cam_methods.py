@@ -208,3 +208,37 @@ def test_aug_smooth_and_eigen_smooth_change_the_map_and_keep_its_shape(res):
     for kw in ({"aug_smooth": True}, {"eigen_smooth": True}, {"aug_smooth": True, "eigen_smooth": True}):
         m = cam.compute(x, targets=[1, 2], **kw)
         assert m.shape == plain.shape and float(m.max()) == 1 and not torch.equal(m, plain), kw
+
+
+def test_concepts_factorise_a_layer_as_well_as_scikit_learn_and_are_labelled_by_the_head(res):
+    """Deep feature factorization: NMF is non-convex and its factors are not unique (any scaling or
+    order fits as well), so what is compared with scikit-learn's (pytorch-grad-cam's) is the fit:
+    nstcam's relative error within 5 % of the better of two seeds at the same k. Each concept's
+    label is the head's softmax on its embedding."""
+    from sklearn.decomposition import NMF
+
+    from nstcam.cam import concepts
+
+    imgs = [np.asarray(batch(128, seed=s)[0].permute(1, 2, 0).sigmoid() * 255, np.uint8) for s in range(2)]
+    cam = GradCAM(model=res, target_layer="layer4", device="cpu")
+    found = concepts(cam, imgs, k=3)
+    assert found.maps.shape == (2, 3, 128, 128) and found.embeddings.shape == (3, 512)
+    assert float(found.maps.min()) >= 0 and np.allclose(found.maps.max(axis=(2, 3)), 1)
+    with torch.no_grad():
+        probs = res.fc(torch.from_numpy(found.embeddings)).softmax(1)
+    assert [lab for lab, _ in found.labels[0]] == [cam.label(int(i)) for i in probs[0].topk(2).indices]
+    from nstcam.cam._maps import hooked_pass
+
+    v = []
+    for img in imgs:
+        x = cam.preprocess(__import__("PIL").Image.fromarray(img))
+        v.append(hooked_pass(res, "layer4", x, lambda lg: lg.topk(1, dim=1).indices.T)[1][0].reshape(512, -1))
+    v = torch.cat(v, 1).double().numpy()
+    v = v - v.min(axis=1, keepdims=True)
+    errors = []
+    for seed in (0, 1):
+        ref = NMF(n_components=3, init="random", random_state=seed, max_iter=500)
+        w = ref.fit_transform(v)
+        errors.append(np.linalg.norm(v - w @ ref.components_) / np.linalg.norm(v))
+    assert found.error <= 1.05 * min(errors), (found.error, errors)
+    print(f"NMF relative error: nstcam {found.error:.4f}, scikit-learn {errors[0]:.4f} / {errors[1]:.4f}")

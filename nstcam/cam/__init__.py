@@ -6,6 +6,7 @@ offer), ``result`` (:class:`CamResult`) and ``overlay``; ``_maps`` and ``_target
 """
 
 from nstcam.cam.engine import GradCAM
+from nstcam.cam.factorization import Concepts, concepts
 from nstcam.cam.hooks import CamHooks, eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers
 from nstcam.cam.methods import METHOD_INFO, METHODS, MethodInfo
@@ -18,9 +19,11 @@ __all__ = [
     "METHOD_INFO",
     "CamHooks",
     "CamResult",
+    "Concepts",
     "GradCAM",
     "MethodInfo",
     "candidate_layers",
+    "concepts",
     "eval_view",
     "overlay_heatmap",
 ]
