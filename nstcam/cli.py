@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nstcam._version import __version__
-from nstcam.cam.methods import METHODS
+from nstcam.cam.methods import METHOD_INFO, METHODS
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
     ARCHS,
@@ -199,11 +199,23 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def _layers(text: str | None) -> str | list[str] | None:
+    """``--layer a,b`` as a list of layers; one name (or none) as it is."""
+    if text is None or "," not in text:
+        return text
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def _cmd_cam_ray(args: argparse.Namespace) -> int:
     from nstcam.distributed import explain_dataset
 
     if args.target is not None or args.evaluate:
         logger.error("--ray explains the top-k classes; --target and --evaluate work without --ray")
+        return 2
+    extras = [f for f, on in (("--aug-smooth", args.aug_smooth), ("--eigen-smooth", args.eigen_smooth),
+                              ("several --layer", "," in (args.layer or ""))) if on]  # fmt: skip
+    if extras:
+        logger.error("--ray runs one layer without smoothing; %s work without --ray", ", ".join(extras))
         return 2
     images = args.images[0] if len(args.images) == 1 else args.images
     return _run_dataset(
@@ -366,10 +378,14 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         cam = GradCAM(
             args.arch,
             weights=args.weights,
-            target_layer=args.layer,
+            target_layer=_layers(args.layer),
             method=args.method,
             device=args.device,
             input_size=args.input_size,
+            fuse=args.fuse,
+            n_samples=args.n_samples,
+            std=args.std,
+            seed=args.seed,
         )
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
         _error(e)
@@ -388,6 +404,8 @@ def _cmd_cam(args: argparse.Namespace) -> int:
                 top_k=args.top_k,
                 evaluate=args.evaluate,
                 evaluate_steps=args.evaluate_steps,
+                aug_smooth=args.aug_smooth,
+                eigen_smooth=args.eigen_smooth,
             )
         except (ImageError, FileNotFoundError, ValueError) as e:
             logger.error("skipping %s: %s", src, e)
@@ -571,12 +589,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="a torchvision classifier: resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0... "
         "(default resnet50; any name of 'nstcam weights list')",
     )
-    c.add_argument("--layer", help="target layer (default: the arch's own, e.g. layer4 for ResNets)")
+    c.add_argument(
+        "--layer",
+        help="target layer, or several separated by commas (maps fused, see --fuse); default: the arch's "
+        "own, e.g. layer4 for ResNets",
+    )
     c.add_argument(
         "--method",
         default="gradcam",
         choices=list(METHODS),
+        metavar="METHOD",
+        help="; ".join(f"{m}: {i.summary} ({i.cost})" for m, i in METHOD_INFO.items()),
     )
+    c.add_argument(
+        "--fuse", default="mean", choices=["mean", "max", "product"], help="how several layers' maps join"
+    )
+    c.add_argument(
+        "--aug-smooth",
+        action="store_true",
+        help="average the maps of 6 augmentations (flip x brightness 0.9/1/1.1): less noise, 6x the cost",
+    )
+    c.add_argument(
+        "--eigen-smooth", action="store_true", help="first principal component of the weighted activations"
+    )
+    c.add_argument("--n-samples", type=int, help="samples of smoothgradcam++, sscam, iscam (4, 35, 10)")
+    c.add_argument("--std", type=float, help="noise of smoothgradcam++ and sscam (default 0.3, 2.0)")
+    c.add_argument("--seed", type=int, default=0, help="seeds randomcam's weights and the noise")
     c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
     c.add_argument("--target", type=int, help="explain this class index instead")
     c.add_argument(

@@ -103,6 +103,33 @@ def test_cam_cli_writes_overlays_and_json(tmp_path, caplog):
         assert Image.open(c["overlay"]).size == (56, 40)
 
 
+def test_cam_cli_new_methods_smoothing_and_layers(tmp_path, caplog):
+    """--method takes every method; --layer a,b --fuse, --aug-smooth, --eigen-smooth reach the map, and a
+    method refused for the model says why before any work."""
+    a = _img(tmp_path / "a.png", 1)
+    base = ["cam", str(a), "--arch", "resnet18", "--weights", "random"]
+    rc = main([*base, "-o", str(tmp_path / "x"), "--method", "layercam", "--layer", "layer3,layer4",
+               "--fuse", "product", "--aug-smooth", "--eigen-smooth"])  # fmt: skip
+    meta = json.loads((tmp_path / "x" / "a_cam.json").read_text())
+    assert (
+        rc == 0
+        and meta["classes"][0]["layer"] == "layer3,layer4"
+        and meta["classes"][0]["method"] == "layercam"
+    )
+    plain = main([*base, "-o", str(tmp_path / "y"), "--method", "layercam", "--layer", "layer3,layer4"])
+    assert plain == 0
+    one = np.asarray(
+        Image.open(json.loads((tmp_path / "x" / "a_cam.json").read_text())["classes"][0]["overlay"])
+    )
+    two = np.asarray(
+        Image.open(json.loads((tmp_path / "y" / "a_cam.json").read_text())["classes"][0]["overlay"])
+    )
+    assert one.shape == two.shape and np.abs(one.astype(int) - two).max() > 0
+    rc = main([*base, "-o", str(tmp_path / "z"), "--method", "legrad"])
+    assert rc == 1 and "'legrad' reads a torchvision VisionTransformer" in caplog.text
+    assert not (tmp_path / "z" / "a_cam.json").exists()
+
+
 def test_stylize_cli_subject_aware_with_report(tmp_path):
     a = _img(tmp_path / "a.png", 1)
     s = _img(tmp_path / "s.png", 2)
