@@ -322,6 +322,32 @@ def test_scorecam_refusal_advises_only_what_fits(files):
         cam_handler(m2, str(c), "resnet18", "layer4", "scorecam", 4)
 
 
+def test_new_methods_smoothing_budget_and_refusals_through_the_app(models, files):
+    """Every method is offered (grouped, each with its one line), the smoothing switches reach the
+    map, SS-CAM's samples count against the Score-CAM budget, and a method that cannot work on the
+    model is refused with the reason."""
+    from nstcam.app.tools import method_choices, method_note
+    from nstcam.cam import METHODS
+
+    c, _, _ = files
+    choices = method_choices()
+    assert sorted(v for _, v in choices) == sorted(METHODS) and choices[0][0].startswith("Gradient · ")
+    assert "costs 1 forward + 1 backward to the layer" in method_note("gradcam")
+    _, heat, _ = cam_handler(models, str(c), "resnet18", "layer4", "layercam", 1)
+    _, smooth, _ = cam_handler(models, str(c), "resnet18", "layer4", "layercam", 1, aug_smooth=True,
+                               eigen_smooth=True)  # fmt: skip
+    a, b = np.asarray(Image.open(heat), float), np.asarray(Image.open(smooth), float)
+    assert a.shape == b.shape and np.abs(a - b).max() > 0
+    with pytest.raises(
+        gr.Error, match=r"SS-CAM on resnet18 layer3 \(256 channels\) with top-k 1 scores 8960"
+    ):
+        cam_handler(models, str(c), "resnet18", "layer3", "sscam", 1)
+    with pytest.raises(gr.Error, match="'legrad' reads a torchvision VisionTransformer"):
+        cam_handler(models, str(c), "resnet18", "layer4", "legrad", 1)
+    rows, _, _ = faithfulness_handler(models, str(c), "resnet18", "layer4", "fullgrad")
+    assert len(rows) == 4
+
+
 def test_user_errors_are_one_log_line_and_faults_keep_their_traceback(models, files, caplog):
     c, _, _ = files
     caplog.set_level(logging.INFO, logger="nstcam")

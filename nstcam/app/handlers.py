@@ -287,10 +287,18 @@ def _check_layer(model: str, layer: str, valid: list[str]) -> None:
         raise refuse(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
 
 
-def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int, method: str = "scorecam") -> None:
-    """Refuses a Score-CAM or AblationCAM request over the server's budget (one forward pass per
-    channel and class), advising only what would fit."""
+_SAMPLES = {"sscam": 35, "iscam": 10}  # masked images per channel (the engine's defaults)
+
+
+def _check_scorecam(
+    cfg: AppConfig, arch: str, layer: str, top_k: int, method: str = "scorecam", aug_smooth: bool = False
+) -> None:
+    """Refuses a perturbation method's request over the server's budget (one forward pass per
+    channel and class; SS-CAM and IS-CAM: per sample too; augmentation: 6 times), advising only
+    what would fit."""
     channels = _meta_layers(arch)
+    per_channel = _SAMPLES.get(method, 1) * (6 if aug_smooth else 1)
+    channels = {name: c * per_channel for name, c in channels.items()}
     need, budget = channels[layer] * top_k, cfg.scorecam_budget
     if need <= budget:
         return
@@ -303,15 +311,21 @@ def _check_scorecam(cfg: AppConfig, arch: str, layer: str, top_k: int, method: s
         fixes.append(f"an earlier layer with fewer channels (e.g. {', '.join(smaller[-3:])})")
     fixes.append("another method (each costs about one forward pass)")
     where = cfg.torch_device.type.upper()
-    name = {"scorecam": "Score-CAM", "ablationcam": "AblationCAM"}[method]
+    names = {"scorecam": "Score-CAM", "ablationcam": "AblationCAM", "sscam": "SS-CAM", "iscam": "IS-CAM"}
+    name = names[method]
+    each = f"{per_channel} per channel and class" if per_channel > 1 else "one per channel and class"
+    if aug_smooth:
+        fixes.insert(0, "no augmentation smoothing (it costs 6 times)")
     raise refuse(
-        f"{name} on {arch} {layer} ({channels[layer]} channels) with top-k {top_k} scores {need} masked "
-        f"images (one per channel and class); this {where} server allows {budget} per request. "
+        f"{name} on {arch} {layer} ({channels[layer] // per_channel} channels) with top-k {top_k} scores "
+        f"{need} masked images ({each}); this {where} server allows {budget} per request. "
         f"Use {'; or '.join(fixes)}."
     )
 
 
-def _cam_request(models: Models, image: Any, model: str, layer: str, method: str, top_k: float) -> tuple:
+def _cam_request(
+    models: Models, image: Any, model: str, layer: str, method: str, top_k: float, aug_smooth: bool = False
+) -> tuple:
     """Checks a Grad-CAM request against the server's limits; returns (image, engine)."""
     if image is None:
         raise refuse("Upload an image.")
@@ -326,7 +340,7 @@ def _cam_request(models: Models, image: Any, model: str, layer: str, method: str
         layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
     if method in PERTURBATION_METHODS:
-        _check_scorecam(models.config, model, layer, int(top_k), method)
+        _check_scorecam(models.config, model, layer, int(top_k), method, bool(aug_smooth))
     return load_upload(image, "image"), models.cam(model, layer, method)
 
 
@@ -338,6 +352,8 @@ def cam_handler(
     method: str = "gradcam",
     top_k: int = 3,
     progress: Callable[[int, int], None] | None = None,
+    aug_smooth: bool = False,
+    eigen_smooth: bool = False,
 ) -> tuple[list[tuple[str, str]], str, list[list[Any]]]:
     """Returns (overlay files with captions, top-1 heatmap file, table rows [rank, class, label, p]).
 
@@ -346,8 +362,9 @@ def cam_handler(
     """
     cfg = models.config
     try:
-        img, cam = _cam_request(models, image, model, layer, method, top_k)
-        results = gpu(cam.explain)(img, top_k=int(top_k), max_side=cfg.display_size, progress=progress)
+        img, cam = _cam_request(models, image, model, layer, method, top_k, aug_smooth)
+        results = gpu(cam.explain)(img, top_k=int(top_k), max_side=cfg.display_size, progress=progress,
+                                   aug_smooth=bool(aug_smooth), eigen_smooth=bool(eigen_smooth))  # fmt: skip
     except Exception as e:
         raise _fail(e) from e
     random = bool(results[0].weights and results[0].weights.is_random)
@@ -376,15 +393,18 @@ def faithfulness_handler(
     model: str = "resnet50",
     layer: str = "layer4",
     method: str = "gradcam",
+    aug_smooth: bool = False,
+    eigen_smooth: bool = False,
 ) -> tuple[list[list[Any]], str, str]:
     """How faithful the top-1 class's map is: (table rows [metric, this map, random map, better],
     curves figure file, verdict). Runs only on request: it costs about ``4 * steps + 44`` forward
     passes, the map's and the random map's together (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
-        img, cam = _cam_request(models, image, model, layer, method, 1)
+        img, cam = _cam_request(models, image, model, layer, method, 1, aug_smooth)
         steps = 20 if cfg.torch_device.type == "cuda" else 10
-        (r,) = gpu(cam.explain)(img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps)
+        (r,) = gpu(cam.explain)(img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps,
+                                aug_smooth=bool(aug_smooth), eigen_smooth=bool(eigen_smooth))  # fmt: skip
     except Exception as e:
         raise _fail(e) from e
     ours, chance = r.faithfulness, r.baseline

@@ -9,7 +9,7 @@ are this server's (:class:`AppConfig`), so the docstrings are written per app, h
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.cam import METHODS
+from nstcam.cam import METHOD_INFO, METHODS
 
 __all__ = ["TOOL_DOCS", "tool_doc"]
 
@@ -71,8 +71,10 @@ Args:
     image: the photo to explain: {image}.
     model: the classifier, one of {archs} (default resnet50).
     layer: the layer the map is read at; empty (default): the model's own default (ResNets "layer4", ViT its last block's "ln_1", Swin its last "norm2"); or a stage or block such as "layer3" or "layer3.1".
-    method: one of {methods} (default gradcam).
+    method: one of {methods} (default gradcam). Gradient methods cost about one forward pass per class; the perturbation ones (scorecam, sscam, iscam, ablationcam) one per channel (sscam and iscam: times 35 and 10 samples); fullgrad and guided-backprop a whole backward pass; cam needs a pooled linear head (ResNets' layer4), legrad a ViT; a method that cannot work on the model says why.
     top_k: how many of the top classes to explain, 1 to 10.
+    aug_smooth: average the maps of 6 augmentations of the photo (flip x brightness): less noise, 6 times the cost (default false).
+    eigen_smooth: the first principal component of the weighted activations instead of their sum (default false).
 
 Returns:
     overlays: one image per class, the heatmap over the photo, captioned "label · p=probability".
@@ -89,6 +91,8 @@ Args:
     model: the classifier, one of {archs} (default resnet50).
     layer: the layer the map is read at; empty (default): the model's default.
     method: one of {methods} (default gradcam).
+    aug_smooth: average the maps of 6 augmentations of the photo (default false).
+    eigen_smooth: the first principal component of the weighted activations (default false).
 
 Returns:
     faithfulness: a table of metric, this map, random map and which direction is better.
@@ -153,3 +157,20 @@ def tool_doc(name: str, config: AppConfig) -> str:
     }
     fields["image"] = _IMAGE.format(**fields)
     return TOOL_DOCS[name].format(**fields)
+
+
+_FAMILIES = {"gradient": "Gradient", "gradient-free": "Gradient-free", "perturbation": "Perturbation",
+             "other": "Whole network"}  # fmt: skip
+
+
+def method_choices() -> list[tuple[str, str]]:
+    """The Grad-CAM methods as (label, value), grouped by family in the catalogue's order."""
+    order = list(_FAMILIES)
+    items = sorted(METHOD_INFO.items(), key=lambda kv: order.index(kv[1].family))
+    return [(f"{_FAMILIES[info.family]} · {name}", name) for name, info in items]
+
+
+def method_note(method: str) -> str:
+    """One line under the method menu: what it computes and what it costs."""
+    info = METHOD_INFO.get(method)
+    return f"{info.summary}; costs {info.cost} ({info.paper})" if info else ""

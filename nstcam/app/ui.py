@@ -24,9 +24,8 @@ from nstcam.app.handlers import (
     subject_handler,
 )
 from nstcam.app.mcp import enable_mcp
-from nstcam.app.tools import tool_doc
+from nstcam.app.tools import method_choices, method_note, tool_doc
 from nstcam.app.video import video_tab
-from nstcam.cam import METHODS
 
 __all__ = ["build_demo", "launch_kwargs"]
 
@@ -265,7 +264,13 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
                 layer_choices("resnet50"), value="", label="Layer (empty: the model's default)",
                 allow_custom_value=True,
             )  # fmt: skip
-            method = gr.Dropdown(list(METHODS), value="gradcam", label="Method")
+            method = gr.Dropdown(
+                method_choices(), value="gradcam", label="Method", info=method_note("gradcam"),
+                elem_id="cam-method",
+            )  # fmt: skip
+            with gr.Row():
+                aug_smooth = gr.Checkbox(False, label="Smooth: 6 augmentations (6x cost)", elem_id="cam-aug")
+                eigen_smooth = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
             explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
         with gr.Column(scale=2):
@@ -288,6 +293,7 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
     arch.change(
         lambda a: gr.Dropdown(choices=layer_choices(a), value=default_layer(a)), arch, layer, api_name=False
     )
+    method.change(lambda m: gr.Dropdown(info=method_note(m)), method, method, api_name=False)
 
     def gradcam(
         image: str,
@@ -295,6 +301,8 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
         layer: str = "",
         method: str = "gradcam",
         top_k: int = 3,
+        aug_smooth: bool = False,
+        eigen_smooth: bool = False,
         progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
     ):
         progress(0.0, desc=STARTING)  # at once, not Gradio's guess from earlier, faster calls
@@ -302,13 +310,17 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
         def report(done: int, total: int) -> None:
             progress(done / total, desc=f"{method}: {done}/{total} masked images")
 
-        return cam_handler(models, image, model, layer, method, top_k, progress=report)
+        return cam_handler(models, image, model, layer, method, top_k, progress=report, aug_smooth=aug_smooth,
+                           eigen_smooth=eigen_smooth)  # fmt: skip
 
     gradcam.__doc__ = tool_doc("gradcam", config)
     explain.click(
-        gradcam, [cam_image, arch, layer, method, top_k], [overlays, heatmap, table], api_name="gradcam"
+        gradcam,
+        [cam_image, arch, layer, method, top_k, aug_smooth, eigen_smooth],
+        [overlays, heatmap, table],
+        api_name="gradcam",
     )
-    _faithfulness_panel(config, models, cam_image, arch, layer, method)
+    _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
 
 
 def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.components.Component) -> None:
@@ -329,8 +341,15 @@ def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.component
         )
         curves = gr.Image(label="Curves", type="filepath", elem_id="cam-curves")  # deletion, insertion
 
-    def faithfulness(image: str, model: str = "resnet50", layer: str = "", method: str = "gradcam"):
-        return faithfulness_handler(models, image, model, layer, method)
+    def faithfulness(
+        image: str,
+        model: str = "resnet50",
+        layer: str = "",
+        method: str = "gradcam",
+        aug_smooth: bool = False,
+        eigen_smooth: bool = False,
+    ):
+        return faithfulness_handler(models, image, model, layer, method, aug_smooth, eigen_smooth)
 
     faithfulness.__doc__ = tool_doc("faithfulness", config)
 
