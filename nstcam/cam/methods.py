@@ -234,7 +234,7 @@ METHOD_INFO: dict[str, MethodInfo] = {
                                       "1 forward + 1 backward to the layer", "pytorch-grad-cam", ("pgc",)),
     "eigengradcam": MethodInfo("gradient", "first principal component of gradient x activation",
                                "1 forward + 1 backward to the layer + an SVD", "Muhammad & Yeasin 2020", ("pgc",)),
-    "segeigencam": MethodInfo("gradient", "first principal component of |gradient| x activation, sign-corrected",
+    "segeigencam": MethodInfo("gradient", "first principal component of abs(gradient) x activation, sign-corrected",
                               "1 forward + 1 backward to the layer + an SVD", "Chung & Ying 2025", ("pgc",)),
     "shapleycam": MethodInfo("gradient", "weights mean(gradient - Hessian x activation / 2)",
                              "1 forward + a double backward to the layer", "Cai et al. 2025", ("pgc",)),

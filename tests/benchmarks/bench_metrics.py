@@ -1,4 +1,4 @@
-"""Faithfulness of the six CAM methods on the sample images, beside maps with no information, and
+"""Faithfulness of every CAM method on the sample images, beside maps with no information, and
 what each metric costs per image.
 
     python tests/benchmarks/bench_metrics.py [--arch resnet50 --weights imagenet --device cuda]
@@ -8,6 +8,8 @@ map at the network input (shorter side ``--input-size``) is scored by nstcam.met
 holds the mean over the images. "random map" (seed 0) and "centre Gaussian" are the baselines.
 With ``--weights random`` (the default here: no weights can be downloaded on the machines that
 wrote this) the network's classes mean nothing, and neither do these figures beyond cost: say so.
+A method that cannot explain the model (LeGrad on a CNN) gets a row saying why; SS-CAM and IS-CAM
+run with ``--samples`` samples (default 2: each is a Score-CAM per sample).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def main():
     p.add_argument("--input-size", type=int, default=224)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--samples", type=int, default=2, help="SS-CAM and IS-CAM samples")
     p.add_argument(
         "--imputation", action="store_true", help="print only ROAD's imputation against a converged solve"
     )
@@ -60,15 +63,23 @@ def main():
     base = GradCAM(arch, weights=a.weights, device=device, input_size=a.input_size)
     xs = [base.preprocess(load_image(f"{SAMPLES}/{name}")) for name in IMAGES]
     keys = ("confidence_change", "deletion_auc", "insertion_auc", "road")
-    rows = {}
+    rows, seconds = {}, {}
     for method in a.methods.split(","):
-        cam = GradCAM(model=base.model, method=method, device=device, input_size=a.input_size)
-        per = []
+        kw = {"n_samples": a.samples} if method in ("sscam", "iscam") else {}
+        try:
+            cam = GradCAM(model=base.model, method=method, device=device, input_size=a.input_size, **kw)
+        except ValueError as e:
+            rows[method] = f"not for {arch}: {str(e).split(':')[0]}"
+            continue
+        per, took = [], 0.0
         for x in xs:
+            t = time.perf_counter()
             maps = cam.compute(x)  # top-1 class, at the input's size
+            took += time.perf_counter() - t
             cls = int(base.model(x).argmax())
             per.append(faithfulness(base.model, x, maps, cls, steps=a.steps)[0])
         rows[method] = [sum(getattr(f, k) for f in per) / len(per) for k in keys]
+        seconds[method] = took / len(xs)
     for name, make in (
         ("random map", lambda x: random_map(1, *x.shape[-2:], seed=0, device=device)),
         ("centre Gaussian", lambda x: centre_gaussian(1, *x.shape[-2:], device=device)),
@@ -77,10 +88,14 @@ def main():
             faithfulness(base.model, x, make(x), int(base.model(x).argmax()), steps=a.steps)[0] for x in xs
         ]
         rows[name] = [sum(getattr(f, k) for f in per) / len(per) for k in keys]
-    print("\n| map | confidence change (+) | deletion AUC (-) | insertion AUC (+) | ROAD (+) |")
-    print("| --- | --- | --- | --- | --- |")
+    print("\n| map | confidence change (+) | deletion AUC (-) | insertion AUC (+) | ROAD (+) | map s |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, vals in rows.items():
-        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in vals) + " |")
+        if isinstance(vals, str):
+            print(f"| {name} | {vals} | | | | |")
+            continue
+        took = f"{seconds[name]:.3f}" if name in seconds else ""
+        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in vals) + f" | {took} |")
 
     # cost per image of each metric, on the first image and its Grad-CAM map
     x = xs[0]
