@@ -242,3 +242,26 @@ def test_concepts_factorise_a_layer_as_well_as_scikit_learn_and_are_labelled_by_
         errors.append(np.linalg.norm(v - w @ ref.components_) / np.linalg.norm(v))
     assert found.error <= 1.05 * min(errors), (found.error, errors)
     print(f"NMF relative error: nstcam {found.error:.4f}, scikit-learn {errors[0]:.4f} / {errors[1]:.4f}")
+
+
+def test_ablationcam_runs_only_the_layers_after_the_target_where_the_network_cuts_cleanly(
+    res, vit, monkeypatch
+):
+    """resnet18's layer4 is followed by pooling and the head only: the ablated copies skip every layer
+    before it, with the same maps as through the whole network. Inside a ViT block a residual
+    connection reads a value from before ln_1: no clean cut, the whole network runs."""
+    import nstcam.cam._maps as maps
+    from nstcam.cam._tail import network_tail
+
+    assert network_tail(res, "layer4") is not None
+    assert network_tail(vit, "encoder.layers.encoder_layer_11.ln_1") is None
+    x = batch(128)
+    fast = GradCAM(model=res, target_layer="layer4", method="ablationcam", device="cpu").compute(
+        x, targets=[1, 2]
+    )
+    monkeypatch.setattr(maps, "checked_tail", lambda *a: None)
+    whole = GradCAM(model=res, target_layer="layer4", method="ablationcam", device="cpu").compute(
+        x, targets=[1, 2]
+    )
+    torch.testing.assert_close(fast, whole, atol=1e-5, rtol=1e-4)
+    assert count_hooks(res) == 0

@@ -242,16 +242,25 @@ def test_finercam_matches_pytorch_grad_cam(nets):
     assert_maps_agree(ours(net, "finercam", x), want)
 
 
-def test_fullgrad_and_guided_backprop_match_pytorch_grad_cam(nets):
-    net = nets["resnet18"]
+@pytest.mark.parametrize("name", ["resnet18", "vit", "swin"])
+def test_fullgrad_matches_pytorch_grad_cam(nets, name):
+    """Every Conv2d and BatchNorm2d bias (ViT and Swin: their patch embedding's) plus the input term."""
+    net = nets[name]
     model = net[0]
-    x = batch(128)
+    x = batch(net[3])
     cam = pgc.FullGrad(model=model, target_layers=[])
     try:
         want = cam(input_tensor=x, targets=[ClassifierOutputTarget(t) for t in TARGETS])
     finally:
         release(cam.activations_and_grads)
+    model.zero_grad(set_to_none=True)
     assert_maps_agree(ours(net, "fullgrad", x), want)
+
+
+def test_guided_backprop_matches_pytorch_grad_cam(nets):
+    net = nets["resnet18"]
+    model = net[0]
+    x = batch(128)
     gb = pgc.GuidedBackpropReLUModel(copy.deepcopy(model), device="cpu")  # it swaps the model's ReLUs
     got = ours(net, "guided-backprop", x)
     got_gc = ours(net, "guided-gradcam", x)
@@ -393,3 +402,60 @@ def test_legrad_matches_torch_cam_on_a_vit(nets):
     got = ours(nets["vit"], "legrad", x, layer=block)
     assert_maps_agree(got, _scaled_up(want, 64))
     assert_maps_agree(ours(nets["vit"], "legrad", x), got)  # the default ln_1 is in that block
+
+
+@pytest.mark.parametrize(
+    ("method", "cls"), [("gradcam", tcm.GradCAM), ("xgradcam", tcm.XGradCAM), ("layercam", tcm.LayerCAM)]
+)
+def test_gradient_methods_match_torch_cam(nets, method, cls):
+    """torch-cam hooks the layer's raw output (no reshape_transform): compared on resnet18."""
+    net = nets["resnet18"]
+    x = batch(128)
+    model = net[0]
+    with cls(model, "layer4") as extractor:
+        out = model(x)
+        want = extractor(class_idx=list(TARGETS), scores=out)[0].detach().numpy()
+    model.zero_grad(set_to_none=True)
+    assert_maps_agree(ours(net, method, x), _scaled_up(want, 128))
+
+
+def test_gradcampp_of_torch_cam_never_normalises_alpha(nets):
+    """torch-cam 0.5.0's Grad-CAM++ divides ``alpha[idx][mask]`` in place: a copy, so alpha stays g^2
+    and its weights are sum(g^2 ReLU(g)); nstcam's (the paper's) agree with pytorch-grad-cam's. Shown
+    with numbers, then nstcam checked against the formula in float64."""
+    net = nets["resnet18"]
+    model = net[0]
+    x = batch(128)
+    with tcm.GradCAMpp(model, "layer4") as extractor:
+        out = model(x)
+        want = extractor(class_idx=list(TARGETS), scores=out, normalized=False)[0].detach().double()
+    from nstcam.hooks import HookManager
+
+    with HookManager(model, ["layer4"], capture_grads=True, clone=True) as h:
+        model(x)[torch.arange(2), torch.tensor(TARGETS)].sum().backward()
+        a, g = h.outputs["layer4"].detach().double(), h.grads["layer4"].double()
+    model.zero_grad(set_to_none=True)
+    unnormalised = torch.einsum("nc,nchw->nhw", (g.pow(2) * g.relu()).sum(dim=(2, 3)), a)
+    assert torch.allclose(want, unnormalised, rtol=1e-4, atol=1e-6)  # what torch-cam computes
+    denom = 2 * g.pow(2) + a.sum(dim=(2, 3), keepdim=True) * g.pow(3)
+    alpha = torch.where(g != 0, g.pow(2) / torch.where(denom != 0, denom, torch.ones_like(denom)), 0 * g)
+    formula = torch.einsum("nc,nchw->nhw", (alpha * g.relu()).sum(dim=(2, 3)), a).numpy()
+    got = ours(net, "gradcam++", x)
+    assert_maps_agree(got, _scaled_up(formula, 128))
+    r = [pearson(got[i], _scaled_up(np.maximum(want.numpy()[i : i + 1], 0), 128)[0]) for i in range(2)]
+    print(f"torch-cam Grad-CAM++ (alpha never normalised) vs the paper's: r = {r}")
+
+
+def test_scorecam_follows_pytorch_grad_cam_not_torch_cam(nets):
+    """Two definitions go by "Score-CAM": pytorch-grad-cam's (the paper's: channel weights are the
+    target's softmax probability on the masked input) and torch-cam's (softmax over channels of the
+    logit gain over the input). nstcam's scorecam is the first (tests/test_pgc_parity.py and here),
+    its sscam and iscam build on the second (torch-cam's own variants)."""
+    net = nets["resnet18"]
+    x = batch(64)
+    want, _ = theirs(net, pgc.ScoreCAM, x)
+    got = ours(net, "scorecam", x)
+    assert_maps_agree(got, want)
+    other = _torchcam(tcm.ScoreCAM, net[0], "layer4", x, batch_size=256)
+    r = [pearson(got[i], _scaled_up(other[i : i + 1], 64)[0]) for i in range(2)]
+    print(f"torch-cam's Score-CAM (another definition) vs nstcam's: r = {r}")

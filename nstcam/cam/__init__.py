@@ -1,8 +1,12 @@
 """The Grad-CAM engine: class activation maps through a forward hook and a gradient hook.
 
 Layout: ``engine`` (:class:`GradCAM`), ``hooks`` (its hook manager and the eval-mode view that
-leaves a shared model's flags alone), ``methods`` (the CAM formulas), ``layers`` (which layers to
-offer), ``result`` (:class:`CamResult`) and ``overlay``; ``_maps`` and ``_targets`` are helpers.
+leaves a shared model's flags alone), ``methods`` (the CAM formulas and :data:`METHOD_INFO`, the
+catalogue of the 24 methods), ``factorization`` (:func:`concepts`: deep feature factorization),
+``layers`` (which layers to offer), ``result`` (:class:`CamResult`) and ``overlay``. Helpers:
+``_passes`` (each method's whole call), ``_dispatch`` (layers, fusion, CUDA graphs), ``_fullgrad``,
+``_guided``, ``_legrad`` and ``_attention`` (methods on private twins), ``_smooth`` (augmentation,
+fusion), ``_checks`` (refusals), ``_maps``, ``_graphed``, ``_targets``.
 """
 
 from nstcam.cam.engine import GradCAM

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam._tail import checked_tail
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import cam_from_weights, eigencam
 from nstcam.hooks import twin
@@ -155,15 +156,18 @@ def ablationcam_pass(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """AblationCAM (Desai & Ramaswamy 2020), gradient-free: channel k's weight is the relative drop
     of the class score (logit) when channel k of the layer's output is zeroed, ``(y - y_k) / y``.
-    The ablated passes run ``chunk`` channels at a time on a private hook-free twin of the network
-    (the hook that replaces the layer's output is never seen by other callers); ``progress(done,
-    total)`` after each. Returns what :func:`scorecam_pass` returns."""
+    The ablated passes run ``chunk`` channels at a time: only the layers after the target where the
+    network cuts cleanly there (``_tail.py``: a ResNet's ``layer4`` leaves a pooling and a linear
+    layer), else the whole of a private hook-free twin of the network (the hook that replaces the
+    layer's output is never seen by other callers); ``progress(done, total)`` after each. Returns
+    what :func:`scorecam_pass` returns."""
     logits, native, targets, probs = hooked_pass(model, layer, x, classes)
     in_h, in_w = x.shape[-2:]
     layout = layout or detect_layout(tuple(native.shape), in_h, in_w)
     act = to_nchw(native, layout, in_h, in_w).float()
     channel_dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
     n, c = act.shape[:2]
+    tail = checked_tail(model, layer, native, logits)  # the layers after the target only, where cut clean
     net = twin(model)
     module = dict(net.named_modules())[layer]
     total, done = targets.shape[0] * n * c, 0
@@ -181,7 +185,10 @@ def ablationcam_pass(
                     index[channel_dim] = ks
                     batch[tuple(index)] = 0
                     replaced[:] = [batch]
-                    out = net(x[i : i + 1].expand(len(ks), -1, -1, -1)).float()  # (len(ks), classes)
+                    if tail is not None:
+                        out = tail(batch).float()
+                    else:
+                        out = net(x[i : i + 1].expand(len(ks), -1, -1, -1)).float()  # (len(ks), classes)
                     scores = out[:, targets[:, i]].T  # (k, len(ks))
                     drops[:, i, s : s + len(ks)] = (base[:, None] - scores) / base[:, None]
                     done += len(ks) * targets.shape[0]
