@@ -155,8 +155,8 @@ def test_api_parameters_are_named_with_defaults(server):
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile",
         ],
-        "/gradcam": ["image", "model", "layer", "method", "top_k"],
-        "/faithfulness": ["image", "model", "layer", "method"],
+        "/gradcam": ["image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth"],
+        "/faithfulness": ["image", "model", "layer", "method", "aug_smooth", "eigen_smooth"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
         "/features": ["image", "model", "layer", "top"],
         "/stylize_video": [

@@ -219,7 +219,9 @@ def test_stylize_many_equals_one_at_a_time_with_inits_and_anchors(st):
     for img, content, init, anc in zip(together, [a, b, c], inits, anchors, strict=True):
         alone = st.stylize(content, STYLE, init=content if init is None else init, anchors=anc, **kw)
         d = np.abs(np.asarray(img, int) - np.asarray(alone, int))  # a batch's convolutions: float noise
-        assert d.max() <= 4 and d.mean() < 0.1, (d.mean(), d.max())
+        # Adam's step is about lr wherever a gradient is nearly 0, whatever its size, so float noise
+        # can move a rare pixel by a few grey levels per step: bound the mean and the share moved
+        assert d.mean() < 0.1 and (d > 2).mean() < 1e-3 and d.max() <= 16, (d.mean(), (d > 2).mean(), d.max())
         assert (img.info["nstcam"]["history"][-1]["anchor"] > 0) == bool(anc)  # 0 where none
     with pytest.raises(ValueError, match="optimizer='adam'"):
         st.stylize_many([a, b], STYLE, size=W, steps=1)
