@@ -52,9 +52,9 @@ def by_hand(model: Tiny, x: torch.Tensor, cls: int, method: str) -> torch.Tensor
         cam = torch.relu((w[:, :, None, None] * a).sum(1))
     else:  # gradcam++
         num = g**2
-        den = 2 * g**2 + a.sum(dim=(2, 3), keepdim=True) * g**3 + 1e-7  # pytorch-grad-cam's epsilon
+        den = 2 * g**2 + a.sum(dim=(2, 3), keepdim=True) * g**3  # the paper's, no eps
         alpha = torch.where(
-            g != 0, num / torch.where(den != 0, den, torch.ones_like(den)), torch.zeros_like(g)
+            den != 0, num / torch.where(den != 0, den, torch.ones_like(den)), torch.zeros_like(g)
         )
         w = (alpha * torch.relu(g)).sum(dim=(2, 3))
         cam = torch.relu((w[:, :, None, None] * a).sum(1))

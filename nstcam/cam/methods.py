@@ -83,17 +83,21 @@ def gradcam_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def gradcam_pp_weights(a: torch.Tensor, g: torch.Tensor, g2: torch.Tensor, g3: torch.Tensor) -> torch.Tensor:
     """Grad-CAM++'s channel weights from the first, second and third powers of the gradients (the
-    powers are averages over noisy inputs in Smooth Grad-CAM++): ``alpha = g2 / (2 g2 + sum_ab(A) g3
-    + eps)``, weights ``sum_ij alpha_ij ReLU(g_ij)``. The eps (1e-7) is pytorch-grad-cam's, so that
-    maps agree where the denominator nears 0 (LayerNorm'd transformer activations)."""
-    denom = 2 * g2 + a.sum(dim=(2, 3), keepdim=True) * g3 + _EPS
-    alpha = g2 / torch.where(denom != 0, denom, torch.ones_like(denom))
-    alpha = torch.where(g2 != 0, alpha, torch.zeros_like(alpha))
-    return (alpha * torch.relu(g)).sum(dim=(2, 3))
+    powers are averages over noisy inputs in Smooth Grad-CAM++): ``alpha = g2 / (2 g2 + sum_ab(A)
+    g3)``, 0 where the denominator is, and weights ``sum_ij alpha_ij ReLU(g_ij)``, as the paper
+    writes them. No eps is added: pytorch-grad-cam's (1e-6) outweighs the squared gradients of a
+    transformer's LayerNorm'd layer (a median of about 1e-7 on random weights) and changes the map
+    (``tests/test_cam_parity.py`` shows it)."""
+    denom = 2 * g2 + a.sum(dim=(2, 3), keepdim=True) * g3
+    ok = denom != 0
+    return (torch.where(ok, g2 / torch.where(ok, denom, torch.ones_like(denom)), 0 * g2) * torch.relu(g)).sum(
+        dim=(2, 3)
+    )
 
 
 def gradcam_pp_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Chattopadhyay et al. 2018, with the exponential-score closed form of the higher derivatives."""
+    """Chattopadhyay et al. 2018, with the exponential-score closed form of the higher derivatives
+    (``g^2`` and ``g^3`` for the second and third)."""
     return _weighted(a, gradcam_pp_weights(a, g, g.pow(2), g.pow(3)))
 
 
