@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam._maps import minmax
 from nstcam.cam._request import Outputs, Request
 from nstcam.hooks import twin
 
@@ -42,9 +43,8 @@ def bias_layers(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
 
 
 def _scaled(t: torch.Tensor) -> torch.Tensor:
-    """pytorch-grad-cam's per-map scaling: ``(t - min) / (max + 1e-7)`` over the last two dims."""
-    t = t - t.amin(dim=(-2, -1), keepdim=True)
-    return t / (t.amax(dim=(-2, -1), keepdim=True) + 1e-7)
+    """pytorch-grad-cam's per-map scaling over the last two dims (eps 1e-7)."""
+    return minmax(t, (-2, -1), 1e-7)
 
 
 def fullgrad_pass(req: Request) -> Outputs:

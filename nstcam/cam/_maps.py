@@ -8,16 +8,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam._request import Outputs, Request
 from nstcam.cam._tail import checked_tail
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods import cam_from_weights, eigencam
+from nstcam.cam.methods import cam_from_weights
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
 __all__ = [
-    "PASSES",
     "ablationcam_pass",
-    "eigencam_pass",
+    "hooked_pass",
+    "minmax",
     "normalize_maps",
     "read_nchw",
     "scorecam",
@@ -35,6 +36,13 @@ def normalize_maps(m: torch.Tensor) -> torch.Tensor:
         span > 0, (flat - lo) / torch.where(span > 0, span, torch.ones_like(span)), torch.zeros_like(flat)
     )
     return out.view_as(m)
+
+
+def minmax(t: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
+    """``(t - min) / (max - min + eps)`` over ``dims``: the libraries' per-map scaling with their own
+    eps (torch-cam 1e-8, pytorch-grad-cam 1e-7), kept where a map must match theirs."""
+    t = t - t.amin(dim=dims, keepdim=True)
+    return t / (t.amax(dim=dims, keepdim=True) + eps)
 
 
 def upsample_maps(raw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -71,22 +79,12 @@ def scorecam(
     return cam_from_weights(act.float(), weights, eigen_smooth)
 
 
-def scorecam_pass(
-    model: nn.Module,
-    layer: str,
-    x: torch.Tensor,
-    classes: Callable[[torch.Tensor], torch.Tensor],
-    chunk: int,
-    out_size: tuple[int, int],
-    progress: Callable[[int, int], None] | None = None,
-    layout: str | None = None,
-    eigen_smooth: bool = False,
-) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """A whole Score-CAM call: one hooked pass for the activation and the (k, N) ``classes(logits)``,
-    then masked forward passes with the hooks gone; ``progress(done, total)`` after each.
-    Returns (maps, raw maps, probabilities, classes) like the gradient pass."""
-    _, native, targets, probs = hooked_pass(model, layer, x, classes)
-    act = read_nchw(native, layout, x)
+def scorecam_pass(req: Request) -> Outputs:
+    """A whole Score-CAM call: one hooked pass for the activation and the (k, N) classes, then masked
+    forward passes with the hooks gone; ``progress(done, total)`` after each."""
+    model, x, progress = req.model, req.x, req.progress
+    _, native, targets, probs = hooked_pass(model, req.layer, x, req.classes)
+    act = read_nchw(native, req.layout, x)
     total = targets.shape[0] * act.shape[0] * act.shape[1]
     done = 0
 
@@ -97,10 +95,8 @@ def scorecam_pass(
             progress(done, total)
 
     with torch.inference_mode(False), torch.no_grad():
-        raws = [
-            scorecam(model, x, act, targets[j], chunk, on_chunk, eigen_smooth) for j in range(len(targets))
-        ]
-    return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
+        raws = [scorecam(model, x, act, row, req.chunk, on_chunk, req.eigen_smooth) for row in targets]
+    return torch.stack(raws), probs, targets
 
 
 def hooked_pass(
@@ -121,49 +117,17 @@ def read_nchw(act: torch.Tensor, layout: str | None, x: torch.Tensor) -> torch.T
     return to_nchw(act, layout or detect_layout(tuple(act.shape), in_h, in_w), in_h, in_w)
 
 
-def eigencam_pass(
-    model: nn.Module,
-    layer: str,
-    x: torch.Tensor,
-    classes: Callable[[torch.Tensor], torch.Tensor],
-    chunk: int,
-    out_size: tuple[int, int],
-    progress: Callable[[int, int], None] | None = None,
-    layout: str | None = None,
-    eigen_smooth: bool = False,
-) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """EigenCAM: one forward pass, no gradient; the map (the same for every class) with the (k, N)
-    ``classes(logits)`` and probabilities. Takes and returns what :func:`scorecam_pass` does
-    (``chunk`` and ``progress`` unused: one pass; ``eigen_smooth`` changes nothing: it is already a
-    principal component)."""
-    del chunk, progress, eigen_smooth
-    _, native, targets, probs = hooked_pass(model, layer, x, classes)
-    act = read_nchw(native.float(), layout, x)
-    raw = torch.relu(eigencam(act))
-    return [upsample_maps(raw, out_size)] * len(targets), [raw] * len(targets), probs, targets
-
-
-def ablationcam_pass(
-    model: nn.Module,
-    layer: str,
-    x: torch.Tensor,
-    classes: Callable[[torch.Tensor], torch.Tensor],
-    chunk: int,
-    out_size: tuple[int, int],
-    progress: Callable[[int, int], None] | None = None,
-    layout: str | None = None,
-    eigen_smooth: bool = False,
-) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+def ablationcam_pass(req: Request) -> Outputs:
     """AblationCAM (Desai & Ramaswamy 2020), gradient-free: channel k's weight is the relative drop
     of the class score (logit) when channel k of the layer's output is zeroed, ``(y - y_k) / y``.
     The ablated passes run ``chunk`` channels at a time: only the layers after the target where the
     network cuts cleanly there (``_tail.py``: a ResNet's ``layer4`` leaves a pooling and a linear
     layer), else the whole of a private hook-free twin of the network (the hook that replaces the
-    layer's output is never seen by other callers); ``progress(done, total)`` after each. Returns
-    what :func:`scorecam_pass` returns."""
-    logits, native, targets, probs = hooked_pass(model, layer, x, classes)
+    layer's output is never seen by other callers); ``progress(done, total)`` after each."""
+    model, layer, x, chunk, progress = req.model, req.layer, req.x, req.chunk, req.progress
+    logits, native, targets, probs = hooked_pass(model, layer, x, req.classes)
     in_h, in_w = x.shape[-2:]
-    layout = layout or detect_layout(tuple(native.shape), in_h, in_w)
+    layout = req.layout or detect_layout(tuple(native.shape), in_h, in_w)
     act = to_nchw(native, layout, in_h, in_w).float()
     channel_dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
     n, c = act.shape[:2]
@@ -196,9 +160,5 @@ def ablationcam_pass(
                         progress(done, total)
     finally:
         handle.remove()
-    raws = [cam_from_weights(act, drops[j], eigen_smooth) for j in range(targets.shape[0])]
-    return [upsample_maps(r, out_size) for r in raws], raws, probs, targets
-
-
-PASSES = {"scorecam": scorecam_pass, "eigencam": eigencam_pass, "ablationcam": ablationcam_pass}
-"""The methods that run a whole call of their own (no gradient pass, no CUDA graph)."""
+    raws = [cam_from_weights(act, drops[j], req.eigen_smooth) for j in range(targets.shape[0])]
+    return torch.stack(raws), probs, targets

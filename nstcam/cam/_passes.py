@@ -21,7 +21,7 @@ from nstcam.cam._fullgrad import fullgrad_pass
 from nstcam.cam._graphed import gradient_pass
 from nstcam.cam._guided import guided_backprop_pass, guided_gradcam_pass
 from nstcam.cam._legrad import legrad_pass
-from nstcam.cam._maps import ablationcam_pass, eigencam_pass, hooked_pass, read_nchw, scorecam_pass
+from nstcam.cam._maps import ablationcam_pass, hooked_pass, minmax, read_nchw, scorecam_pass
 from nstcam.cam._request import Outputs, Request
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import (
@@ -29,6 +29,7 @@ from nstcam.cam.methods import (
     GRADIENT_METHODS,
     cam_from_weights,
     combine,
+    eigencam,
     fem_weights,
     gradcam_pp_weights,
     kernel_pca,
@@ -38,18 +39,7 @@ from nstcam.cam.methods import (
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["PASSES", "Request", "linear_head", "run_pass"]
-
-
-def _legacy(fn: Callable) -> Callable[[Request], Outputs]:
-    """A pass of ``_maps`` (positional arguments, maps and raws as lists) as a Request pass."""
-
-    def run(req: Request) -> Outputs:
-        _, raws, probs, classes = fn(req.model, req.layer, req.x, req.classes, req.chunk, req.x.shape[-2:],
-                                     req.progress, req.layout, eigen_smooth=req.eigen_smooth)  # fmt: skip
-        return torch.stack(raws), probs, classes
-
-    return run
+__all__ = ["PASSES", "Request", "linear_head"]
 
 
 # -- gradient passes -----------------------------------------------------------------------------
@@ -187,16 +177,16 @@ def linear_head(model: nn.Module, a: torch.Tensor, logits: torch.Tensor) -> torc
 
 
 def activation_pass(method: str) -> Callable[[Request], Outputs]:
-    """RandomCAM, CAM, FEM, KPCA-CAM (and EigenCAM): one forward pass to the logits, no gradient."""
-    if method == "eigencam":
-        return _legacy(eigencam_pass)
+    """RandomCAM, CAM, EigenCAM, FEM, KPCA-CAM: one forward pass to the logits, no gradient. EigenCAM
+    and KPCA-CAM give one map for every class (``eigen_smooth`` changes neither: each is already a
+    principal component)."""
 
     def run(req: Request) -> Outputs:
         logits, native, classes, probs = hooked_pass(req.model, req.layer, req.x, req.classes)
         a = read_nchw(native.float(), req.layout, req.x)
         k, (n, c) = classes.shape[0], a.shape[:2]
-        if method == "kpcacam":
-            raw = torch.relu(kernel_pca(a))
+        if method in ("eigencam", "kpcacam"):
+            raw = torch.relu(eigencam(a) if method == "eigencam" else kernel_pca(a))
             return raw.expand(k, *raw.shape), probs, classes
         if method == "fem":
             raw = cam_from_weights(a, fem_weights(a), req.eigen_smooth)
@@ -213,11 +203,6 @@ def activation_pass(method: str) -> Callable[[Request], Outputs]:
 
 
 # -- Score-CAM variants (torch-cam's SS-CAM and IS-CAM) ------------------------------------------
-def _minmax(t: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
-    t = t - t.amin(dim=dims, keepdim=True)
-    return t / (t.amax(dim=dims, keepdim=True) + eps)
-
-
 def score_variant(kind: str) -> Callable[[Request], Outputs]:
     """SS-CAM (Wang et al. 2020) and IS-CAM (Naidu et al. 2020) as torch-cam 0.5.0 defines them:
     each channel of the activation, min-max normalised over positions and upsampled, masks the input;
@@ -236,7 +221,7 @@ def score_variant(kind: str) -> Callable[[Request], Outputs]:
         k = classes.shape[0]
         base = logits.float().gather(1, classes.T)  # (N, k)
         masks = F.interpolate(
-            _minmax(act, (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
+            minmax(act, (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
         )
         gains = torch.zeros(n, c, k, device=x.device)
         total, done = n_samples * n * c, 0
@@ -265,21 +250,16 @@ def score_variant(kind: str) -> Callable[[Request], Outputs]:
     return run
 
 
-def run_pass(method: str, req: Request) -> Outputs:
-    """Runs ``method`` on ``req`` (any method but the CUDA-graphed path's)."""
-    return PASSES[method](req)
-
-
 PASSES: dict[str, Callable[[Request], Outputs]] = {
     **{m: _gradient(m) for m in GRADIENT_METHODS},
     "shapleycam": shapleycam_pass,
     "smoothgradcam++": smoothgradcampp_pass,
     "finercam": finercam_pass,
     **{m: activation_pass(m) for m in ACTIVATION_METHODS},
-    "scorecam": _legacy(scorecam_pass),
+    "scorecam": scorecam_pass,
     "sscam": score_variant("sscam"),
     "iscam": score_variant("iscam"),
-    "ablationcam": _legacy(ablationcam_pass),
+    "ablationcam": ablationcam_pass,
     "fullgrad": fullgrad_pass,
     "guided-backprop": guided_backprop_pass,
     "guided-gradcam": guided_gradcam_pass,
