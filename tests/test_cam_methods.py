@@ -223,6 +223,9 @@ def test_concepts_factorise_a_layer_as_well_as_scikit_learn_and_are_labelled_by_
     cam = GradCAM(model=res, target_layer="layer4", device="cpu")
     found = concepts(cam, imgs, k=3)
     assert found.maps.shape == (2, 3, 128, 128) and found.embeddings.shape == (3, 512)
+    assert found.random_weights is False  # a bare torchvision model: no weights registry entry
+    rand = concepts(GradCAM("resnet18", weights="random", device="cpu"), imgs[:1], k=2)
+    assert rand.random_weights is True
     assert float(found.maps.min()) >= 0 and np.allclose(found.maps.max(axis=(2, 3)), 1)
     with torch.no_grad():
         probs = res.fc(torch.from_numpy(found.embeddings)).softmax(1)

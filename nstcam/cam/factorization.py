@@ -38,12 +38,14 @@ class Concepts:
         labels: per concept, the head's top classes as (label, probability); empty lists where the
             model has no linear head on this layer's channels.
         error: the factorisation's relative error ``||V - WH|| / ||V||``.
+        random_weights: the model has seeded random weights: concepts and labels mean nothing.
     """
 
     embeddings: np.ndarray
     maps: np.ndarray | list[np.ndarray]
     labels: list[list[tuple[str, float]]]
     error: float
+    random_weights: bool = False
 
 
 def nmf(v: torch.Tensor, k: int, iterations: int = 300, seed: int = 0, tol: float = 1e-5):
@@ -121,6 +123,7 @@ def concepts(
         maps=np.stack(maps) if same else maps,
         labels=_labels(engine, model, embeddings, top),
         error=error,
+        random_weights=bool(engine.weights and engine.weights.is_random),
     )
 
 

@@ -414,7 +414,6 @@ def app_pattern(report: Report, device, s: Settings) -> str:
     import threading
 
     import numpy as np
-    import torch
     from bench_style import W, pil_images, sync
     from PIL import Image
 
@@ -503,7 +502,6 @@ def app_pattern(report: Report, device, s: Settings) -> str:
         lines.append(report.check(stats["failures"] == 0, "the compiled step never fell back to eager"))
         lines.append(report.check(graphs["failures"] == 0 and hit >= 0.5,
                                   f"Grad-CAM replayed its graph for most requests ({hit:.2f})"))  # fmt: skip
-    del torch
     return "\n".join(lines)
 
 
