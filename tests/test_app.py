@@ -200,10 +200,12 @@ def test_cancel_ends_with_the_partial_result(models, files, handler):
     assert count_hooks(models.style().net) == 0
 
 
-def test_uploads_reach_load_image_untouched(models, tmp_path):
+def test_uploads_reach_load_image_untouched(models, tmp_path, monkeypatch):
     from gradio.data_classes import FileData
 
     from nstcam.app import SafeImage
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))  # these files stand for uploads
 
     rgba = np.zeros((40, 40, 4), np.uint8)
     rgba[..., 0] = 255  # fully transparent red: the API composites it on white
@@ -398,7 +400,9 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
     assert items[0][1].startswith("starting: building targets… 3 frames")
     done = [i[1].split(" ·")[0] for i in items[1:-1] if "done" in i[1]]
     assert done == ["frame 1/3 done", "frame 2/3 done", "frame 3/3 done"]
-    assert all(isinstance(i[0], Image.Image) for i in items[1:-1] if "done" in i[1])
+    previews = [i[0] for i in items[1:-1] if "done" in i[1]]  # a PNG file of its own per frame
+    assert len(set(previews)) == 3 and all(Image.open(f).size == (64, 48) for f in previews)
+    assert all(i[0] is None for i in items[1:-1] if "done" not in i[1])  # steps: the preview stays
     _, status, path = items[-1]
     assert status.startswith("done: 3 frames, 64x48 at 6 fps") and "RANDOM weights" in status
     assert Path(path).name == "walk_stylized.mp4"
@@ -419,8 +423,19 @@ def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_pat
     )
     _, s, _ = files
     clip = write_clip(tmp_path / "long.mp4", panning(8, 1, w=64, h=48), fps=4)  # 2 s
-    with pytest.raises(gr.Error, match=r"long.mp4: 2.0 s is over the limit of 1 s.*Tick Trim"):
+    with pytest.raises(gr.Error) as e:
         list(video_handler(models, str(clip), str(s), 64, 1))
+    assert e.value.message.endswith(
+        "long.mp4: 2.0 s is over the limit of 1 s. Trim it to the first 4 frames (1.0 s). "
+        "Tick Trim to stylise the start of the clip."
+    )
+    small = Models(AppConfig(random_weights=True, device="cpu", max_frame_pixels=64 * 40))
+    with pytest.raises(gr.Error) as e:  # the source frame limit: named, and Trim would not help
+        list(video_handler(small, str(clip), str(s), 64, 1, trim=True))
+    assert e.value.message == (
+        "Bad video: long.mp4: its frames are 64x48 = 0.00307 MP, over the limit of 0.00256 MP per frame; "
+        "scale the clip down first."
+    )
     items = list(video_handler(models, str(clip), str(s), 64, 1, trim=True))
     assert "(the first 4 of 8)" in items[0][1] and items[-1][1].startswith(
         "done: 4 frames (the first 4 of 8)"

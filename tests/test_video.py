@@ -441,6 +441,73 @@ def test_limits_refuse_with_the_limit_or_trim_with_consent(tmp_path):
     assert check_limits(info, max_frame_pixels=10 * W * H, trim=True) == 10
     with pytest.raises(VideoError, match="frame pixels"):
         check_limits(info, max_frame_pixels=10 * W * H)
+    # every message a sentence; a smaller size suggested only where it would help (pixels, not seconds)
+    msgs = {}
+    cases = {"s": dict(max_seconds=1), "px": dict(max_frame_pixels=10 * W * H),
+             "s0": dict(max_seconds=0.01), "px0": dict(max_frame_pixels=W * H // 2)}  # fmt: skip
+    for key, kw in cases.items():
+        with pytest.raises(VideoError) as e:
+            check_limits(info, **kw)
+        msgs[key] = str(e.value)
+    assert (
+        msgs["s"].split("/")[-1]
+        == "c.mp4: 2.0 s is over the limit of 1 s. Trim it to the first 12 frames (1.0 s)."
+    )
+    assert msgs["px"].endswith("Trim it to the first 10 frames (0.8 s), or use a smaller size.")
+    assert msgs["s0"].endswith("not even one frame fits. Allow at least 0.083 s.")
+    assert msgs["px0"].endswith("not even one frame fits. Use a smaller size.")
+
+
+def test_a_file_named_like_a_glob_is_that_file_and_a_pattern_is_still_a_glob(tmp_path):
+    from nstcam.style._batch import expand_contents
+
+    clip = write_clip(tmp_path / "clip[1].mp4", panning(3, 1), fps=6)
+    write_clip(tmp_path / "clip1.mp4", panning(5, 1), fps=6)  # what the glob "clip[1].mp4" matches
+    info = probe_video(clip)
+    assert (info.frames, info.is_folder, info.path) == (3, False, clip)
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for k, f in enumerate(panning(4, 1)):
+        Image.fromarray(f).save(frames / f"f{k}.png")
+    assert probe_video(str(frames / "f[0-2].png")).frames == 3  # no such file: a pattern
+    photo = frames / "photo[1].png"
+    Image.fromarray(panning(1)[0]).save(photo)
+    assert expand_contents(str(photo)) == [photo]
+    assert expand_contents(str(frames / "f[0-1].png")) == [frames / "f0.png", frames / "f1.png"]
+
+
+def test_frames_over_the_pixel_limit_are_refused_from_the_header(tmp_path):
+    """A 4096x2304 clip against a 4K limit: refused by the header before any frame is decoded
+    (peak memory measured in a fresh process: decoding one such frame costs tens of MB)."""
+    import subprocess
+    import sys
+
+    big = tmp_path / "big.mp4"
+    with av.open(str(big), "w") as out:
+        vs = out.add_stream("libx264", rate=Fraction(2), options={"preset": "ultrafast"})
+        vs.width, vs.height, vs.pix_fmt = 4096, 2304, "yuv420p"
+        frame = av.VideoFrame(4096, 2304, "yuv420p")
+        for plane in frame.planes:
+            plane.update(bytes(plane.buffer_size))
+        for p in [*vs.encode(frame), *vs.encode()]:
+            out.mux(p)
+    with pytest.raises(
+        VideoError,
+        match=r"big.mp4: its frames are 4096x2304 = 9.44 MP, over the limit of 8.29 MP per frame; scale",
+    ):
+        probe_video(big, max_pixels=3840 * 2160)
+    assert probe_video(big, max_pixels=None).width == 4096  # the limit is the only reason
+    code = (
+        "import resource, sys\n"
+        "from nstcam.video import VideoError, probe_video\n"
+        "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "p0 = peak()\n"
+        "try:\n    probe_video(sys.argv[1], max_pixels=3840 * 2160)\nexcept VideoError:\n    pass\n"
+        "print(peak() - p0)\n"
+    )
+    grown = float(subprocess.run([sys.executable, "-c", code, str(big)], capture_output=True, text=True,
+                                 check=True).stdout)  # fmt: skip
+    assert grown < 15, f"refusing the clip raised the peak by {grown:.1f} MB"
 
 
 # -- cancel and threads ------------------------------------------------------------------------------

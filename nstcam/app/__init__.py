@@ -6,7 +6,7 @@ untouched, results written once), ``handlers`` (plain functions, testable withou
 """
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.files import Outbox, SafeImage, SafeVideo, guard_uploads, load_upload, upload_path
 from nstcam.app.handlers import (
     cam_handler,
     faithfulness_handler,
@@ -22,12 +22,15 @@ __all__ = [
     "Outbox",
     "Runs",
     "SafeImage",
+    "SafeVideo",
     "build_demo",
     "cam_handler",
     "faithfulness_handler",
+    "guard_uploads",
     "launch_kwargs",
     "layer_choices",
     "load_upload",
     "stylize_handler",
     "subject_handler",
+    "upload_path",
 ]

@@ -56,6 +56,8 @@ class AppConfig:
         max_video_pixels: most frames x pixels per frame (at the size asked) a video request may
             stylise [NSTCAM_MAX_VIDEO_PIXELS; 1.5 million on CPU (e.g. 36 frames of 256x170 px);
             150 million on GPU].
+        max_frame_pixels: largest source frame (width x height) a clip may have, read from its
+            header before any decoding [NSTCAM_MAX_FRAME_PIXELS; 3840x2160 = 8.3 million, 4K UHD].
     """
 
     random_weights: bool = False
@@ -67,6 +69,7 @@ class AppConfig:
     scorecam_budget: int | None = None
     max_video_seconds: float | None = None
     max_video_pixels: int | None = None
+    max_frame_pixels: int | None = None
 
     def __post_init__(self) -> None:
         self.torch_device = pick_device(self.device)
@@ -83,6 +86,9 @@ class AppConfig:
         )
         self.max_video_pixels = int(
             self.max_video_pixels or _env_number("NSTCAM_MAX_VIDEO_PIXELS", 150e6 if on_gpu else 1.5e6)
+        )
+        self.max_frame_pixels = int(
+            self.max_frame_pixels or _env_number("NSTCAM_MAX_FRAME_PIXELS", 3840 * 2160)
         )
 
     @property

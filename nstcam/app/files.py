@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 from PIL import Image
 
 from nstcam.app.errors import refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
 
-__all__ = ["Outbox", "SafeImage", "load_upload"]
+__all__ = ["NOT_AN_UPLOAD", "Outbox", "SafeImage", "SafeVideo", "guard_uploads", "load_upload", "upload_path"]
+
+NOT_AN_UPLOAD = (
+    "only files uploaded to this server are read: send the file itself "
+    "(the browser's upload box, gradio_client's handle_file, or a data: URL over MCP)"
+)
+"""Why a path outside the upload folder is refused: one text whatever the path is (missing, a
+folder, a secret), so that a refusal tells nothing about the server's files."""
 
 
 class Outbox:
@@ -74,6 +84,75 @@ class Outbox:
         return sum(1 for _ in self.root.iterdir())
 
 
+def upload_path(payload: Any, what: str) -> str:
+    """The one check every file input of the app passes: the real path of an upload, or a refusal.
+
+    A request names its file by a server path (``{"path": ...}``). Gradio checks that path only
+    when the request says it is a file (``meta``), so an image sent without it could name any
+    file the server can read. Here a path is accepted only if, symlinks followed and ``..``
+    resolved, it is a regular file inside Gradio's upload folder (where uploads, cached results
+    and examples live); anything else gets the one message :data:`NOT_AN_UPLOAD`, which says
+    nothing about the path (whether it exists, what it is).
+
+    Args:
+        payload: what Gradio hands a component's ``preprocess`` (a ``FileData`` / ``ImageData``),
+            or a path.
+        what: the input, as messages call it ("image", "video").
+
+    Raises:
+        gradio.Error: the path is not an upload to this server.
+    """
+    path = payload if isinstance(payload, (str, os.PathLike)) else getattr(payload, "path", None)
+    if not path:
+        raise refuse(f"Bad {what}: the request holds no file")
+    real = os.path.realpath(os.fspath(path))
+    if not Path(real).is_relative_to(os.path.realpath(get_upload_folder())) or not os.path.isfile(real):
+        raise refuse(f"Bad {what}: {NOT_AN_UPLOAD}.")
+    return real
+
+
+def _named_paths(value: Any) -> Iterator[str]:
+    """Every server path a request's value names (``{"path": ...}`` at any depth); URLs are left to
+    Gradio, which fetches public addresses only (safehttpx) into its upload folder."""
+    if isinstance(value, dict):
+        path = value.get("path")
+        if isinstance(path, str) and not path.startswith(("http://", "https://")):
+            yield path
+        for v in value.values():
+            yield from _named_paths(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _named_paths(v)
+
+
+def _input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:
+    try:
+        names = [k for k, p in inspect.signature(fn).parameters.items() if p.kind <= p.POSITIONAL_OR_KEYWORD]
+    except (TypeError, ValueError):
+        names = []
+    return (names + ["input"] * n)[:n]
+
+
+def guard_uploads(demo: gr.Blocks) -> gr.Blocks:
+    """Makes every path any request to ``demo`` names pass :func:`upload_path` before Gradio acts.
+
+    The gate sits where Gradio first sees a request's values (``Blocks.validate_inputs``), so it
+    covers every endpoint, public or not (the browser calls hidden steps such as the before/after
+    slider's by index), every component, with or without ``meta``; the refusal names the argument.
+    """
+    validate = demo.validate_inputs
+
+    def checked(block_fn: Any, inputs: list[Any]) -> None:
+        validate(block_fn, inputs)
+        names = _input_names(block_fn.fn, len(block_fn.inputs))
+        for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):  # extras unread
+            for path in _named_paths(value):
+                upload_path(path, f"{type(block).__name__.lower()} ({name})")
+
+    demo.validate_inputs = checked
+    return demo
+
+
 def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the component it builds
     """A ``gr.Image`` that hands the handler the uploaded file itself, checked from its header.
 
@@ -87,15 +166,28 @@ def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the compone
     def preprocess(payload: Any) -> str | None:
         if payload is None:
             return None
-        path = getattr(payload, "path", None)
-        if path is None:
-            raise refuse("Bad image: the upload holds no file")
+        path = upload_path(payload, "image")
         name = getattr(payload, "orig_name", None) or Path(path).name
         try:
             probe_image(path, name=name)
         except (ImageError, FileNotFoundError) as e:
             raise refuse(f"Bad image: {e}") from None
         return path
+
+    comp.preprocess = preprocess
+    return comp
+
+
+def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the component it builds
+    """A ``gr.Video`` whose input passes :func:`upload_path` before Gradio's own preprocessing."""
+    comp = gr.Video(**kwargs)
+    gradio_preprocess = comp.preprocess
+
+    def preprocess(payload: Any) -> str | None:
+        if payload is None:
+            return None
+        upload_path(payload, "video")
+        return gradio_preprocess(payload)
 
     comp.preprocess = preprocess
     return comp

@@ -11,7 +11,7 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.files import Outbox, SafeImage, guard_uploads, load_upload
 from nstcam.app.handlers import (
     STARTING,
     cam_handler,
@@ -139,7 +139,7 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         with gr.Tab("Feature maps"):
             _features_tab(config, models)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
-    return demo
+    return guard_uploads(demo)
 
 
 def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
@@ -194,8 +194,8 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 )
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
         with gr.Column():
-            result = gr.Image(  # read by the slider's step, so say it is no upload box
-                label="Result", type="filepath", format="png", elem_id="st-result", interactive=False
+            result = SafeImage(  # read by the slider's step (an input there): checked as uploads are
+                label="Result", format="png", elem_id="st-result", interactive=False
             )
             status = gr.Textbox(label="Status", interactive=False, elem_id="st-status")
             download = gr.File(label="Download PNG", elem_id="st-download")
@@ -245,7 +245,12 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         [result, status, download],
         api_name="stylize",
         trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
-    ).then(lambda c, r: _before_after(models.outbox, c, r), [content, result], slider, api_name=False)
+    ).then(
+        lambda content, result: _before_after(models.outbox, content, result),
+        [content, result],
+        slider,
+        api_name=False,
+    )
 
     def cancel_run(request: gr.Request) -> None:
         runs.cancel("stylize", request)
@@ -378,9 +383,8 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 sa_mask = gr.Image(
                     label="Mask", type="filepath", height=240, elem_id="sa-mask"
                 )  # white = styled
-                sa_result = gr.Image(
+                sa_result = SafeImage(  # an input of the slider's step: checked as uploads are
                     label="Result",
-                    type="filepath",
                     format="png",
                     height=240,
                     elem_id="sa-result",
@@ -424,7 +428,10 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         api_name="subject_aware",
         trigger_mode="always_last",
     ).then(
-        lambda c, r: _before_after(models.outbox, c, r), [sa_content, sa_result], sa_slider, api_name=False
+        lambda content, result: _before_after(models.outbox, content, result),
+        [sa_content, sa_result],
+        sa_slider,
+        api_name=False,
     )
 
     def cancel_run(request: gr.Request) -> None:

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeImage, load_upload
+from nstcam.app.files import SafeImage, SafeVideo, load_upload
 from nstcam.app.handlers import STARTING, _check, _check_run, _fail, _in_thread, _Result, _weights_note
 from nstcam.app.tools import tool_doc
 from nstcam.image import long_side_size
@@ -37,8 +36,8 @@ def limits_text(cfg: AppConfig) -> str:
     return (
         f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_pixels / 1e6:g} million frame pixels "
         f"(frames x width x height at the size asked: e.g. {cfg.max_video_pixels // (256 * 170)} frames at "
-        f"256x170 px), uploads up to {cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its "
-        "start if you tick Trim."
+        f"256x170 px), source frames up to {cfg.max_frame_pixels / 1e6:.1f} MP, uploads up to "
+        f"{cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its start if you tick Trim."
     )
 
 
@@ -46,17 +45,19 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
     """The probed clip and how many frames to stylise, or a refusal naming the file and the limit."""
     name = Path(path).name  # Gradio keeps the upload's own name
     try:
-        info = probe_video(path, name=name)
-        seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
+        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)
+    except (VideoError, FileNotFoundError) as e:
+        raise refuse(f"Bad video: {e}") from None
+    seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
+    try:
         dims = even_size(long_side_size((info.width, info.height), int(size)), "x.mp4")
         n = check_limits(
             info, max_seconds=seconds, max_frame_pixels=cfg.max_video_pixels, frame_size=dims,
             trim=bool(trim) or bool(max_seconds),
         )  # fmt: skip
-    except (VideoError, FileNotFoundError) as e:
-        hint = "" if trim else " Tick Trim to stylise the start of the clip."
-        over = isinstance(e, VideoError) and "limit" in str(e)
-        raise refuse(f"Bad video: {e}" + (hint if over else "")) from None
+    except VideoError as e:
+        hint = "" if trim or "not even one" in str(e) else " Tick Trim to stylise the start of the clip."
+        raise refuse(f"Bad video: {e}{hint}") from None
     return info, n
 
 
@@ -71,9 +72,11 @@ def video_handler(
     trim: bool = False,
     seed: int = 0,
     stop: threading.Event | None = None,
-) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+) -> Iterator[tuple[str | None, str, str | None]]:
     """Streams (frame preview, status, video path) while stylising a clip; the last item has the
-    video. ``stop`` (Cancel) ends the run after the current step: the frames done are written."""
+    video. Each frame done comes as a PNG file of its own (None while a frame's steps run: the
+    preview stays). ``stop`` (Cancel) ends the run after the current step: the frames done are
+    written."""
     cfg = models.config
     stop = stop or threading.Event()
     try:
@@ -92,14 +95,12 @@ def video_handler(
     trimmed = f" (the first {n} of {info.frames})" if n < info.frames else ""
 
     def run(put: Callable[[Any], None]) -> VideoResult:
-        last: list[Image.Image | None] = [None]
-
         def on_frame(f: Any) -> bool:
-            if f.done:
-                last[0] = f.preview
-                put((f.preview, f"frame {f.frame}/{f.frames} done · {f.elapsed:.0f} s"))
+            if f.done:  # a file of its own per frame: Gradio would rewrite one file while it is served
+                frame = models.outbox.save(f.preview, f"frame_{f.frame:05d}.png")
+                put((frame, f"frame {f.frame}/{f.frames} done · {f.elapsed:.0f} s"))
             else:
-                put((last[0], f"frame {f.frame}/{f.frames} · step {f.step}/{f.steps}"))
+                put((None, f"frame {f.frame}/{f.frames} · step {f.step}/{f.steps}"))
             return not stop.is_set()
 
         return st.stylize_video(
@@ -131,7 +132,7 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     with gr.Row():
         with gr.Column():
             with gr.Row():
-                video = gr.Video(
+                video = SafeVideo(
                     label="Clip",
                     sources=["upload", "webcam"],
                     include_audio=True,
@@ -157,7 +158,9 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 trim = gr.Checkbox(False, label="Trim a clip over the limits to its start")
             seed = gr.Number(0, label="Seed", precision=0, minimum=0)
         with gr.Column():
-            preview = gr.Image(label="Frame so far", type="pil", interactive=False, elem_id="vid-preview")
+            preview = gr.Image(
+                label="Frame so far", type="filepath", interactive=False, elem_id="vid-preview"
+            )
             status = gr.Textbox(label="Status", interactive=False, elem_id="vid-status")
             result = gr.Video(label="Result", interactive=False, elem_id="vid-result")
             download = gr.File(label="Download MP4", elem_id="vid-download")

@@ -49,6 +49,7 @@ def read_layers(
     _, _, size, square = readings[0]
     return tuple(r[0] for r in readings), tuple(r[1] for r in readings), size, square
 
+
 _NO_LAYER = ("fullgrad", "guided-backprop")  # they read the whole network, not a layer
 
 

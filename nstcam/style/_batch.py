@@ -64,7 +64,7 @@ def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageS
             if not files:
                 raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in {p}")
             return files
-        if any(ch in str(contents) for ch in "*?["):
+        if not p.exists() and any(ch in str(contents) for ch in "*?["):  # a file is a file: photo[1].jpg
             files = sorted(Path(f) for f in glob.glob(str(contents), recursive=True) if Path(f).is_file())
             if not files:
                 raise ValueError(f"no files match {contents!r}")

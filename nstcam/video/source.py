@@ -15,7 +15,7 @@ import av
 import numpy as np
 from PIL import Image
 
-from nstcam.image import ImageError, load_image, probe_image
+from nstcam.image import DEFAULT_MAX_PIXELS, ImageError, load_image, probe_image
 
 __all__ = [
     "FRAME_EXTENSIONS",
@@ -79,21 +79,24 @@ class VideoInfo:
 
 
 def _frame_files(src: str) -> list[Path] | None:
+    """A folder's or a glob's frame files; None for a file (``clip[1].mp4`` is a file, not a glob)."""
     p = Path(src)
     if p.is_dir():
         return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in FRAME_EXTENSIONS)
-    if any(ch in src for ch in "*?["):
+    if not p.exists() and any(ch in src for ch in "*?["):
         return sorted(Path(f) for f in glob.glob(src) if Path(f).suffix.lower() in FRAME_EXTENSIONS)
     return None
 
 
-def _probe_frames(files: list[Path], src: str, name: str, fps: float | None) -> VideoInfo:
+def _probe_frames(
+    files: list[Path], src: str, name: str, fps: float | None, max_pixels: int | None
+) -> VideoInfo:
     if not files:
         raise VideoError(f"{name}: no frame files ({', '.join(FRAME_EXTENSIONS)}) found")
     sizes = {}
     for f in files:
         try:
-            sizes[f] = probe_image(f, name=f.name)
+            sizes[f] = probe_image(f, name=f.name, max_pixels=max_pixels)
         except ImageError as e:
             raise VideoError(f"{name}: {e}") from None
     first = sizes[files[0]]
@@ -112,12 +115,26 @@ def _rotation(frame: av.VideoFrame) -> int:
     return round(float(getattr(frame, "rotation", 0) or 0)) % 360
 
 
-def _probe_file(path: Path, name: str) -> VideoInfo:
+def _check_frame_pixels(name: str, width: int, height: int, max_pixels: int | None) -> None:
+    if max_pixels is not None and width * height > max_pixels:
+        raise VideoError(
+            f"{name}: its frames are {width}x{height} = {width * height / 1e6:.3g} MP, over the limit of "
+            f"{max_pixels / 1e6:.3g} MP per frame; scale the clip down first."
+        )
+
+
+def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
     if not path.exists():
         raise FileNotFoundError(f"video file not found: {name}")
     if path.stat().st_size == 0:
         raise VideoError(f"{name} is empty (0 bytes)")
     try:
+        # the frame size from the headers alone: FFmpeg's probe decodes no frame with skip_frame=all
+        # (an 8192x4320 clip is refused at +4 MB instead of +86 MB)
+        with av.open(str(path), options={"skip_frame": "all"}) as c:
+            if c.streams.video:
+                cc = c.streams.video[0].codec_context
+                _check_frame_pixels(name, cc.width, cc.height, max_pixels)
         with av.open(str(path)) as c:
             if not c.streams.video:
                 raise VideoError(f"{name} has no video stream")
@@ -142,20 +159,31 @@ def _probe_file(path: Path, name: str) -> VideoInfo:
         raise VideoError(
             f"{name} is not a video PyAV can read ({type(e).__name__}: {e.strerror or e})"
         ) from None
+    _check_frame_pixels(name, first.width, first.height, max_pixels)  # a header that lied
     rot = _rotation(first)
     w, h = (first.height, first.width) if rot in (90, 270) else (first.width, first.height)
     return VideoInfo(name, path, count, float(rate), w, h, rot, has_audio)
 
 
-def probe_video(src: str | os.PathLike, *, name: str | None = None, fps: float | None = None) -> VideoInfo:
-    """Checks a clip before any heavy work: the file opens, has video packets that are all there
-    (a truncated file is refused), its first frame decodes; or every frame of a folder has one size.
+def probe_video(
+    src: str | os.PathLike,
+    *,
+    name: str | None = None,
+    fps: float | None = None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+) -> VideoInfo:
+    """Checks a clip before any heavy work: its frames are within ``max_pixels`` (read from the
+    header, before any frame is decoded), the file opens, has video packets that are all there (a
+    truncated file is refused), its first frame decodes; or every frame of a folder has one size.
 
     Args:
         src: a video file (mp4, webm, mov, mkv, animated GIF... anything PyAV decodes), a folder of
-            frames, or a glob pattern of frames (sorted by name).
+            frames, or a glob pattern of frames (sorted by name). A path that exists is never read
+            as a pattern: ``clip[1].mp4`` is that file.
         name: how messages call the clip (default: its path).
         fps: frame rate of a folder of frames (default 25); ignored for a video file.
+        max_pixels: largest frame (width x height) accepted; None for no limit. The default is the
+            image limit, :data:`nstcam.image.DEFAULT_MAX_PIXELS` (40 MP).
 
     Raises:
         FileNotFoundError: no such file.
@@ -165,8 +193,8 @@ def probe_video(src: str | os.PathLike, *, name: str | None = None, fps: float |
     label = name or text
     files = _frame_files(text)
     if files is not None:
-        return _probe_frames(files, text, label, fps)
-    return _probe_file(Path(text), label)
+        return _probe_frames(files, text, label, fps, max_pixels)
+    return _probe_file(Path(text), label, max_pixels)
 
 
 def check_limits(
@@ -202,12 +230,14 @@ def check_limits(
         )
     if not why:
         return info.frames
+    big = max_frame_pixels is not None and info.frames * w * h > max_frame_pixels  # a smaller size helps
     if fit < 1:
-        raise VideoError(f"{info.name}: {'; '.join(why)}; not even one frame fits (use a smaller size)")
+        fix = "Use a smaller size." if big else f"Allow at least {1 / info.fps:.2g} s."
+        raise VideoError(f"{info.name}: {'; '.join(why)}; not even one frame fits. {fix}")
     if not trim:
         raise VideoError(
-            f"{info.name}: {'; '.join(why)}. Trim it to the first {fit} frames "
-            f"({fit / info.fps:.1f} s), or use a smaller size"
+            f"{info.name}: {'; '.join(why)}. Trim it to the first {fit} frames ({fit / info.fps:.1f} s)"
+            + (", or use a smaller size." if big else ".")
         )
     logger.info("%s: trimmed to the first %d of %d frames (%s)", info.name, fit, info.frames, "; ".join(why))
     return fit

@@ -103,7 +103,9 @@ def main():
     res = build_model("resnet18", "random").eval()
     vit = build_model("vit_b_16", "random").eval()
     methods = a.methods.split(",") if a.methods else list(METHOD_INFO)
-    print(f"device: cpu ({torch.get_num_threads()} threads), torch {torch.__version__}, random weights, 224 px")
+    print(
+        f"device: cpu ({torch.get_num_threads()} threads), torch {torch.__version__}, random weights, 224 px"
+    )
     print(
         "\n| method | family | nstcam ms | pytorch-grad-cam ms | torch-cam ms | nstcam / best | nstcam / forward "
         f"| batch {a.batch}: nstcam img/s | pgc img/s | torch-cam img/s |"
@@ -131,7 +133,7 @@ def main():
         layer = dict(model.named_modules())[layer_name]
         runners = {"pgc": pgc_runner(method, model, layer, a.samples)}
         tc = torchcam_runner(method, model, layer_name, a.samples)
-        runners["tc"], extractor = (tc if tc is not None else (None, None))
+        runners["tc"], extractor = tc if tc is not None else (None, None)
         for name, run in runners.items():
             if run is None:
                 continue

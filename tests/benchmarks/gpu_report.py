@@ -475,11 +475,15 @@ def app_pattern(report: Report, device, s: Settings) -> str:
             if i not in results:
                 continue
             if kind == "style":
-                ref = np.asarray(eager_st.stylize(resize_long_side(cimg, arg), simg, size=arg, **kw), np.int16)
+                ref = np.asarray(
+                    eager_st.stylize(resize_long_side(cimg, arg), simg, size=arg, **kw), np.int16
+                )
                 style_diff = max(style_diff, int(np.abs(ref - results[i]).max()))
             else:
                 ref = [r.heatmap for r in eager_cam.explain(arg, top_k=s.app_top_k)]
-                cam_diff = max(cam_diff, max(float(np.abs(a - b).max()) for a, b in zip(ref, results[i], strict=True)))
+                cam_diff = max(
+                    cam_diff, max(float(np.abs(a - b).max()) for a, b in zip(ref, results[i], strict=True))
+                )
             break
     stats, graphs = st.compile_stats, cam.graph_stats
     cam_calls = 2 * len(photos)
@@ -525,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default="gpu_report.md", help="the markdown file to write (default gpu_report.md)"
     )
     p.add_argument("--budget-s", type=float, help="time budget in seconds (default 510, 170 with --quick)")
-    p.add_argument("--only", help="comma-separated sections to run (checks,cam,wall,app,step,batch,tiles,memory,video)")
+    p.add_argument(
+        "--only", help="comma-separated sections to run (checks,cam,wall,app,step,batch,tiles,memory,video)"
+    )
     p.add_argument("--cpu-compile", action="store_true", help="dry run: include the compiled step (slow)")
     a = p.parse_args(argv)
     missing = _missing_modules()
@@ -564,7 +570,10 @@ def main(argv: list[str] | None = None) -> int:
     only = set(a.only.split(",")) if a.only else None
     unknown = (only or set()) - {k for k, *_ in sections}
     if unknown:
-        p.exit(2, f"gpu_report.py: --only takes {','.join(k for k, *_ in sections)}; got {','.join(sorted(unknown))}\n")
+        p.exit(
+            2,
+            f"gpu_report.py: --only takes {','.join(k for k, *_ in sections)}; got {','.join(sorted(unknown))}\n",
+        )
     for key, title, estimate, body in sections:
         if only is None or key in only:
             report.section(title, estimate, lambda body=body: body(report, device, s))
