@@ -7,10 +7,39 @@ Every option also reads an environment variable, named in its help, so that a Sp
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
+import signal
+import sys
 
-from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
+PAIR = "pip install torch==2.14.1 torchvision==0.29.1"
+"""A pair known to work together (README's install lines pin it)."""
+
+
+def check_torch_pair() -> None:
+    """Exits with a message naming both versions when torch and torchvision do not load together.
+
+    A torchvision built for another torch fails on import with "operator torchvision::nms does not
+    exist" deep in a traceback; this says which pair is broken and how to install a matching one.
+    """
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except (ImportError, OSError, RuntimeError) as e:
+
+        def version(name: str) -> str:
+            try:
+                return importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                return "(not installed)"
+
+        sys.exit(
+            f"nstcam cannot start: torch {version('torch')} and torchvision {version('torchvision')} do not "
+            f"load together ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r}). Install "
+            f"a matching pair in one command, e.g. {PAIR} (on a CPU-only machine add --index-url "
+            "https://download.pytorch.org/whl/cpu)."
+        )
 
 
 def _flag(name: str) -> bool:
@@ -55,7 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    check_torch_pair()
+    from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
+
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # stopped by a signal (a Space restarting, kill), the process still exits normally: the results
+    # folder (Outbox, a temporary directory) is removed as on Ctrl+C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
     models.preload()  # once per process: weights are fetched at start-up, never per request

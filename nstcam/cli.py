@@ -45,10 +45,12 @@ def _cmd_weights_download(args: argparse.Namespace) -> int:
 def _cmd_weights_list(_args: argparse.Namespace) -> int:
     d = weights_dir()
     print(f"weights directory: {d}")
-    for arch in [*ARCHS, *FLOW_ARCHS]:
-        f = weights_file(arch, d)
+    archs = [*ARCHS, *FLOW_ARCHS]
+    files = [weights_file(arch, d) for arch in archs]
+    wa, wf = max(map(len, archs)), max(len(f.name) for f in files)  # columns as wide as the longest
+    for arch, f in zip(archs, files, strict=True):
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
-        print(f"  {arch:<10} {f.name:<28} {state}")
+        print(f"  {arch:<{wa}}  {f.name:<{wf}}  {state}")
     return 0
 
 
@@ -64,6 +66,17 @@ def _ints(text: str) -> list[int]:
         return [int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _kept(output: Any, overwrite: bool) -> bool:
+    """The rule of every command: an output that exists is kept (logged, printed) unless ``--overwrite``."""
+    from pathlib import Path
+
+    if overwrite or not Path(output).exists():
+        return False
+    logger.info("kept %s: it exists; add --overwrite to redo it", output)
+    print(output)
+    return True
 
 
 def _warn_random(info) -> None:
@@ -231,6 +244,7 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
             address=_ray_address(args),
             weights=args.weights,
             input_size=args.input_size,
+            overwrite=args.overwrite,
         ),
         lambda res: [res.csv],
     )
@@ -280,6 +294,8 @@ def _cmd_video(args: argparse.Namespace) -> int:
     if args.fps is not None and args.fps <= 0:
         logger.error("--fps must be > 0, got %g", args.fps)
         return 2
+    if _kept(args.output, args.overwrite):
+        return 0
     try:
         st = StyleTransfer(args.weights, device=args.device)
         _warn_random(st.weights)
@@ -288,7 +304,7 @@ def _cmd_video(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     print(res.path)
-    err = "n/a (one frame)" if res.warping_error is None else f"{res.warping_error:.5f}"
+    err = "n/a (one frame)" if res.warping_error is None else f"{res.warping_error:.3g}"
     logger.info(
         "%d frames at %g fps, %dx%d; %.2f s per frame; warping error %s (lower is steadier)%s",
         res.frames, res.fps, *res.size, res.seconds / max(1, res.frames), err,
@@ -346,7 +362,7 @@ def _add_video_parser(sub: Any) -> None:
     v.add_argument("--seed", type=int, default=0, help="seed of every frame's optimisation (default 0)")
     v.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     v.add_argument("--device", help="cpu, cuda, mps (default: best available)")
-    v.add_argument("--overwrite", action="store_true", help="with --ray: redo outputs that exist")
+    v.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
     v.add_argument("--video-ext", default=".mp4", help="with --ray: format of the outputs (default .mp4)")
     _add_ray_arguments(v)
     v.set_defaults(func=_cmd_video)
@@ -369,7 +385,7 @@ def _cmd_cam(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nstcam.cam import GradCAM
-    from nstcam.cam.files import csv_rows, save_explanation, sidecar_names, write_csv
+    from nstcam.cam.files import folder_csv, save_explanation, sidecar_names
     from nstcam.image import ImageError
 
     if args.ray:
@@ -391,12 +407,13 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     failed = 0
-    metas: list[dict] = []
     rows: list[dict] = []
     names = sidecar_names(args.images)
     for src, name in zip(args.images, names, strict=True):
+        if (out / name).exists() and not args.overwrite:  # the rule of every command
+            logger.info("kept %s: %s exists; add --overwrite to redo it", src, out / name)
+            continue
         try:
             results = cam.explain(
                 src,
@@ -411,15 +428,16 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             logger.error("skipping %s: %s", src, e)
             failed += 1
             continue
+        out.mkdir(parents=True, exist_ok=True)  # only once there is something to write
         meta = save_explanation(results, str(src), out / name, arch=args.arch)
-        metas.append(meta)
         for entry, r in zip(meta["classes"], results, strict=True):
             print(entry["overlay"])
             if r.faithfulness is not None:
                 rows.append(_metrics_row(str(src), entry["rank"], r))
                 print("  " + _metrics_line(r))
-    if metas:
-        print(write_csv(out / "explanations.csv", csv_rows(metas)))
+    table = folder_csv(out) if out.is_dir() else None  # every image explained there, not only these
+    if table is not None:
+        print(table)
     if rows:
         _write_metrics(out / "metrics.csv", rows)
     return 1 if failed else 0
@@ -468,6 +486,8 @@ def _cmd_features(args: argparse.Namespace) -> int:
     from nstcam.features import feature_maps
     from nstcam.image import ImageError, save_image
 
+    if _kept(args.output, args.overwrite):
+        return 0
     try:
         if args.model == "vgg16_bn":
             from nstcam.style import StyleTransfer
@@ -548,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")
-    s.add_argument("--overwrite", action="store_true", help="redo outputs that exist")
+    s.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
     s.add_argument("--mask", help="style mask image (white = styled, black = content kept), any size")
     s.add_argument(
         "--mask-mode",
@@ -581,6 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
     c.add_argument("images", nargs="+", metavar="IMAGE")
     c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    c.add_argument(
+        "--overwrite", action="store_true", help="redo images explained there (default: keep them)"
+    )
     c.add_argument(
         "--arch",
         default="resnet50",
@@ -645,8 +668,22 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--top", type=int, default=16, help="channels in the grid (default 16)")
     f.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     f.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    f.add_argument("--overwrite", action="store_true", help="redo an output that exists (default: keep it)")
     f.set_defaults(func=_cmd_features)
     return p
+
+
+class _OncePerRun(logging.Filter):
+    """Lets a message through once per CLI run: the random-weights notice is logged where the model
+    is built and where each engine takes it, and a person needs to read it once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: dict[str, logging.LogRecord] = {}  # each handler asks about the same record
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "RANDOM weights" not in text or self.first.setdefault(text, record) is record
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -655,7 +692,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    return int(args.func(args) or 0)
+    once = _OncePerRun()
+    handlers = logging.getLogger().handlers
+    for h in handlers:
+        h.addFilter(once)
+    try:
+        return int(args.func(args) or 0)
+    finally:
+        for h in handlers:
+            h.removeFilter(once)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nstcam._files import unique_names
-from nstcam.cam.files import csv_rows, sidecar_names, write_csv
+from nstcam.cam.files import folder_csv, sidecar_names, write_csv
 from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
@@ -448,13 +448,7 @@ def explain_dataset(
             else:
                 result.failed[str(r["label"])] = str(r["error"])
     result.extend(result.written)
-    metas = [
-        json.loads((out_dir / name).read_text())
-        for item, name in zip(items, names, strict=True)
-        if str(item) not in result.failed and (out_dir / name).exists()
-    ]
-    csv_path = write_csv(out_dir / "explanations.csv", csv_rows(metas))
-    result.csv = csv_path
+    result.csv = folder_csv(out_dir) or write_csv(out_dir / "explanations.csv", [])
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(items))
     return result

@@ -164,8 +164,8 @@ def _check_pixels(size: tuple[int, int], max_pixels: int | None, what: str) -> N
     w, h = size
     if max_pixels is not None and w * h > max_pixels:
         raise ImageError(
-            f"{what} is {w}x{h} = {w * h / 1e6:.1f} MP, over the limit of {max_pixels / 1e6:.1f} MP "
-            "(raise max_pixels to accept it)"
+            f"{what} is {w}x{h} = {w * h / 1e6:.1f} MP, over the limit of {max_pixels / 1e6:.1f} MP; "
+            "scale it down first"
         )
 
 

@@ -381,7 +381,7 @@ def build_model(
         )
     model.eval()
     model.nstcam_weights = info
-    logger.info("%s", info.notice)
+    (logger.warning if info.is_random else logger.info)("%s", info.notice)
     return model
 
 

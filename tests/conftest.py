@@ -39,10 +39,16 @@ def server_uploads(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory, server_uploads):
+def server_log(tmp_path_factory) -> Path:
+    """The live server's log (stdout and stderr)."""
+    return tmp_path_factory.mktemp("server") / "app.log"
+
+
+@pytest.fixture(scope="session")
+def server(server_uploads, server_log):
     """The app launched on localhost with random weights (one per test session), its URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "app.log"
+    log = server_log
     env = dict(
         os.environ,
         GRADIO_SERVER_NAME="127.0.0.1",

@@ -276,3 +276,98 @@ def test_app_help_has_a_line_for_every_option():
         block = out[out.index(line) : out.index(line) + 300]
         assert len(block.split()) > 3, f"{flag} has no help"
     assert "``" not in out and "NSTCAM_MCP" in out
+
+
+# -- one rule for outputs, clean refusals, readable figures (issue 29) -----------------------------
+def test_every_command_keeps_outputs_that_exist_unless_overwrite(tmp_path, caplog, capsys):
+    from test_video import panning, write_clip
+
+    a, b = _img(tmp_path / "a.png", 1), _img(tmp_path / "b.png", 2)
+    clip = write_clip(tmp_path / "walk.mp4", panning(2, 1, w=48, h=32), fps=4)
+    caplog.set_level("INFO", logger="nstcam")
+    video = [
+        "video",
+        str(clip),
+        "--style",
+        str(b),
+        "-o",
+        str(tmp_path / "v.mp4"),
+        "--size",
+        "48",
+        "--steps",
+        "1",
+    ]
+    runs = {
+        "features": ["features", str(a), "--layer", "relu1_1", "--top", "4", "-o", str(tmp_path / "f.png")],
+        "video": video,
+    }
+    for name, args in runs.items():
+        out = Path(args[args.index("-o") + 1])
+        assert main([*args, "--weights", "random"]) == 0 and out.exists()
+        stamp = out.stat().st_mtime_ns
+        caplog.clear()
+        assert main([*args, "--weights", "random"]) == 0
+        assert out.stat().st_mtime_ns == stamp, f"{name} rewrote {out}"
+        assert "add --overwrite to redo it" in caplog.text
+        assert main([*args, "--weights", "random", "--overwrite"]) == 0
+        assert out.stat().st_mtime_ns != stamp, f"{name} --overwrite kept {out}"
+
+    cams = tmp_path / "cams"
+    cam = ["cam", "--arch", "resnet18", "--weights", "random", "-o", str(cams)]
+    assert main([*cam, str(a), str(b), "--top-k", "3"]) == 0
+    assert len(list(cams.glob("a_cam*_*.png"))) == 6  # 3 overlays, 3 heatmaps
+    stamp = (cams / "a_cam.json").stat().st_mtime_ns
+    assert main([*cam, str(a), "--top-k", "1"]) == 0  # kept: a is explained there already
+    assert (cams / "a_cam.json").stat().st_mtime_ns == stamp
+    assert main([*cam, str(a), "--top-k", "1", "--overwrite"]) == 0
+    assert len(list(cams.glob("a_cam*_*.png"))) == 2  # no stale a_cam2/a_cam3 left behind
+    rows = (cams / "explanations.csv").read_text().splitlines()
+    assert [r.split(",")[:2] for r in rows[1:]] == [[str(a), "1"]] + [[str(b), str(k)] for k in (1, 2, 3)]
+
+
+def test_refused_runs_leave_no_folder_and_say_the_random_notice_once(tmp_path, caplog):
+    gone = str(tmp_path / "gone.png")
+    refused = [
+        ["cam", gone, "-o", str(tmp_path / "c")],
+        ["stylize", gone, "--style", gone, "-o", str(tmp_path / "s")],
+        ["features", gone, "--layer", "relu1_1", "-o", str(tmp_path / "f" / "x.png")],
+    ]
+    for args in refused:
+        caplog.clear()
+        assert main([*args, "--weights", "random"]) != 0
+        assert sum("RANDOM weights" in r.getMessage() for r in caplog.records) <= 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no empty output folders
+    a = _img(tmp_path / "a.png", 1)
+    caplog.clear()
+    assert main(["cam", str(a), "--arch", "resnet18", "--weights", "random", "-o", str(tmp_path / "c")]) == 0
+    assert sum("RANDOM weights" in r.getMessage() for r in caplog.records) == 1  # built, then the engine
+
+
+def test_weights_list_columns_line_up_and_the_warping_error_keeps_its_digits(tmp_path, capsys, caplog):
+    assert main(["weights", "list"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines()[1:] if x.strip()]
+    states = {x.index(" absent") if " absent" in x else x.index(" present") for x in lines}
+    assert len(states) == 1, lines  # the state column starts at one place for every name
+    from test_video import panning, write_clip
+
+    clip = write_clip(tmp_path / "pan.mp4", panning(3, 1, w=48, h=32), fps=4)
+    style = _img(tmp_path / "s.png", 3)
+    caplog.set_level("INFO", logger="nstcam")
+    assert main(["video", str(clip), "--style", str(style), "-o", str(tmp_path / "v.mp4"), "--size", "48",
+                 "--steps", "1", "--weights", "random"]) == 0  # fmt: skip
+    line = next(r.getMessage() for r in caplog.records if r.name == "nstcam.cli" and "warping" in r.message)
+    err = line.split("warping error ")[1].split(" ")[0]
+    assert float(err) > 0 and err == f"{float(err):.3g}"  # three significant digits, never 0.00000
+
+
+def test_app_names_a_broken_torch_pair_instead_of_a_traceback(tmp_path):
+    fake = tmp_path / "torchvision"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    run = subprocess.run([sys.executable, str(app), "--random-weights"], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "torchvision" in run.stderr and "do not load together" in run.stderr
+    assert "operator torchvision::nms does not exist" in run.stderr and "pip install torch==" in run.stderr

@@ -3,8 +3,11 @@ driven in headless Chromium (skipped where Chromium is not installed; CI install
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -61,7 +64,7 @@ def test_endpoints_through_gradio_client(server, images):
     assert Image.open(mask).size == (72, 48) and Image.open(result).size == (64, 43)
     assert len(before) == 3 and len(after) == 3 and "map IoU" in md and status.startswith("done")
 
-    with pytest.raises(AppError, match="Bad image: upload.png is not an image") as e:
+    with pytest.raises(AppError, match=r"Bad image \(image\): upload.png is not an image") as e:
         client.predict(image=handle_file(str(bad)), model="resnet18", api_name="/gradcam")
     assert "/tmp" not in str(e.value)  # the file's own name, never a server path
     gallery, _, _ = client.predict(image=handle_file(str(c)), model="resnet18", top_k=1, api_name="/gradcam")
@@ -492,9 +495,13 @@ def test_stylize_video_through_gradio_client(server, images, tmp_path):
     )  # fmt: skip
     _, status, video, _ = job.result()
     assert status.startswith("done: 4 frames, 64x48 at 8 fps") and "warping error" in status
-    previews = [o[0] for o in job.outputs() if isinstance(o[0], str)]  # each frame a file of its own
-    assert len(previews) == len(set(previews)) == 4, job.outputs()
+    outputs = job.outputs()
+    assert all(o[0] is None or isinstance(o[0], str) for o in outputs)  # a filepath, as view_api says
+    previews = list(dict.fromkeys(o[0] for o in outputs if o[0]))  # each frame a file of its own
+    assert len(previews) == 4 and len({Path(f).name for f in previews}) == 4, outputs
     assert all(Image.open(f).size == (64, 48) for f in previews)
+    doc = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/stylize_video"]
+    assert doc["parameters"][0]["python_type"]["description"].startswith("A video file")
     assert "RANDOM weights" in status
     path = video["video"] if isinstance(video, dict) else video
     with av.open(path) as f:
@@ -526,7 +533,8 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
             timeout=120_000,
         )
         seen = page.evaluate("() => window.seen")
-        assert any(s.startswith("frame 2/4 done") for s in seen), seen  # streamed frame by frame
+        frames = {m.group(1) for t in seen if (m := re.match(r"frame (\d)/4 · step", t))}
+        assert len(frames) >= 3, "\n".join(seen)  # streamed frame by frame, step by step
         assert page.locator("#vid-preview img").count() == 1
         page.locator("#vid-result video").first.wait_for(timeout=30_000)
         src = page.evaluate("() => document.querySelector('#vid-result video').currentSrc")
@@ -534,3 +542,133 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         page.screenshot(path=str(ARTIFACTS / "browser_video.png"), full_page=True)
     finally:
         page.close()
+
+
+# -- what a new user tripped on (issue 29) ----------------------------------------------------------
+def test_range_errors_name_the_parameter_in_one_log_line(server, server_log, images):
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
+
+    c, _ = images
+    client = Client(server, verbose=False)
+    before = server_log.read_text()
+    cases = [
+        (
+            "/stylize",
+            dict(content=handle_file(str(c)), style=handle_file(str(c)), size=10),
+            "size",
+            "64",
+            "128",
+        ),
+        (
+            "/stylize",
+            dict(content=handle_file(str(c)), style=handle_file(str(c)), steps=0),
+            "steps",
+            "1",
+            "20",
+        ),
+        ("/gradcam", dict(image=handle_file(str(c)), model="resnet18", top_k=0), "top_k", "1", "10"),
+    ]
+    for api, kw, name, lo, hi in cases:
+        with pytest.raises(AppError) as e:
+            client.predict(api_name=api, **kw)
+        assert str(e.value).endswith(f"{name} must be between {lo} and {hi} on this server, got {kw[name]}")
+    time.sleep(0.5)
+    new = server_log.read_text()[len(before) :]
+    assert "Traceback" not in new, new[-3000:]
+    assert sum("request refused" in line for line in new.splitlines()) == 3
+
+
+def _toasts(page) -> list[str]:
+    return [t.inner_text() for t in page.locator(".toast-body").all()]
+
+
+def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, images, browser, tmp_path):
+    c, bad = images
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.locator("#st-content input[type=file]").set_input_files(str(c))
+        page.locator("#st-style input[type=file]").set_input_files(str(c))
+        page.locator("#st-content img").first.wait_for(timeout=30_000)
+        page.locator("#st-run").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#st-status textarea') || {}).value?.startsWith('done:')",
+            timeout=120_000,
+        )
+        shown = page.locator("#st-result img").first.bounding_box()
+        panel = page.locator("#st-result").bounding_box()
+        assert shown["width"] >= 0.9 * panel["width"] - 30, (shown, panel)  # 128 px, shown ~600 px wide
+
+        page.get_by_role("tab", name="Grad-CAM").click()
+        assert page.locator("#cam-layer input").input_value() == "layer4"  # the layer used, shown
+        page.locator("#cam-input input[type=file]").set_input_files(str(bad))
+        page.wait_for_timeout(1500)
+        page.locator("#cam-run").click()
+        status = page.locator("#cam-status")
+        status.get_by_text("Bad image").wait_for(timeout=30_000)
+        assert "upload.png is not an image" in status.inner_text()
+        assert _toasts(page) == []  # said in Status, no toast, no panel in an error state
+        assert page.locator("#cam-overlays .error, #cam-heatmap .error").count() == 0
+        page.locator("#cam-input input[type=file]").set_input_files(str(c))
+        page.wait_for_timeout(1500)
+        page.locator("#cam-run").click()
+        status.get_by_text("Explained with resnet50, layer layer4").wait_for(timeout=90_000)
+
+        page.get_by_role("tab", name="Video").click()
+        page.wait_for_timeout(500)
+        box = page.locator("#vid-input").bounding_box()
+        icons = [b.bounding_box() for b in page.locator("#vid-input button").all() if b.is_visible()]
+        assert icons and all(i["y"] + i["height"] <= box["y"] + box["height"] + 0.5 for i in icons), (
+            box,
+            icons,
+        )
+        fake = tmp_path / "fake.mp4"
+        fake.write_text("not a video")
+        page.locator("#vid-input input[type=file]").set_input_files(str(fake))
+        page.locator("#vid-style input[type=file]").set_input_files(str(c))
+        page.locator("#vid-style img").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)
+        page.locator("#vid-run").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#vid-status textarea') || {}).value?.includes('Bad video')",
+            timeout=30_000,
+        )
+        assert "fake.mp4 is not a video" in page.locator("#vid-status textarea").input_value()
+        assert [t for t in _toasts(page) if "not playable" not in t] == []  # only the player's own
+        page.screenshot(path=str(ARTIFACTS / "browser_errors_in_status.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_the_results_folder_goes_when_the_app_is_stopped(tmp_path):
+    import signal
+
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", GRADIO_SERVER_PORT=str(_port()))
+    log = tmp_path / "app.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "app.py", "--random-weights", "--device", "cpu"], cwd=ROOT,
+                                env=env, stdout=fh, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        while "results folder" not in log.read_text():
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.3)
+        folder = Path(re.search(r"results folder (\S+)", log.read_text()).group(1))
+        assert folder.is_dir()
+        while "Running on" not in log.read_text() and time.time() < deadline:
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)  # how a Space or a service manager stops it
+        assert proc.wait(30) == 0
+        assert not folder.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

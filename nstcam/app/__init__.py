@@ -1,12 +1,14 @@
 """The web app (Gradio) and the Hugging Face Space, on top of the Python API.
 
 Layout: ``config`` (settings, the shared models, runs by session), ``files`` (uploads handed over
-untouched, results written once), ``handlers`` (plain functions, testable without a server) and
-``ui`` (the Blocks and the named API endpoints). ``app.py`` at the top of the repository launches it.
+untouched, results written once), ``gate`` (the check every request passes first), ``handlers``
+(plain functions, testable without a server) and ``ui`` (the Blocks and the named API endpoints).
+``app.py`` at the top of the repository launches it.
 """
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage, SafeVideo, guard_uploads, load_upload, upload_path
+from nstcam.app.files import Outbox, SafeImage, SafeVideo, load_upload, upload_path
+from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
     cam_handler,
     faithfulness_handler,
@@ -26,7 +28,7 @@ __all__ = [
     "build_demo",
     "cam_handler",
     "faithfulness_handler",
-    "guard_uploads",
+    "guard_requests",
     "launch_kwargs",
     "layer_choices",
     "load_upload",

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +14,10 @@ import gradio as gr
 from gradio.utils import get_upload_folder
 from PIL import Image
 
-from nstcam.app.errors import refuse
-from nstcam.image import ImageError, load_image, probe_image, save_image
+from nstcam.app.errors import logger, refuse
+from nstcam.image import ImageError, load_image, save_image
 
-__all__ = ["NOT_AN_UPLOAD", "Outbox", "SafeImage", "SafeVideo", "guard_uploads", "load_upload", "upload_path"]
+__all__ = ["NOT_AN_UPLOAD", "Outbox", "SafeImage", "SafeVideo", "load_upload", "upload_path"]
 
 NOT_AN_UPLOAD = (
     "only files uploaded to this server are read: send the file itself "
@@ -44,6 +42,7 @@ class Outbox:
     def __init__(self, keep_s: float = 600.0) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="nstcam-out-")
         self.root = Path(self._dir.name)
+        logger.info("results folder %s (removed when the app stops)", self.root)
         self.keep_s = keep_s
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -84,6 +83,11 @@ class Outbox:
         return sum(1 for _ in self.root.iterdir())
 
 
+VIDEO_UPLOAD = (
+    "A video file (mp4, webm, mov, mkv, avi, gif) sent as an upload: gradio_client.handle_file(path)."
+)
+
+
 def upload_path(payload: Any, what: str) -> str:
     """The one check every file input of the app passes: the real path of an upload, or a refusal.
 
@@ -111,68 +115,20 @@ def upload_path(payload: Any, what: str) -> str:
     return real
 
 
-def _named_paths(value: Any) -> Iterator[str]:
-    """Every server path a request's value names (``{"path": ...}`` at any depth); URLs are left to
-    Gradio, which fetches public addresses only (safehttpx) into its upload folder."""
-    if isinstance(value, dict):
-        path = value.get("path")
-        if isinstance(path, str) and not path.startswith(("http://", "https://")):
-            yield path
-        for v in value.values():
-            yield from _named_paths(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _named_paths(v)
-
-
-def _input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:
-    try:
-        names = [k for k, p in inspect.signature(fn).parameters.items() if p.kind <= p.POSITIONAL_OR_KEYWORD]
-    except (TypeError, ValueError):
-        names = []
-    return (names + ["input"] * n)[:n]
-
-
-def guard_uploads(demo: gr.Blocks) -> gr.Blocks:
-    """Makes every path any request to ``demo`` names pass :func:`upload_path` before Gradio acts.
-
-    The gate sits where Gradio first sees a request's values (``Blocks.validate_inputs``), so it
-    covers every endpoint, public or not (the browser calls hidden steps such as the before/after
-    slider's by index), every component, with or without ``meta``; the refusal names the argument.
-    """
-    validate = demo.validate_inputs
-
-    def checked(block_fn: Any, inputs: list[Any]) -> None:
-        validate(block_fn, inputs)
-        names = _input_names(block_fn.fn, len(block_fn.inputs))
-        for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):  # extras unread
-            for path in _named_paths(value):
-                upload_path(path, f"{type(block).__name__.lower()} ({name})")
-
-    demo.validate_inputs = checked
-    return demo
-
-
 def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the component it builds
-    """A ``gr.Image`` that hands the handler the uploaded file itself, checked from its header.
+    """A ``gr.Image`` that hands the handler the uploaded file itself, once :func:`upload_path` has
+    checked that it is an upload to this server.
 
     Gradio's own preprocessing decodes and re-encodes an upload (transparency turns red or black,
-    16-bit greyscale white) and decodes it whole before any size limit applies. This one reads the
-    header only (:func:`nstcam.probe_image`: a 13000 x 13000 px bomb is refused in milliseconds)
-    and returns the file's path, so :func:`nstcam.load_image` sees exactly what the API would.
+    16-bit greyscale white) and decodes it whole before any size limit applies. This one returns
+    the file's path, so :func:`load_upload` (:func:`nstcam.load_image`, which reads the header
+    first: a 13000 x 13000 px bomb is refused in milliseconds) sees exactly what the API would,
+    and a bad image is the handler's refusal, shown in the tab's Status.
     """
     comp = gr.Image(type="filepath", **kwargs)
 
     def preprocess(payload: Any) -> str | None:
-        if payload is None:
-            return None
-        path = upload_path(payload, "image")
-        name = getattr(payload, "orig_name", None) or Path(path).name
-        try:
-            probe_image(path, name=name)
-        except (ImageError, FileNotFoundError) as e:
-            raise refuse(f"Bad image: {e}") from None
-        return path
+        return None if payload is None else upload_path(payload, "image")
 
     comp.preprocess = preprocess
     return comp
@@ -182,6 +138,8 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
     """A ``gr.Video`` whose input passes :func:`upload_path` before Gradio's own preprocessing."""
     comp = gr.Video(**kwargs)
     gradio_preprocess = comp.preprocess
+    schema = {**comp.api_info(), "additional_description": VIDEO_UPLOAD}
+    comp.api_info = lambda: schema  # API docs: what to send, not Gradio's FileData docstring
 
     def preprocess(payload: Any) -> str | None:
         if payload is None:

@@ -125,9 +125,13 @@ def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event
 
 
 def _progress_reporter(put: Callable[[Any], None], stop: threading.Event) -> Callable[[Any], bool]:
+    """Puts (image so far, "step k/N · loss") at every step the engine reports (each step on a CPU):
+    the latest preview image object, the same one until the next preview."""
+    last: list[Image.Image | None] = [None]
+
     def on_step(info: Any) -> bool:
-        if info.preview is not None:
-            put((info.preview, f"step {info.step}/{info.total_steps} · loss {info.losses['total']:.4g}"))
+        last[0] = info.preview if info.preview is not None else last[0]
+        put((last[0], f"step {info.step}/{info.total_steps} · loss {info.losses['total']:.4g}"))
         return not stop.is_set()
 
     return on_step

@@ -1,6 +1,6 @@
-"""The Blocks app: four tabs over the handlers, and the named API endpoints ``/stylize``,
-``/gradcam``, ``/faithfulness``, ``/subject_aware`` and ``/features`` (also MCP tools, described in
-``tools.py``)."""
+"""The Blocks app: five tabs over the handlers, and the named API endpoints ``/stylize``,
+``/stylize_video``, ``/gradcam``, ``/faithfulness``, ``/subject_aware`` and ``/features`` (also MCP
+tools, described in ``tools.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage, guard_uploads, load_upload
+from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
     STARTING,
     cam_handler,
@@ -23,6 +24,7 @@ from nstcam.app.handlers import (
     stylize_handler,
     subject_handler,
 )
+from nstcam.app.listen import listen
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import method_choices, method_note, tool_doc
 from nstcam.app.video import video_tab
@@ -35,6 +37,11 @@ RANDOM_BANNER = (
     "Stylised images and Grad-CAM maps are **not meaningful**."
 )
 CSS = """
+/* results and previews fill their panel whatever their pixel size (a 64 px result is not a strip) */
+#st-result .image-frame, #sa-result .image-frame, #vid-preview .image-frame { width: 100% !important; }
+#st-result img, #sa-result img, #vid-preview img {
+    width: 100% !important; height: auto !important; max-height: 420px; object-fit: contain !important;
+}
 /* galleries of overlays: whole images at their own aspect, the caption below the image, no blank band */
 .nst-gallery .grid-wrap { min-height: 0 !important; height: auto !important; max-height: none !important; }
 .nst-gallery .gallery-item { height: auto !important; }
@@ -62,18 +69,24 @@ def _gallery(label: str, elem_id: str) -> gr.Gallery:
     )
 
 
-def _as_files(outbox: Outbox, item: Any) -> Any:
+def _as_files(outbox: Outbox, item: Any, saved: dict[int, tuple[Image.Image, str]] | None = None) -> Any:
     """Every PIL image in a handler's output written to a file of its own.
 
     Gradio would save a returned PIL image under a name derived from its content, so two requests
     with the same result would write and serve one file at once (0-byte downloads under load).
+    ``saved`` (one per request) writes an image object that comes again (the preview repeated at
+    each step until the next) only once.
     """
     if isinstance(item, Image.Image):
-        return outbox.save(item, "image.png")
+        if saved is None:
+            return outbox.save(item, "image.png")
+        if id(item) not in saved:
+            saved[id(item)] = (item, outbox.save(item, "image.png"))  # the image kept: its id stays its own
+        return saved[id(item)][1]
     if isinstance(item, tuple):
-        return tuple(_as_files(outbox, x) for x in item)
+        return tuple(_as_files(outbox, x, saved) for x in item)
     if isinstance(item, list):
-        return [_as_files(outbox, x) for x in item]
+        return [_as_files(outbox, x, saved) for x in item]
     return item
 
 
@@ -114,7 +127,8 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
     runs = Runs()
     with gr.Blocks(title="nstcam — style transfer and Grad-CAM", delete_cache=(600, 1800)) as demo:
         gr.Markdown(
-            "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on ResNets, built on PyTorch hooks."
+            "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on torchvision classifiers, built on "
+            "PyTorch hooks."
         )
         if config.random_weights:
             gr.Markdown(RANDOM_BANNER, elem_id="random-banner")
@@ -133,13 +147,13 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         with gr.Tab("Video"):
             video_tab(config, models, runs)
         with gr.Tab("Grad-CAM"):
-            _cam_tab(config, models)
+            _cam_tab(config, models, demo)
         with gr.Tab("Subject-aware"):
             _subject_tab(config, models, runs)
         with gr.Tab("Feature maps"):
             _features_tab(config, models)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
-    return guard_uploads(demo)
+    return guard_requests(demo)
 
 
 def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
@@ -227,22 +241,25 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         request: gr.Request = None,
     ):
         stop = runs.start("stylize", request)
+        saved: dict = {}
         try:
             for item in stylize_handler(
                 models, content, style, style_b, blend, size, steps, style_weight, content_weight,
                 tv_weight, preserve_color, seed, optimizer, tile, stop=stop,
             ):  # fmt: skip
                 image, status, png = item  # the result's PNG, when there is one, is shown as is
-                yield png or _as_files(models.outbox, image), status, png
+                yield png or _as_files(models.outbox, image, saved), status, png
         finally:
             runs.finish("stylize", request, stop)
 
     stylize.__doc__ = tool_doc("stylize", config)
     inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
-    run.click(
+    listen(
+        run,
         stylize,
         [*inputs, preserve, seed, optimizer, tile],
         [result, status, download],
+        status,
         api_name="stylize",
         trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
     ).then(
@@ -258,7 +275,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
 
 
-def _cam_tab(config: AppConfig, models: Models) -> None:
+def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
     with gr.Row():
         with gr.Column(scale=1):
             cam_image = SafeImage(
@@ -267,7 +284,7 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
             arch = gr.Dropdown(list(config.cam_archs), value="resnet50", label="Model")
             layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
                 layer_choices("resnet50"), value="", label="Layer (empty: the model's default)",
-                allow_custom_value=True,
+                allow_custom_value=True, elem_id="cam-layer",
             )  # fmt: skip
             method = gr.Dropdown(
                 method_choices(), value="gradcam", label="Method", info=method_note("gradcam"),
@@ -278,6 +295,7 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
                 eigen_smooth = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
             explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
+            cam_status = gr.Markdown(elem_id="cam-status")  # the model, layer and method used, or why not
         with gr.Column(scale=2):
             overlays = _gallery("Overlays", "cam-overlays")  # captions: class · probability
             with gr.Row():
@@ -299,6 +317,8 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
         lambda a: gr.Dropdown(choices=layer_choices(a), value=default_layer(a)), arch, layer, api_name=False
     )
     method.change(lambda m: gr.Dropdown(info=method_note(m)), method, method, api_name=False)
+    # the page shows the layer used; the API's default stays "" (any model's own default layer)
+    demo.load(lambda: gr.Dropdown(value=default_layer("resnet50")), None, layer, api_name=False)
 
     def gradcam(
         image: str,
@@ -319,11 +339,16 @@ def _cam_tab(config: AppConfig, models: Models) -> None:
                            eigen_smooth=eigen_smooth)  # fmt: skip
 
     gradcam.__doc__ = tool_doc("gradcam", config)
-    explain.click(
+    listen(
+        explain,
         gradcam,
         [cam_image, arch, layer, method, top_k, aug_smooth, eigen_smooth],
         [overlays, heatmap, table],
+        cam_status,
         api_name="gradcam",
+        done=lambda image, model, layer, method, *_: (
+            f"Explained with {model}, layer {layer or default_layer(model)}, method {method}."
+        ),
     )
     _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
 
@@ -358,7 +383,7 @@ def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.component
 
     faithfulness.__doc__ = tool_doc("faithfulness", config)
 
-    measure.click(faithfulness, list(inputs), [figures, curves, verdict], api_name="faithfulness")
+    listen(measure, faithfulness, list(inputs), [figures, curves, verdict], verdict, api_name="faithfulness")
 
 
 def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
@@ -412,19 +437,22 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         request: gr.Request = None,
     ):
         stop = runs.start("subject", request)
+        saved: dict = {}
         try:
             for item in subject_handler(
                 models, content, style, mode, threshold, feather, size, steps, model, stop=stop
             ):
-                yield _as_files(models.outbox, item)
+                yield _as_files(models.outbox, item, saved)
         finally:
             runs.finish("subject", request, stop)
 
     subject_aware.__doc__ = tool_doc("subject_aware", config)
-    sa_run.click(
+    listen(
+        sa_run,
         subject_aware,
         [sa_content, sa_style, sa_mode, sa_threshold, sa_feather, sa_size, sa_steps, sa_arch],
         [sa_mask, sa_result, sa_before, sa_after, sa_report, sa_status],
+        sa_status,
         api_name="subject_aware",
         trigger_mode="always_last",
     ).then(
@@ -473,4 +501,4 @@ def _features_tab(config: AppConfig, models: Models) -> None:
 
     features.__doc__ = tool_doc("features", config)
 
-    show.click(features, [image, model, layer, top], [grid, note, table], api_name="features")
+    listen(show, features, [image, model, layer, top], [grid, note, table], note, api_name="features")

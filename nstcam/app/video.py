@@ -15,6 +15,7 @@ from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, SafeVideo, load_upload
 from nstcam.app.handlers import STARTING, _check, _check_run, _fail, _in_thread, _Result, _weights_note
+from nstcam.app.listen import listen
 from nstcam.app.tools import tool_doc
 from nstcam.image import long_side_size
 from nstcam.video import (
@@ -115,7 +116,7 @@ def video_handler(
     except Exception as e:
         raise _fail(e) from e
     res: VideoResult = result.value
-    err = "n/a" if res.warping_error is None else f"{res.warping_error:.4f}"
+    err = "n/a" if res.warping_error is None else f"{res.warping_error:.3g}"  # 1.28e-06, never 0.0000
     head = (
         f"cancelled after frame {res.frames}/{n}" if res.cancelled else f"done: {res.frames} frames{trimmed}"
     )
@@ -136,7 +137,6 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                     label="Clip",
                     sources=["upload", "webcam"],
                     include_audio=True,
-                    height=220,
                     elem_id="vid-input",
                 )
                 style = SafeImage(
@@ -177,19 +177,23 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         request: gr.Request = None,
     ):
         stop = runs.start("video", request)
+        frame = None  # every output a file path or None, as the API says: the last frame repeated
         try:
             for image, text, path in video_handler(
                 models, video, style, size, steps, temporal_weight, max_seconds, trim, seed, stop=stop
             ):
-                yield (image if image is not None else gr.skip()), text, path, path
+                frame = image or frame
+                yield frame, text, path, path
         finally:
             runs.finish("video", request, stop)
 
     stylize_video.__doc__ = tool_doc("stylize_video", config)
-    run.click(
+    listen(
+        run,
         stylize_video,
         [video, style, size, steps, temporal, max_seconds, trim, seed],
         [preview, status, result, download],
+        status,
         api_name="stylize_video",
         trigger_mode="always_last",
     )

@@ -7,7 +7,11 @@ For an image ``cat.jpg`` and its rank-``k`` class, say "tabby cat":
   ``..._heatmap.npy`` (float32 in [0, 1]) when asked;
 - ``cat_cam.json``: the image's sidecar (written last: it marks the image as done, so reruns
   resume), with one entry per class;
-- ``explanations.csv``: one row per image and class, columns :data:`CSV_FIELDS`.
+- ``explanations.csv``: one row per image and class, columns :data:`CSV_FIELDS`, for every image
+  explained in the folder (its sidecars), not only the last run's.
+
+Redoing an image removes the files its old sidecar lists that the new one does not (top-k 3 then
+1 leaves no stale ``_cam2``/``_cam3``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "class_stem",
     "csv_row",
     "csv_rows",
+    "folder_csv",
     "save_explanation",
     "sidecar_names",
     "write_csv",
@@ -75,6 +80,7 @@ def save_explanation(
     """Writes each class's overlay and heatmap beside ``sidecar`` (``<stem>_cam.json``), then the
     sidecar itself (atomically, last); returns what the sidecar holds."""
     stem = sidecar.name.removesuffix("_cam.json")
+    old = _listed_files(sidecar)
     classes = []
     for rank, r in enumerate(results, 1):
         base = sidecar.with_name(class_stem(stem, rank, r))
@@ -97,7 +103,37 @@ def save_explanation(
     tmp = sidecar.with_name(f".{sidecar.name}.partial")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, sidecar)
+    for stale in old - _listed_files(sidecar):
+        stale.unlink(missing_ok=True)
     return meta
+
+
+def _listed_files(sidecar: Path) -> set[Path]:
+    """The class files an image's sidecar lists (its overlays, heatmaps and their ``.npy``)."""
+    try:
+        meta = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return set()
+    files = set()
+    for c in meta.get("classes", []):
+        for key in ("overlay", "heatmap"):
+            if c.get(key):
+                f = Path(c[key])
+                files |= {f, f.with_suffix(".npy")} if key == "heatmap" else {f}
+    return {f for f in files if f.parent == sidecar.parent}
+
+
+def folder_csv(out_dir: str | os.PathLike) -> Path | None:
+    """``explanations.csv`` of every image explained in ``out_dir`` (all its sidecars, by name), so a
+    run that adds or redoes some images keeps the others' rows; None where there is none."""
+    out_dir = Path(out_dir)
+    metas = []
+    for f in sorted(out_dir.glob("*_cam.json")):
+        try:
+            metas.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue  # a sidecar being written by another run: its image is not done
+    return write_csv(out_dir / "explanations.csv", csv_rows(metas)) if metas else None
 
 
 def csv_rows(sidecars: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
