@@ -13,10 +13,12 @@ from torch import nn
 from nstcam.cam._graphed import CamGraphs, Outputs
 from nstcam.cam._passes import PASSES, Request
 from nstcam.cam._smooth import augmented, fuse_maps
+from nstcam.cam._target_pass import TARGET_METHODS, model_kind, target_pass
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.methods import GRAPHED_METHODS
+from nstcam.cam.targets import check_fit
 
-__all__ = ["NO_EIGEN", "Spec", "raw_maps"]
+__all__ = ["NO_EIGEN", "Spec", "explain_targets", "raw_maps"]
 
 NO_EIGEN = ("fullgrad", "guided-backprop", "guided-gradcam", "legrad")
 """Methods without weighted activations to project: ``eigen_smooth`` is refused for them."""
@@ -101,3 +103,38 @@ def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
     else:
         classes = torch.tensor(hosted, dtype=torch.long, device=x.device).unsqueeze(0)
     return spec.graphs.run(model, layer, spec.method, x, classes, layout)
+
+
+def explain_targets(
+    spec: Spec,
+    model: nn.Module,
+    x: torch.Tensor,
+    targets: list[Any],
+    aug_smooth: bool,
+    eigen_smooth: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, h, w) raw maps (fused at the input's size if several layers) and (N,) target scores for
+    target objects, one per image (:mod:`nstcam.cam.targets`).
+
+    Raises:
+        ValueError: a method without a target pass, ``aug_smooth`` (a box or a mask does not survive
+            a flip), or a target that does not fit the model's output; before any work.
+    """
+    if spec.method not in TARGET_METHODS:
+        raise ValueError(
+            f"method {spec.method!r} explains class indices; with target objects use one of "
+            f"{', '.join(TARGET_METHODS)}"
+        )
+    if aug_smooth:
+        raise ValueError(
+            "aug_smooth flips the image, and a target object (a box, a mask) does not follow: leave it off"
+        )
+    check_fit(targets, model_kind(model))
+    per_layer, scores = [], None
+    for layer, layout in zip(spec.layers, spec.layouts, strict=True):
+        raws, s = target_pass(model, layer, spec.method, x, targets, layout, eigen_smooth=eigen_smooth)
+        per_layer.append(raws)
+        scores = s if scores is None else scores
+    if len(per_layer) == 1:
+        return per_layer[0][0], scores
+    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:]))[0], scores

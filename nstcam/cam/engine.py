@@ -22,13 +22,14 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._checks import check_method, method_options, read_layers
-from nstcam.cam._dispatch import Spec, raw_maps
+from nstcam.cam._dispatch import Spec, explain_targets, raw_maps
 from nstcam.cam._evaluate import evaluate_maps
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers
 from nstcam.cam.result import CamResult
+from nstcam.cam.targets import Target, is_target_object, per_image
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.layouts import LAYOUTS
 from nstcam.weights import WeightsInfo, build_model, weights_info
@@ -141,7 +142,7 @@ class GradCAM:
     def explain(
         self,
         image: ImageSource,
-        target: int | None = None,
+        target: int | Target | None = None,
         top_k: int = 1,
         *,
         max_side: int | None = None,
@@ -155,7 +156,9 @@ class GradCAM:
 
         Args:
             image: anything :func:`nstcam.load_image` takes.
-            target: explain this class instead of the top ones.
+            target: explain this class instead of the top ones; or a target object of
+                :mod:`nstcam.cam.targets` (a class's probability, a segmenter's region, the similarity to
+                an embedding, any callable ``f(output, i)``), whose score the result's ``score`` holds.
             top_k: how many of the highest-scoring classes to explain.
             max_side: heatmaps and overlays at the image's size, or with their long side capped at
                 this many pixels (the network sees the same ``input_size`` input either way): a
@@ -174,8 +177,7 @@ class GradCAM:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
         top_k = whole("top_k", top_k, minimum=1)
-        if target is not None:
-            target = whole("target", target, minimum=0)
+        target = _checked_target(target, evaluate)
         if max_side is not None:
             max_side = whole("max_side", max_side, minimum=16)
         img = load_image(image)
@@ -189,31 +191,12 @@ class GradCAM:
         )  # fmt: skip
         chosen = [int(c) for c in classes[0]]
         scores = evaluate_maps(self.model, x, raw, chosen, evaluate_steps) if evaluate else None
-        results = []
-        for j, cls in enumerate(classes[0]):
-            results.append(
-                CamResult(
-                    heatmap=maps[j][0].float().cpu().numpy(),
-                    raw=raw[j][0].float().cpu().numpy(),
-                    class_index=int(cls),
-                    label=self.label(int(cls)),
-                    score=float(probs[0, cls]),
-                    image=img,
-                    method=self.method,
-                    layer=self.target_layer,
-                    weights=self.weights,
-                    colormap=self.colormap,
-                    alpha=self.alpha,
-                    faithfulness=scores[j][0] if scores else None,
-                    baseline=scores[j][1] if scores else None,
-                )
-            )
-        return results
+        return _results(self, img, target, maps, raw, probs, classes[0], scores)
 
     def compute(
         self,
         x: torch.Tensor,
-        targets: int | Sequence[int] | torch.Tensor | None = None,
+        targets: int | Sequence[int] | torch.Tensor | Target | Sequence[Target] | None = None,
         *,
         raw: bool = False,
         progress: Callable[[int, int], None] | None = None,
@@ -224,7 +207,10 @@ class GradCAM:
 
         Args:
             x: the batch, ImageNet-normalised.
-            targets: None for each image's top-1 class, one class for all, or one class per image.
+            targets: None for each image's top-1 class, one class for all, or one class per image; or
+                target objects (:mod:`nstcam.cam.targets`), one for all or one per image: ``ClassTarget``,
+                ``BinaryTarget``, ``RegionTarget`` (a segmenter), ``SimilarityTarget`` or any callable
+                ``f(output, i) -> scalar``; a target that does not fit the model's output is refused.
             raw: return the maps at the layer's resolution (ReLU only) instead.
             progress: Score-CAM and AblationCAM: called as ``progress(done, total)`` after each forward pass.
             aug_smooth: see :meth:`explain`; eigen_smooth: likewise.
@@ -273,8 +259,14 @@ class GradCAM:
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        spec = Spec(self.method, self.target_layers, self.layouts, self.fuse, self.scorecam_batch, self.seed,
-                    self.n_samples, self.std, self._graphs, self._num_classes)  # fmt: skip
+        objects = per_image(targets, x.shape[0])
+        if objects is not None:  # target objects: any output, one target per image
+            x = x.clone() if x.is_inference() else x
+            raws, scores = explain_targets(
+                self._spec(), eval_view(self.model), x, objects, aug_smooth, eigen_smooth
+            )
+            return [upsample_maps(raws, out_size)], [raws], scores[:, None], torch.zeros(x.shape[0], 1).long()
+        spec = self._spec()
         x = x.clone() if x.is_inference() else x
         raws, probs, classes = raw_maps(spec, eval_view(self.model), x, targets, top_k, progress,
                                         aug_smooth, eigen_smooth)  # fmt: skip
@@ -282,11 +274,56 @@ class GradCAM:
         maps = [upsample_maps(r, out_size) for r in raws]
         return maps, list(raws), probs, classes.T.cpu()
 
+    def _spec(self) -> Spec:
+        return Spec(self.method, self.target_layers, self.layouts, self.fuse, self.scorecam_batch, self.seed,
+                    self.n_samples, self.std, self._graphs, self._num_classes)  # fmt: skip
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _checked_target(target: Any, evaluate: bool) -> Any:
+    if target is None or not is_target_object(target):
+        return None if target is None else whole("target", target, minimum=0)
+    if evaluate:
+        raise ValueError("evaluate measures a class's probability: leave it off with a target object")
+    return target
+
+
+def _results(
+    cam: GradCAM, img: Image.Image, target: Any, maps, raw, probs, classes, scores
+) -> list[CamResult]:
+    """One :class:`CamResult` per class explained for the image (or the target object's one)."""
+    named = _target_name(target, cam.label) if is_target_object(target) else None
+    return [
+        CamResult(
+            heatmap=maps[j][0].float().cpu().numpy(),
+            raw=raw[j][0].float().cpu().numpy(),
+            class_index=int(cls) if named is None else named[0],
+            label=cam.label(int(cls)) if named is None else named[1],
+            score=float(probs[0, cls]),
+            image=img,
+            method=cam.method,
+            layer=cam.target_layer,
+            weights=cam.weights,
+            colormap=cam.colormap,
+            alpha=cam.alpha,
+            faithfulness=scores[j][0] if scores else None,
+            baseline=scores[j][1] if scores else None,
+        )
+        for j, cls in enumerate(classes)
+    ]
+
+
+def _target_name(target: Any, label: Callable[[int], str]) -> tuple[int, str]:
+    """(class index or -1, label) of a target object, for its result."""
+    index = getattr(target, "index", getattr(target, "label", None))
+    if isinstance(index, int):
+        return index, f"{type(target).__name__}: {label(index)}"
+    return -1, type(target).__name__ if hasattr(target, "kind") else "custom target"
 
 
 def _categories(info: WeightsInfo | None) -> list[str]:

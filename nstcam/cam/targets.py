@@ -1,0 +1,230 @@
+"""What to explain, beyond a class index: target objects for classifiers, segmenters, detectors and
+embedding models, or any callable.
+
+A target scores one image of a batch from the model's output: ``target(output, i)`` returns a
+scalar tensor that CAM differentiates (gradient methods) or compares (perturbation methods). Each
+target says which output it reads (:attr:`kind`), so a target that does not fit the model (a box
+on a classifier) is refused before any work.
+
+Example:
+    >>> cam = GradCAM("resnet18", weights="imagenet")
+    >>> cam.compute(x, targets=[ClassTarget(281, softmax=True), SimilarityTarget(other_embedding)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nstcam._checks import whole
+
+__all__ = [
+    "BinaryTarget",
+    "BoxTarget",
+    "ClassTarget",
+    "RegionTarget",
+    "SimilarityTarget",
+    "Target",
+    "check_fit",
+    "is_target_object",
+    "per_image",
+]
+
+Target = Callable[[Any, int], torch.Tensor]
+"""Any ``f(output, i) -> scalar tensor`` for image ``i`` of the batch."""
+
+KINDS = ("classifier", "segmenter", "detector", "embedding")
+
+
+@dataclass(frozen=True)
+class ClassTarget:
+    """Class ``index``'s logit (or, with ``softmax``, its probability) of a classifier."""
+
+    index: int
+    softmax: bool = False
+    kind = "classifier"
+
+    def __post_init__(self) -> None:
+        whole("index", self.index, minimum=0)
+
+    def __call__(self, output: torch.Tensor, i: int) -> torch.Tensor:
+        row = output[i].softmax(-1) if self.softmax else output[i]
+        if self.index >= row.shape[-1]:
+            raise ValueError(f"ClassTarget index {self.index} is out of range: the model has {row.shape[-1]}")
+        return row[self.index]
+
+
+@dataclass(frozen=True)
+class BinaryTarget:
+    """A single-logit model's output, for the positive class (or, ``positive=False``, the negative)."""
+
+    positive: bool = True
+    kind = "classifier"
+
+    def __call__(self, output: torch.Tensor, i: int) -> torch.Tensor:
+        y = output[i].reshape(-1)
+        if y.numel() != 1:
+            raise ValueError(
+                f"BinaryTarget reads a single-logit output; this model gives {y.numel()} per image"
+            )
+        return y[0] if self.positive else -y[0]
+
+
+@dataclass(frozen=True)
+class RegionTarget:
+    """A segmentation model's class-``index`` logits summed over a region.
+
+    Args:
+        index: the class.
+        mask: an (H, W) array or tensor (soft weights allowed) at the output's size or any size
+            (resized bilinearly); a box ``(x0, y0, x1, y1)`` in the output's pixels; or None for
+            the pixels the model predicts as ``index``.
+    """
+
+    index: int
+    mask: Any = field(default=None, compare=False)
+    kind = "segmenter"
+
+    def __post_init__(self) -> None:
+        whole("index", self.index, minimum=0)
+        if isinstance(self.mask, (tuple, list)) and len(self.mask) != 4:
+            raise ValueError(f"RegionTarget mask as a box is (x0, y0, x1, y1), got {self.mask!r}")
+
+    def weights(self, logits: torch.Tensor) -> torch.Tensor:
+        """The (H, W) weights of the region over ``logits`` (C, H, W) of one image."""
+        h, w = logits.shape[-2:]
+        if self.mask is None:
+            return (logits.detach().argmax(0) == self.index).to(logits.dtype)
+        if isinstance(self.mask, (tuple, list)):
+            x0, y0, x1, y1 = (float(v) for v in self.mask)
+            if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+                raise ValueError(f"RegionTarget box {self.mask} is outside the {w}x{h} px output")
+            m = torch.zeros(h, w, dtype=logits.dtype, device=logits.device)
+            m[int(y0) : round(y1), int(x0) : round(x1)] = 1
+            return m
+        m = torch.as_tensor(self.mask, dtype=logits.dtype, device=logits.device)
+        if m.ndim != 2:
+            raise ValueError(f"RegionTarget mask must be (H, W), got shape {tuple(m.shape)}")
+        if m.shape != (h, w):
+            m = F.interpolate(m[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+        return m
+
+    def __call__(self, output: torch.Tensor, i: int) -> torch.Tensor:
+        logits = output[i]
+        if self.index >= logits.shape[0]:
+            raise ValueError(
+                f"RegionTarget index {self.index} is out of range: the model has {logits.shape[0]}"
+            )
+        return (logits[self.index] * self.weights(logits)).sum()
+
+
+@dataclass(frozen=True)
+class BoxTarget:
+    """A detector's score for its prediction that best overlaps ``box`` with label ``label``.
+
+    The score is that prediction's IoU with ``box`` plus its class score (pytorch-grad-cam's
+    ``FasterRCNNBoxScoreTarget``); 0 when no prediction with that label overlaps by ``iou`` or more.
+    Works for every torchvision detector (Faster/Mask R-CNN, RetinaNet, FCOS, SSD).
+
+    Args:
+        label: the class index.
+        box: ``(x0, y0, x1, y1)`` in the input's pixels.
+        iou: the least overlap that counts.
+    """
+
+    label: int
+    box: Sequence[float]
+    iou: float = 0.5
+    kind = "detector"
+
+    def __post_init__(self) -> None:
+        whole("label", self.label, minimum=0)
+        if len(self.box) != 4 or not self.box[0] < self.box[2] or not self.box[1] < self.box[3]:
+            raise ValueError(
+                f"BoxTarget box is (x0, y0, x1, y1) with x0 < x1 and y0 < y1, got {tuple(self.box)}"
+            )
+
+    def __call__(self, output: Sequence[dict[str, torch.Tensor]], i: int) -> torch.Tensor:
+        from torchvision.ops import box_iou
+
+        det = output[i]
+        scores = det["scores"]
+        if det["boxes"].shape[0] == 0:
+            return scores.sum() * 0
+        ref = torch.tensor([list(map(float, self.box))], dtype=det["boxes"].dtype, device=det["boxes"].device)
+        ious = box_iou(ref, det["boxes"])[0]
+        best = int(ious.argmax())
+        if float(ious[best]) < self.iou or int(det["labels"][best]) != self.label:
+            return scores.sum() * 0
+        return ious[best] + scores[best]
+
+
+@dataclass(frozen=True)
+class SimilarityTarget:
+    """The cosine similarity of the model's output for image ``i`` (an embedding, a backbone's pooled
+    features, flattened) to ``embedding``: "what here looks like this other photo?"."""
+
+    embedding: Any = field(compare=False)
+    kind = "embedding"
+
+    def __call__(self, output: torch.Tensor, i: int) -> torch.Tensor:
+        e = torch.as_tensor(self.embedding, dtype=output.dtype, device=output.device).reshape(-1)
+        y = output[i].reshape(-1)
+        if y.numel() != e.numel():
+            raise ValueError(
+                f"SimilarityTarget embedding has {e.numel()} values; the model gives {y.numel()} per image"
+            )
+        return F.cosine_similarity(y, e, dim=0)
+
+
+def is_target_object(target: Any) -> bool:
+    """A target object or callable, not a class index (or a list of them)."""
+    return callable(target) and not isinstance(target, (int, torch.Tensor))
+
+
+def per_image(targets: Any, n: int) -> list[Target] | None:
+    """One target per image from one target for all or one per image; None where ``targets`` are
+    class indices (the classifier path).
+
+    Raises:
+        ValueError: the wrong number of targets for the batch, or class indices mixed with objects.
+    """
+    if is_target_object(targets):
+        return [targets] * n
+    if isinstance(targets, (list, tuple)) and targets and any(is_target_object(t) for t in targets):
+        if not all(is_target_object(t) for t in targets):
+            raise ValueError("targets mixes class indices and target objects; give one kind")
+        if len(targets) != n:
+            raise ValueError(
+                f"targets has {len(targets)} entries for a batch of {n} images; give one per image"
+            )
+        return list(targets)
+    return None
+
+
+def check_fit(targets: Sequence[Target], kind: str) -> None:
+    """Refuses, before any work, a target that reads another kind of output than the model gives.
+
+    Raises:
+        ValueError: e.g. a :class:`BoxTarget` on a classifier; the message names both.
+    """
+    for t in targets:
+        wants = getattr(t, "kind", None)
+        fits = wants is None or wants == kind or (wants == "embedding" and kind == "classifier")
+        if not fits:
+            raise ValueError(
+                f"{type(t).__name__} reads a {wants}'s output; this model is a {kind}: use {_fitting(kind)}"
+            )
+
+
+def _fitting(kind: str) -> str:
+    return {
+        "classifier": "a class index, ClassTarget, BinaryTarget or SimilarityTarget",
+        "segmenter": "RegionTarget",
+        "detector": "BoxTarget",
+        "embedding": "SimilarityTarget",
+    }[kind]
