@@ -13,7 +13,9 @@ from nstcam.cam.methods import METHOD_INFO, METHODS
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
     ARCHS,
+    DETECTORS,
     FLOW_ARCHS,
+    SEGMENTERS,
     WeightsUnavailableError,
     download_weights,
     weights_dir,
@@ -45,7 +47,7 @@ def _cmd_weights_download(args: argparse.Namespace) -> int:
 def _cmd_weights_list(_args: argparse.Namespace) -> int:
     d = weights_dir()
     print(f"weights directory: {d}")
-    archs = [*ARCHS, *FLOW_ARCHS]
+    archs = [*ARCHS, *SEGMENTERS, *DETECTORS, *FLOW_ARCHS]
     files = [weights_file(arch, d) for arch in archs]
     wa, wf = max(map(len, archs)), max(len(f.name) for f in files)  # columns as wide as the longest
     for arch, f in zip(archs, files, strict=True):
@@ -415,8 +417,17 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             logger.info("kept %s: %s exists; add --overwrite to redo it", src, out / name)
             continue
         try:
+            if cam.kind == "classifier" and args.classes:
+                logger.error(
+                    "--classes picks a detector's or segmenter's classes; a classifier takes --target"
+                )
+                return 2
+            found = {} if cam.kind == "classifier" else {"classes": args.classes}
+            if cam.kind == "detector":
+                found.update(score_threshold=args.score_threshold, max_detections=args.max_detections)
             results = cam.explain(
                 src,
+                **found,
                 target=args.target,
                 top_k=args.top_k,
                 evaluate=args.evaluate,
@@ -526,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         metavar="NAME",
-        help=f"any of {', '.join([*ARCHS, *FLOW_ARCHS])} (default: vgg16_bn resnet50)",
+        help="any name 'nstcam weights list' shows (default: vgg16_bn resnet50)",
     )
     d.add_argument("--timeout", type=float, default=30.0, help="network timeout in seconds (default 30)")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -607,10 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--arch",
         default="resnet50",
-        choices=list(ARCHS),
+        choices=[*ARCHS, *SEGMENTERS, *DETECTORS],
         metavar="ARCH",
-        help="a torchvision classifier: resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0... "
-        "(default resnet50; any name of 'nstcam weights list')",
+        help="a torchvision classifier (resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0...), "
+        "segmenter (deeplabv3_resnet50, lraspp_mobilenet_v3_large...) or detector (fasterrcnn_resnet50_fpn, "
+        "retinanet_resnet50_fpn, ssdlite320_mobilenet_v3_large...); default resnet50; any name of "
+        "'nstcam weights list'",
     )
     c.add_argument(
         "--layer",
@@ -638,7 +651,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--n-samples", type=int, help="samples of smoothgradcam++, sscam, iscam (4, 35, 10)")
     c.add_argument("--std", type=float, help="noise of smoothgradcam++ and sscam (default 0.3, 2.0)")
     c.add_argument("--seed", type=int, default=0, help="seeds randomcam's weights and the noise")
-    c.add_argument("--top-k", type=int, default=1, help="explain the k most likely classes")
+    c.add_argument(
+        "--top-k", type=int, help="explain the k most likely classes (default 1; a segmenter: all present)"
+    )
+    c.add_argument(
+        "--classes",
+        type=lambda t: [int(v) if v.strip().isdigit() else v.strip() for v in t.split(",")],
+        help="a detector's or segmenter's classes to explain, names or indices: person,dog",
+    )
+    c.add_argument(
+        "--score-threshold", type=float, default=0.5, help="a detector's least detection score (default 0.5)"
+    )
+    c.add_argument("--max-detections", type=int, default=5, help="a detector's most detections explained (5)")
     c.add_argument("--target", type=int, help="explain this class index instead")
     c.add_argument(
         "--input-size",

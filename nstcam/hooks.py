@@ -110,6 +110,14 @@ def resolve_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Modu
     return out
 
 
+def _tensor_dict(output: Any) -> bool:
+    return (
+        isinstance(output, dict)
+        and bool(output)
+        and all(isinstance(v, torch.Tensor) for v in output.values())
+    )
+
+
 def count_hooks(model: nn.Module) -> int:
     """Counts the forward, forward-pre and backward hooks on every module of ``model``."""
     total = 0
@@ -151,7 +159,9 @@ class HookManager:
             requires grad and hand a clone of it on (so in-place ops downstream are safe). Backward
             then stops at these layers, and the rest of the forward pass records a graph even if it
             started under :func:`torch.no_grad` (grad mode is switched on from the first hooked
-            layer; the caller restores it, e.g. by leaving its ``no_grad`` block).
+            layer; the caller restores it, e.g. by leaving its ``no_grad`` block). A layer that
+            returns a dict of tensors (an FPN's levels) is cut level by level: its record is a dict of
+            leaves, and with ``capture_grads`` its gradient a dict with the same keys.
 
     Attributes:
         outputs: layer name -> recorded output (a list of outputs with ``on_repeat="list"``).
@@ -247,6 +257,13 @@ class HookManager:
                 passed_on = output.clone()  # the network goes on with the clone; we keep the original
             if self.capture_grads and record.requires_grad:
                 self._tensor_handles.append(record.register_hook(self._make_grad_hook(name)))
+        elif self.grad_leaf and _tensor_dict(output):  # a dict of levels (an FPN's): each level a leaf
+            record = {k: v.detach().requires_grad_(True) for k, v in output.items()}
+            torch.set_grad_enabled(True)
+            passed_on = type(output)((k, leaf.clone()) for k, leaf in record.items())
+            if self.capture_grads:
+                for k, leaf in record.items():
+                    self._tensor_handles.append(leaf.register_hook(self._make_grad_hook(name, k)))
         if name in self.outputs:
             if self.on_repeat == "error":
                 raise RepeatedCallError(
@@ -262,14 +279,16 @@ class HookManager:
             raise _StopForward
         return passed_on
 
-    def _make_grad_hook(self, name: str):
+    def _make_grad_hook(self, name: str, key: Any = None):
         ref = weakref.ref(self)
 
         def grad_hook(grad: torch.Tensor) -> None:
             mgr = ref()
             if mgr is None:
                 return
-            if mgr.on_repeat == "list":
+            if key is not None:  # one level of a dict output: grads[name] is a dict like the output
+                mgr.grads.setdefault(name, {})[key] = grad
+            elif mgr.on_repeat == "list":
                 # backward visits repeated calls in reverse order; keep them in call order
                 mgr.grads.setdefault(name, []).insert(0, grad)
             else:

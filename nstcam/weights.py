@@ -16,6 +16,7 @@ package when nstcam runs from a checkout (or a Space), else ``~/.cache/nstcam/we
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,7 +37,9 @@ from nstcam._files import atomic_file
 
 __all__ = [
     "ARCHS",
+    "DETECTORS",
     "FLOW_ARCHS",
+    "SEGMENTERS",
     "WeightsInfo",
     "WeightsUnavailableError",
     "build_model",
@@ -75,6 +79,22 @@ FLOW_ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
 }
 """Optical-flow models (video, ``flow="raft"``) and their official weights (``weights="official"``,
 also spelt ``"imagenet"`` like every other model's; RAFT's are trained on optical-flow datasets)."""
+
+SEGMENTERS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
+    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
+    for name in ("deeplabv3_resnet50", "deeplabv3_resnet101", "deeplabv3_mobilenet_v3_large",
+                 "fcn_resnet50", "fcn_resnet101", "lraspp_mobilenet_v3_large")
+}  # fmt: skip
+"""Semantic segmentation models Grad-CAM explains by class region (official weights: COCO with the
+20 Pascal VOC categories and background)."""
+
+DETECTORS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
+    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
+    for name in ("fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn",
+                 "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
+                 "ssdlite320_mobilenet_v3_large", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2")
+}  # fmt: skip
+"""Object detectors Grad-CAM explains by box (official weights: COCO's 91 categories)."""
 
 _HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
 _CHUNK = 1 << 20
@@ -161,9 +181,9 @@ def weights_dir() -> Path:
 
 def _check_arch(arch: str) -> tuple[Callable[..., nn.Module], models.WeightsEnum]:
     try:
-        return ARCHS[arch] if arch in ARCHS else FLOW_ARCHS[arch]
+        return {**ARCHS, **SEGMENTERS, **DETECTORS, **FLOW_ARCHS}[arch]
     except KeyError:
-        names = ", ".join([*ARCHS, *FLOW_ARCHS])
+        names = ", ".join([*ARCHS, *SEGMENTERS, *DETECTORS, *FLOW_ARCHS])
         raise ValueError(f"unknown architecture {arch!r}; choose one of {names}") from None
 
 
@@ -351,7 +371,7 @@ def build_model(
     if isinstance(weights, str) and weights == "random":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = ctor(weights=None)
+            model = _construct(ctor, trained=False)
             for m in model.modules():  # ViT's head starts at zeros: every class score, every map 0
                 if isinstance(m, nn.Linear) and not m.weight.any():
                     nn.init.normal_(m.weight, std=0.02)
@@ -364,7 +384,7 @@ def build_model(
                 f"{path} is corrupt (its sha256 does not start with {prefix}); delete it and run: "
                 f"{_fetch_command(arch)}"
             )
-        model = ctor(weights=None)
+        model = _construct(ctor, trained=True)
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         info = WeightsInfo(arch, "imagenet", str(path), categories)
     elif isinstance(weights, (str, os.PathLike)) and (
@@ -372,7 +392,7 @@ def build_model(
     ):
         path = Path(weights)
         sd = _read_state_dict(path)
-        model = ctor(weights=None)
+        model = _construct(ctor, trained=any(k.startswith("aux_classifier.") for k in sd))
         _load_checked(model, sd, path, arch)
         info = WeightsInfo(arch, "file", str(path), categories)
     else:
@@ -383,6 +403,23 @@ def build_model(
     model.nstcam_weights = info
     (logger.warning if info.is_random else logger.info)("%s", info.notice)
     return model
+
+
+def _construct(ctor: Callable[..., nn.Module], trained: bool) -> nn.Module:
+    """``ctor`` with no weights: never its backbone's ImageNet weights either (a segmenter's or a
+    detector's default, which would download); with ``trained``, a segmenter's auxiliary head as
+    its official weights have it. A detector keeps every detection whatever its score (its own
+    threshold, 0.05 for most, would hide what ``explain(score_threshold=)`` asks for)."""
+    params = inspect.signature(ctor).parameters
+    kwargs: dict[str, Any] = {"weights": None}
+    if "weights_backbone" in params:
+        kwargs["weights_backbone"] = None
+    if trained and "aux_loss" in params:
+        kwargs["aux_loss"] = True
+    name = getattr(ctor, "__name__", "")
+    if name in DETECTORS:
+        kwargs["box_score_thresh" if name.startswith(("fasterrcnn", "maskrcnn")) else "score_thresh"] = 0.0
+    return ctor(**kwargs)
 
 
 def weights_info(model: nn.Module) -> WeightsInfo | None:

@@ -371,3 +371,36 @@ def test_app_names_a_broken_torch_pair_instead_of_a_traceback(tmp_path):
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "torchvision" in run.stderr and "do not load together" in run.stderr
     assert "operator torchvision::nms does not exist" in run.stderr and "pip install torch==" in run.stderr
+
+
+def test_cam_cli_explains_detections_and_segments(tmp_path, caplog):
+    img = _img(tmp_path / "street.png", 4)
+    det = tmp_path / "det"
+    args = [
+        "cam",
+        str(img),
+        "--arch",
+        "fasterrcnn_mobilenet_v3_large_fpn",
+        "--weights",
+        "random",
+        "-o",
+        str(det),
+    ]
+    assert main([*args, "--score-threshold", "0", "--max-detections", "2"]) == 0
+    header, *rows = (det / "explanations.csv").read_text().splitlines()
+    assert header.endswith("random_weights,x0,y0,x1,y1") and len(rows) == 2  # a row per detection, its box
+    meta = json.loads((det / "street_cam.json").read_text())
+    assert [len(c["box"]) for c in meta["classes"]] == [4, 4] and meta["layer"] == "backbone"
+    assert len(list(det.glob("street_cam?_*_heatmap.png"))) == 2
+    caplog.clear()
+    assert main([*args, "--top-k", "3", "--overwrite"]) == 1
+    assert "top_k: a detector explains boxes" in caplog.text
+    seg = tmp_path / "seg"
+    assert main(["cam", str(img), "--arch", "lraspp_mobilenet_v3_large", "--weights", "random",
+                 "--classes", "person,cat", "-o", str(seg)]) == 0  # fmt: skip
+    labels = [r.split(",")[3] for r in (seg / "explanations.csv").read_text().splitlines()[1:]]
+    assert labels == ["person", "cat"]
+    caplog.clear()
+    assert main(["cam", str(img), "--arch", "resnet18", "--weights", "random", "--classes", "cat",
+                 "-o", str(tmp_path / "c")]) == 2  # fmt: skip
+    assert "--classes picks a detector's or segmenter's classes" in caplog.text

@@ -563,10 +563,13 @@ def test_cli_video_writes_the_clip_and_reports_the_warping_error(tmp_path, caplo
     assert rc == 0 and streams(out)[:2] == (3, 10.0)
     assert "warping error 0." in caplog.text and "RANDOM weights" in caplog.text
     caplog.clear()
+    other = str(tmp_path / "other.mp4")  # out.mp4 exists: every command keeps it unless --overwrite
     rc = main(
-        ["video", str(tmp_path / "notes.txt"), "--style", str(STYLE), "-o", str(out), "--weights", "random"]
+        ["video", str(tmp_path / "notes.txt"), "--style", str(STYLE), "-o", other, "--weights", "random"]
     )
     assert rc == 1 and "notes.txt" in caplog.text
     caplog.clear()
-    assert main([*args, "--flow", "raft"]) == 1  # offline: no VGG16_bn weights, named with the fix
+    assert (
+        main([*args, "--flow", "raft", "--overwrite"]) == 1
+    )  # offline: no VGG16_bn weights, named with the fix
     assert "--weights random" in caplog.text

@@ -132,7 +132,8 @@ def explain_targets(
     check_fit(targets, model_kind(model))
     per_layer, scores = [], None
     for layer, layout in zip(spec.layers, spec.layouts, strict=True):
-        raws, s = target_pass(model, layer, spec.method, x, targets, layout, eigen_smooth=eigen_smooth)
+        raws, s, _ = target_pass(model, layer, spec.method, x, lambda _out: [targets], layout,
+                                 eigen_smooth=eigen_smooth)  # fmt: skip
         per_layer.append(raws)
         scores = s if scores is None else scores
     if len(per_layer) == 1:

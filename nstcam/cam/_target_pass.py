@@ -8,10 +8,11 @@ backward pass stopped at the target layer, as for a class.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
@@ -26,10 +27,23 @@ from nstcam.cam.methods import (
 from nstcam.cam.targets import Target
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["TARGET_METHODS", "model_kind", "model_output", "target_pass"]
+__all__ = ["TARGET_METHODS", "levels_as_one", "model_kind", "model_output", "target_pass"]
 
 TARGET_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam")
 """Methods that explain target objects (gradient methods, and gradient-free ones that need none)."""
+
+
+def levels_as_one(levels: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A dict of (N, C, h, w) levels (an FPN's) as one (N, sum C, h, w) tensor on the finest level's
+    grid: each level resized bilinearly and its channels kept apart, so that channel weights (and a
+    principal component) read every level at the resolution of the sharpest."""
+    tensors = [v.detach().float() for v in levels.values()]
+    h, w = max((t.shape[-2:] for t in tensors), key=lambda s: s[0] * s[1])
+    return torch.cat(
+        [t if t.shape[-2:] == (h, w) else F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
+         for t in tensors],
+        dim=1,
+    )  # fmt: skip
 
 
 def model_kind(model: nn.Module) -> str:
@@ -58,16 +72,22 @@ def target_pass(
     layer: str,
     method: str,
     x: torch.Tensor,
-    targets: Sequence[Target],
+    rows: Callable[[Any], Sequence[Sequence[Target]]],
     layout: str | None = None,
     *,
     eigen_smooth: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(raw maps (1, N, h, w) after ReLU, each image's target score (N,)) for ``targets[i]`` of image i.
+) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Maps for targets picked from the model's own output, in one forward pass.
+
+    ``rows(output)`` gives k rows of one target per image (a detector's k boxes, a segmenter's k
+    classes, found in the same pass); each row costs one backward pass, stopped at the layer.
+
+    Returns:
+        (raw maps (k, N, h, w) after ReLU, target scores (k, N), the output, detached).
 
     Raises:
-        ValueError: the layer's output is not one 3- or 4-D tensor, or a target does not fit the
-            model's output (its own message).
+        ValueError: the layer's output is not one 3- or 4-D tensor or a dict of levels, or a target
+            does not fit the model's output (its own message).
     """
     in_h, in_w = x.shape[-2:]
     gradient = method in GRADIENT_METHODS
@@ -76,23 +96,55 @@ def target_pass(
         if hooks.outputs.get(layer) is None:
             raise RuntimeError(f"layer {layer!r} did not run in the forward pass")
         act = hooks.activation
-        if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4):
-            raise ValueError(
-                f"layer {layer!r} outputs {type(act).__name__}; CAM reads one (N, C, h, w), (N, h, w, C) "
-                "or (N, tokens, C) tensor: choose another layer"
-            )
-        layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
-        a = to_nchw(act.detach().float(), layout, in_h, in_w)
-        with torch.enable_grad():
-            scores = torch.stack([t(out, i).reshape(()) for i, t in enumerate(targets)])
-            if gradient and scores.requires_grad:
-                torch.autograd.grad(scores.sum(), act, allow_unused=True)
-        if gradient:
-            g = hooks.grads.get(layer)
-            g = torch.zeros_like(act) if g is None else g  # a score the layer does not reach: no map
-            raw = gradient_map(method, a, to_nchw(g.float(), layout, in_h, in_w), eigen_smooth)
-        elif method == "fem":
-            raw = cam_from_weights(a, fem_weights(a), eigen_smooth)
-        else:
-            raw = torch.relu(eigencam(a) if method == "eigencam" else kernel_pca(a))
-    return raw[None], scores.detach().float()
+        a, read = _reader(act, layer, layout, in_h, in_w)
+        leaves = list(act.values()) if isinstance(act, dict) else [act]
+        chosen = rows(_detached(out))
+        raws, scores = [], []
+        for j, row in enumerate(chosen):
+            hooks.grads.pop(layer, None)  # a level this row does not reach must not keep the last row's
+            with torch.enable_grad():
+                y = torch.stack([t(out, i).reshape(()) for i, t in enumerate(row)])
+                if gradient and y.requires_grad:
+                    torch.autograd.grad(y.sum(), leaves, allow_unused=True, retain_graph=j < len(chosen) - 1)
+            scores.append(y.detach().float())
+            if gradient:
+                raws.append(gradient_map(method, a, read(hooks.grads.get(layer)), eigen_smooth))
+            elif method == "fem":
+                raws.append(cam_from_weights(a, fem_weights(a), eigen_smooth))
+            else:
+                raws.append(torch.relu(eigencam(a) if method == "eigencam" else kernel_pca(a)))
+    if not raws:
+        n, (h, w) = x.shape[0], a.shape[-2:]
+        return a.new_zeros(0, n, h, w), a.new_zeros(0, n), _detached(out)
+    return torch.stack(raws), torch.stack(scores), _detached(out)
+
+
+def _reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
+    """(the activation as (N, C, h, w), a function reading a gradient the same way: None -> zeros)."""
+    if isinstance(act, dict):
+
+        def read_levels(g: Any) -> torch.Tensor:
+            return levels_as_one({k: (g or {}).get(k, torch.zeros_like(v)) for k, v in act.items()})
+
+        return levels_as_one(act), read_levels
+    if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4):
+        raise ValueError(
+            f"layer {layer!r} outputs {type(act).__name__}; CAM reads one (N, C, h, w), (N, h, w, C) or "
+            "(N, tokens, C) tensor, or a dict of (N, C, h, w) levels: choose another layer"
+        )
+    layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
+
+    def read(g: Any) -> torch.Tensor:
+        return to_nchw((torch.zeros_like(act) if g is None else g).float(), layout, in_h, in_w)
+
+    return to_nchw(act.detach().float(), layout, in_h, in_w), read
+
+
+def _detached(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, dict):
+        return {k: _detached(v) for k, v in out.items()}
+    if isinstance(out, (list, tuple)):
+        return type(out)(_detached(v) for v in out)
+    return out

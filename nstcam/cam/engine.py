@@ -24,10 +24,12 @@ from nstcam._device import pick_device
 from nstcam.cam._checks import check_method, method_options, read_layers
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps
 from nstcam.cam._evaluate import evaluate_maps
+from nstcam.cam._found import explain_found
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
+from nstcam.cam._target_pass import model_kind
 from nstcam.cam.hooks import eval_view
-from nstcam.cam.layers import CAM_ARCHS, candidate_layers
+from nstcam.cam.layers import CAM_ARCHS, DETECTOR_ARCHS, SEGMENTER_ARCHS, candidate_layers
 from nstcam.cam.result import CamResult
 from nstcam.cam.targets import Target, is_target_object, per_image
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
@@ -111,8 +113,9 @@ class GradCAM:
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
         if model is None:
-            if arch not in CAM_ARCHS:
-                raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
+            if arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
+                known = ", ".join((*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS))
+                raise ValueError(f"arch must be one of {known}; got {arch!r}")
             model = build_model(arch, weights)
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
@@ -124,6 +127,7 @@ class GradCAM:
         self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
         check_method(self.model, method, self.target_layers)  # refused before any work, with the reason
         self.method = method
+        self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
         self.colormap = colormap
         self.weights = weights_info(model)
         self.categories = _categories(self.weights)
@@ -143,8 +147,11 @@ class GradCAM:
         self,
         image: ImageSource,
         target: int | Target | None = None,
-        top_k: int = 1,
+        top_k: int | None = None,
         *,
+        classes: Sequence[int | str] | None = None,
+        score_threshold: float = 0.5,
+        max_detections: int = 5,
         max_side: int | None = None,
         progress: Callable[[int, int], None] | None = None,
         evaluate: bool = False,
@@ -152,14 +159,18 @@ class GradCAM:
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
     ) -> list[CamResult]:
-        """Explains one image: the top-``top_k`` classes, or the class ``target``.
+        """Explains one image: a classifier's top classes or ``target``; a detector's detections, each
+        with its ``box`` (``score``: the detection's); a segmenter's classes present, largest first
+        without the background, each with its ``mask`` (``score``: its mean probability there).
 
         Args:
             image: anything :func:`nstcam.load_image` takes.
+            classes: a detector's or a segmenter's classes to explain (indices or names).
+            score_threshold: a detector's least detection score kept; max_detections: how many.
             target: explain this class instead of the top ones; or a target object of
                 :mod:`nstcam.cam.targets` (a class's probability, a segmenter's region, the similarity to
                 an embedding, any callable ``f(output, i)``), whose score the result's ``score`` holds.
-            top_k: how many of the highest-scoring classes to explain.
+            top_k: how many of the highest-scoring classes to explain (1; a segmenter: all present).
             max_side: heatmaps and overlays at the image's size, or with their long side capped at
                 this many pixels (the network sees the same ``input_size`` input either way): a
                 36 MP photo then costs what a 1 MP one does.
@@ -176,13 +187,13 @@ class GradCAM:
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
-        top_k = whole("top_k", top_k, minimum=1)
+        if self.kind != "classifier" and target is None:
+            return explain_found(self, load_image(image), top_k=top_k, classes=classes,
+                                 score_threshold=score_threshold, max_detections=max_detections,
+                                 eigen_smooth=eigen_smooth)  # fmt: skip
+        top_k = whole("top_k", 1 if top_k is None else top_k, minimum=1)
         target = _checked_target(target, evaluate)
-        if max_side is not None:
-            max_side = whole("max_side", max_side, minimum=16)
-        img = load_image(image)
-        if max_side is not None and max(img.size) > max_side:
-            img = resize_long_side(img, max_side)
+        img = _loaded(image, max_side)
         x = self.preprocess(img)
         evaluate_steps = whole("evaluate_steps", evaluate_steps, minimum=1)
         maps, raw, probs, classes = self._run(
@@ -230,11 +241,8 @@ class GradCAM:
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
-        one image into a (1, 3, H, W) batch."""
-        w, h = img.size
-        s = self.input_size / min(w, h)
-        size = (self.square,) * 2 if self.square else (max(1, round(w * s)), max(1, round(h * s)))
-        return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), self.device))
+        one image into a (1, 3, H, W) batch; a detector's as it is (it does both inside itself)."""
+        return _batch(img, self.kind, self.input_size, self.square, self.device)
 
     def label(self, index: int) -> str:
         """The name of class ``index``."""
@@ -283,6 +291,24 @@ class GradCAM:
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _loaded(image: ImageSource, max_side: int | None) -> Image.Image:
+    if max_side is not None:
+        max_side = whole("max_side", max_side, minimum=16)
+    img = load_image(image)
+    return resize_long_side(img, max_side) if max_side is not None and max(img.size) > max_side else img
+
+
+def _batch(
+    img: Image.Image, kind: str, input_size: int, square: int | None, device: torch.device
+) -> torch.Tensor:
+    if kind == "detector":
+        return image_to_tensor(img, device)
+    w, h = img.size
+    s = input_size / min(w, h)
+    size = (square,) * 2 if square else (max(1, round(w * s)), max(1, round(h * s)))
+    return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), device))
 
 
 def _checked_target(target: Any, evaluate: bool) -> Any:

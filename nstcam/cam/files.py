@@ -32,6 +32,7 @@ from nstcam.cam.result import CamResult
 from nstcam.image import save_image
 
 __all__ = [
+    "BOX_FIELDS",
     "CSV_FIELDS",
     "class_stem",
     "csv_row",
@@ -44,6 +45,8 @@ __all__ = [
 
 CSV_FIELDS = ("image", "rank", "class_index", "label", "score", "random_weights")
 """Columns of ``explanations.csv`` (and the first columns of the CLI's ``metrics.csv``)."""
+BOX_FIELDS = ("x0", "y0", "x1", "y1")
+"""A detection's box, in the image's pixels: columns added where a row has one."""
 
 
 def sidecar_names(items: Sequence[Any]) -> list[str]:
@@ -66,6 +69,7 @@ def csv_row(image: str, rank: int, result: CamResult) -> dict[str, Any]:
         "label": result.label,
         "score": round(result.score, 6),
         "random_weights": bool(result.weights and result.weights.is_random),
+        **(dict(zip(BOX_FIELDS, (round(v, 2) for v in result.box), strict=True)) if result.box else {}),
     }
 
 
@@ -138,14 +142,19 @@ def folder_csv(out_dir: str | os.PathLike) -> Path | None:
 
 def csv_rows(sidecars: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``explanations.csv`` rows of some sidecars, in their order."""
-    return [{k: c[k] for k in CSV_FIELDS} for meta in sidecars for c in meta["classes"]]
+    return [
+        {k: c[k] for k in (*CSV_FIELDS, *BOX_FIELDS) if k in c} for meta in sidecars for c in meta["classes"]
+    ]
 
 
 def write_csv(
-    path: str | os.PathLike, rows: Sequence[dict[str, Any]], fields: Sequence[str] = CSV_FIELDS
+    path: str | os.PathLike, rows: Sequence[dict[str, Any]], fields: Sequence[str] | None = None
 ) -> Path:
-    """Writes ``rows`` (dicts with at least ``fields``) as a CSV with a header; returns the path."""
+    """Writes ``rows`` as a CSV with a header (``fields``; default :data:`CSV_FIELDS`, and
+    :data:`BOX_FIELDS` where a row has a box); returns the path."""
     path = Path(path)
+    if fields is None:
+        fields = (*CSV_FIELDS, *BOX_FIELDS) if any("x0" in r for r in rows) else CSV_FIELDS
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
         writer.writeheader()

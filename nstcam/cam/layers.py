@@ -22,10 +22,12 @@ import torch
 from torch import nn
 
 from nstcam.hooks import resolve_modules
-from nstcam.weights import ARCHS
+from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS
 
 __all__ = [
     "CAM_ARCHS",
+    "DETECTOR_ARCHS",
+    "SEGMENTER_ARCHS",
     "ArchSpec",
     "arch_spec",
     "candidate_layers",
@@ -36,7 +38,11 @@ __all__ = [
 ]
 
 CAM_ARCHS = tuple(ARCHS)
-"""Architectures ``GradCAM(arch)`` builds (official weights through the weights registry)."""
+"""Classifiers ``GradCAM(arch)`` builds (official weights through the weights registry)."""
+SEGMENTER_ARCHS = tuple(SEGMENTERS)
+"""Segmentation models ``GradCAM(arch)`` builds: explained by class region (:class:`RegionTarget`)."""
+DETECTOR_ARCHS = tuple(DETECTORS)
+"""Detectors ``GradCAM(arch)`` builds: explained by box (:class:`BoxTarget`), at their FPN's levels."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,11 @@ class ArchSpec:
 
 
 def _family(model: nn.Module) -> str:
+    from nstcam.cam._target_pass import model_kind
+
+    kind = model_kind(model)
+    if kind != "classifier":
+        return kind
     names = {type(model).__name__}
     if "VisionTransformer" in names:
         return "vit"
@@ -78,6 +89,11 @@ def arch_spec(model: nn.Module) -> ArchSpec:
         ValueError: a model of no known family: give ``target_layer`` (and ``layout`` if needed).
     """
     family = _family(model)
+    if family == "detector":  # the FPN's (or SSD's) levels, as a dict: read without user code
+        return ArchSpec("backbone", "nchw")
+    if family == "segmenter":
+        body = model.backbone
+        return ArchSpec("backbone.layer4" if hasattr(body, "layer4") else f"backbone.{len(body) - 1}", "nchw")
     if family == "vit":
         last = list(model.encoder.layers.named_children())[-1][0]
         return ArchSpec(f"encoder.layers.{last}.ln_1", "tokens", int(model.image_size))
@@ -106,6 +122,14 @@ def candidate_layers(model: nn.Module) -> list[str]:
     stages and blocks (``layer4``, ``layer4.2``), ViT blocks' first norms, Swin stages and their
     blocks' second norms, RegNet blocks, and the modules of ``features`` for the rest."""
     family = _family(model)
+    if family == "detector":
+        return [
+            "backbone",
+            *(f"backbone.body.{n}" for n, _ in getattr(model.backbone, "body", nn.Module()).named_children()),
+        ]
+    if family == "segmenter":
+        body = model.backbone
+        return ["backbone." + n for n, _ in body.named_children() if n.startswith("layer") or n.isdigit()]
     if family == "resnet":
         names = []
         for name, m in model.named_children():
@@ -139,13 +163,15 @@ def candidate_layers(model: nn.Module) -> list[str]:
 def skeleton(arch: str) -> nn.Module:
     """An untrained ``arch`` to read its structure: on the meta device (no memory), or, for the few
     builders that compute with tensors (RegNet), on the CPU once."""
-    if arch not in ARCHS:
-        raise ValueError(f"arch must be one of {', '.join(CAM_ARCHS)}; got {arch!r}")
+    known = {**ARCHS, **SEGMENTERS, **DETECTORS}
+    if arch not in known:
+        raise ValueError(f"arch must be one of {', '.join(known)}; got {arch!r}")
+    extra = {} if arch in ARCHS else {"weights_backbone": None}
     try:
         with torch.device("meta"):
-            return ARCHS[arch][0](weights=None).eval()
+            return known[arch][0](weights=None, **extra).eval()
     except NotImplementedError:
-        return ARCHS[arch][0](weights=None).eval()
+        return known[arch][0](weights=None, **extra).eval()
 
 
 def layers(arch: str) -> list[str]:
@@ -156,6 +182,18 @@ def layers(arch: str) -> list[str]:
 def check_layer(model: nn.Module, layer: str) -> None:
     """Raises ``ValueError`` listing the closest valid names if ``layer`` is not in ``model``."""
     resolve_modules(model, [layer])
+
+
+def _official_size(arch: str | None) -> int:
+    """The shorter side the official weights' transforms give: a classifier's crop (224 for most),
+    a segmenter's resize (520); a detector resizes inside itself (its size is its own: 0)."""
+    if arch in ARCHS:
+        return ARCHS[arch][1].transforms().crop_size[0]
+    if arch in SEGMENTERS:
+        return int(SEGMENTERS[arch][1].transforms.keywords.get("resize_size", 520))
+    if arch in DETECTORS:
+        return 0
+    return 224
 
 
 def reading(
@@ -178,7 +216,7 @@ def reading(
     if layout is None and layer == spec.default_layer:
         layout = spec.layout
     if input_size is None:
-        input_size = spec.square or (ARCHS[arch][1].transforms().crop_size[0] if arch in ARCHS else 224)
+        input_size = spec.square or _official_size(arch)
     if spec.square is not None and input_size != spec.square:
         raise ValueError(
             f"input_size={input_size}, but this {type(model).__name__} takes exactly {spec.square} px "

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from nstcam.cam.overlay import overlay_heatmap
+from nstcam.cam.overlay import mark_region, overlay_heatmap
 from nstcam.metrics import Faithfulness
 from nstcam.weights import WeightsInfo
 
@@ -32,6 +32,8 @@ class CamResult:
         faithfulness: with ``explain(evaluate=True)``, how faithful the map is
             (:class:`nstcam.metrics.Faithfulness`), else None.
         baseline: the same metrics for a random map (seed 0), to read ``faithfulness`` against.
+        box: a detector's result: the detection's box ``(x0, y0, x1, y1)`` in the image's pixels.
+        mask: a segmenter's result: the class's predicted pixels (bool H x W at the image's size).
     """
 
     heatmap: np.ndarray
@@ -47,11 +49,17 @@ class CamResult:
     alpha: float = 0.5
     faithfulness: Faithfulness | None = None
     baseline: Faithfulness | None = field(default=None, repr=False)
+    box: tuple[float, float, float, float] | None = None
+    mask: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def overlay(self) -> Image.Image:
-        """The heatmap over the image (``colormap``, ``alpha``; see :func:`overlay_heatmap`)."""
-        return overlay_heatmap(self.image, self.heatmap, colormap=self.colormap, alpha=self.alpha)
+        """The heatmap over the image (``colormap``, ``alpha``; see :func:`overlay_heatmap`), with the
+        detection's box or the segment's outline drawn on it."""
+        out = overlay_heatmap(self.image, self.heatmap, colormap=self.colormap, alpha=self.alpha)
+        if self.box is None and self.mask is None:
+            return out
+        return mark_region(out, box=self.box, mask=self.mask)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no pixel data)."""
@@ -63,6 +71,8 @@ class CamResult:
             "method": self.method,
             "layer": self.layer,
             "heatmap_size": [int(self.heatmap.shape[1]), int(self.heatmap.shape[0])],
+            **({"box": list(self.box)} if self.box is not None else {}),
+            **({"mask_share": round(float(self.mask.mean()), 6)} if self.mask is not None else {}),
             "random_weights": random,
             "weights": self.weights.notice if self.weights else "custom model",
             **(

@@ -158,7 +158,7 @@ class BoxTarget:
         ref = torch.tensor([list(map(float, self.box))], dtype=det["boxes"].dtype, device=det["boxes"].device)
         ious = box_iou(ref, det["boxes"])[0]
         best = int(ious.argmax())
-        if float(ious[best]) < self.iou or int(det["labels"][best]) != self.label:
+        if float(ious[best].detach()) < self.iou or int(det["labels"][best]) != self.label:
             return scores.sum() * 0
         return ious[best] + scores[best]
 

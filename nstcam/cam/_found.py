@@ -1,0 +1,172 @@
+"""Explaining what a detector or a segmenter found: one result per detection kept (its box, label,
+score and map) or per class present (its predicted mask and map), all from one forward pass and
+one backward pass per result (:func:`nstcam.cam._target_pass.target_pass`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from nstcam._checks import finite, whole
+from nstcam.cam._maps import upsample_maps
+from nstcam.cam._target_pass import TARGET_METHODS, target_pass
+from nstcam.cam.hooks import eval_view
+from nstcam.cam.result import CamResult
+from nstcam.cam.targets import BoxTarget, RegionTarget
+
+__all__ = ["class_indices", "explain_found"]
+
+logger = logging.getLogger(__name__)
+
+
+def class_indices(classes: Sequence[int | str], categories: Sequence[str]) -> list[int]:
+    """Class indices from indices or names (``"person"``), checked against the model's categories.
+
+    Raises:
+        ValueError: an unknown name or an index out of range; the message lists the known names.
+    """
+    out = []
+    for c in classes:
+        if isinstance(c, str):
+            if c not in categories:
+                known = ", ".join(n for n in categories if n not in ("__background__", "N/A"))
+                raise ValueError(f"classes: unknown class name {c!r}; this model knows {known}")
+            out.append(list(categories).index(c))
+        else:
+            out.append(whole("classes", c, minimum=0, maximum=len(categories) - 1 if categories else None))
+    return out
+
+
+def explain_found(
+    cam: Any,
+    img: Image.Image,
+    *,
+    top_k: int | None,
+    classes: Sequence[int | str] | None,
+    score_threshold: float,
+    max_detections: int,
+    eigen_smooth: bool,
+) -> list[CamResult]:
+    """The results of a detector (per detection) or a segmenter (per class present, or asked).
+
+    Raises:
+        ValueError: a method without a target pass, ``top_k`` on a detector, a bad threshold or an
+            unknown class; before any work.
+    """
+    if cam.method not in TARGET_METHODS:
+        raise ValueError(
+            f"method {cam.method!r} explains a classifier's classes; a {cam.kind} takes one of "
+            f"{', '.join(TARGET_METHODS)}"
+        )
+    if len(cam.target_layers) != 1:
+        raise ValueError(f"a {cam.kind} is explained at one layer; got {len(cam.target_layers)}")
+    x = cam.preprocess(img)
+    if cam.kind == "detector":
+        if top_k is not None:
+            raise ValueError(
+                "top_k: a detector explains boxes, not its top classes; use score_threshold= and "
+                "max_detections= (or classes= to keep some labels)"
+            )
+        return _detections(cam, img, x, classes, score_threshold, max_detections, eigen_smooth)
+    return _regions(cam, img, x, classes, top_k, eigen_smooth)
+
+
+def _detections(cam, img, x, classes, threshold, most, eigen_smooth) -> list[CamResult]:
+    threshold = finite("score_threshold", threshold, minimum=0, maximum=1)
+    most = whole("max_detections", most, minimum=1)
+    wanted = set(class_indices(classes, cam.categories)) if classes else None
+    kept: list[tuple[list[float], int, float]] = []
+
+    def rows(out: Any) -> list[list[BoxTarget]]:
+        d = out[0]
+        for box, label, score in zip(
+            d["boxes"].tolist(), d["labels"].tolist(), d["scores"].tolist(), strict=True
+        ):
+            if score >= threshold and (wanted is None or label in wanted) and len(kept) < most:
+                kept.append((box, int(label), float(score)))
+        return [[BoxTarget(label, box, iou=0.5)] for box, label, _ in kept]
+
+    raws, _, _ = target_pass(
+        eval_view(cam.model), cam.target_layers[0], cam.method, x, rows, eigen_smooth=eigen_smooth
+    )
+    if not kept:
+        why = " (random weights find nothing: lower score_threshold)" if _random(cam) else ""
+        logger.warning("%s found no detection scoring %.2f or more%s", cam.arch, threshold, why)
+        return []
+    grid = _unpadded(cam.model, x, raws.shape[-2:])
+    maps = upsample_maps(raws[:, 0, : grid[0], : grid[1]], (img.height, img.width))
+    return [
+        _result(cam, img, maps[j], raws[j, 0], label, score, box=tuple(box))
+        for j, (box, label, score) in enumerate(kept)
+    ]
+
+
+def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
+    asked = class_indices(classes, cam.categories) if classes else None
+    most = whole("top_k", top_k, minimum=1) if top_k is not None else None
+    found: list[tuple[int, float]] = []
+    pred: list[torch.Tensor] = []
+
+    def rows(out: torch.Tensor) -> list[list[RegionTarget]]:
+        p = out[0].argmax(0)
+        pred.append(p)
+        share = torch.bincount(p.flatten(), minlength=out.shape[1]).float() / p.numel()
+        order = asked if asked is not None else [c for c in share.argsort(descending=True).tolist()
+                                                   if share[c] > 0 and c != 0]  # fmt: skip
+        found.extend((c, float(share[c])) for c in order[:most])
+        return [[RegionTarget(c)] for c, _ in found]
+
+    raws, _, out = target_pass(eval_view(cam.model), cam.target_layers[0], cam.method, x, rows,
+                                    eigen_smooth=eigen_smooth)  # fmt: skip
+    if not found:
+        why = " (random weights: not meaningful)" if _random(cam) else ""
+        logger.warning("%s found no class but the background%s", cam.arch, why)
+        return []
+    maps = upsample_maps(raws[:, 0], (img.height, img.width))
+    probs = out[0].softmax(0)
+    results = []
+    for j, (c, _share) in enumerate(found):
+        region = (pred[0] == c).float()
+        mask = F.interpolate(region[None, None], size=(img.height, img.width), mode="nearest")[0, 0] > 0.5
+        score = float((probs[c] * region).sum() / region.sum()) if region.any() else 0.0  # mean probability
+        results.append(_result(cam, img, maps[j], raws[j, 0], c, score, mask=mask.cpu().numpy()))
+    return results
+
+
+def _result(cam, img, heat, raw, index, score, *, box=None, mask=None) -> CamResult:
+    return CamResult(
+        heatmap=heat.float().cpu().numpy(),
+        raw=raw.float().cpu().numpy(),
+        class_index=int(index),
+        label=cam.label(int(index)),
+        score=score,
+        image=img,
+        method=cam.method,
+        layer=cam.target_layer,
+        weights=cam.weights,
+        colormap=cam.colormap,
+        alpha=cam.alpha,
+        box=box,
+        mask=mask,
+    )
+
+
+def _unpadded(model: Any, x: torch.Tensor, grid: tuple[int, int]) -> tuple[int, int]:
+    """The part of the levels' grid that covers the image: a detector resizes its input and pads it
+    to a multiple of its stride; the padding's share of the grid is cut before upsampling."""
+    transform = getattr(model, "transform", None)
+    if transform is None:
+        return tuple(grid)
+    with torch.no_grad():
+        batch, _ = transform([x[0]])
+    (th, tw), (ph, pw) = batch.image_sizes[0], batch.tensors.shape[-2:]
+    return max(1, round(grid[0] * th / ph)), max(1, round(grid[1] * tw / pw))
+
+
+def _random(cam: Any) -> bool:
+    return bool(cam.weights is not None and cam.weights.is_random)
