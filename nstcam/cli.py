@@ -176,7 +176,23 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         except (WeightsUnavailableError, ValueError) as e:
             _error(e)
             return 1
-    if args.subject_aware:
+    if args.segment and not args.subject_aware:
+        logger.error("--segment names the subject of --subject-aware background|subject; add it")
+        return 2
+    if args.subject_aware and args.segment:
+        from nstcam.cam import GradCAM
+        from nstcam.subject import segment_mask
+
+        try:
+            seg = GradCAM(args.masker, weights=args.weights, device=args.device)
+        except (WeightsUnavailableError, ValueError) as e:
+            _error(e)
+            return 1
+
+        def style_mask(img):
+            return segment_mask(img, seg, args.segment, mode=args.subject_aware, feather=args.feather)[0]
+
+    elif args.subject_aware:
         from nstcam.subject import subject_mask
 
         def style_mask(img):
@@ -591,6 +607,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--subject-aware",
         choices=["background", "subject"],
         help="mask from Grad-CAM: stylise the background or only the subject",
+    )
+    s.add_argument(
+        "--segment",
+        type=lambda t: [int(v) if v.strip().isdigit() else v.strip() for v in t.split(",")],
+        metavar="CLASSES",
+        help="with --subject-aware: the subject is a segmenter's pixels of these classes (person,dog) "
+        "instead of Grad-CAM's saliency",
+    )
+    s.add_argument(
+        "--masker",
+        default="deeplabv3_mobilenet_v3_large",
+        choices=list(SEGMENTERS),
+        metavar="ARCH",
+        help="segmenter for --segment (default deeplabv3_mobilenet_v3_large)",
     )
     s.add_argument("--threshold", type=float, default=0.4, help="saliency threshold of the subject (0-1)")
     s.add_argument("--feather", type=float, default=8.0, help="mask edge softness in px")

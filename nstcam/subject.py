@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "SubjectAwareResult",
     "map_iou",
     "recognition_report",
+    "segment_mask",
     "subject_aware_stylize",
 ]
 
@@ -154,6 +155,45 @@ def subject_mask(
     return mask.astype(np.float32), saliency
 
 
+def segment_mask(
+    image: ImageSource,
+    masker: GradCAM,
+    classes: Sequence[int | str] | None = None,
+    *,
+    mode: str = "background",
+    feather: float = 8.0,
+    dilate: int = 4,
+) -> tuple[np.ndarray, CamResult]:
+    """The style mask (float32 H x W, 1 = styled) from a segmenter's predicted pixels of ``classes``
+    (names or indices; None: every class it finds but the background), and the largest class's
+    result (its map, its ``mask``).
+
+    Raises:
+        ValueError: ``masker`` is not a segmenter, an unknown class, or none of the classes is there.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'background' or 'subject', got {mode!r}")
+    if masker.kind != "segmenter":
+        raise ValueError(
+            f"masker must be a segmenter (deeplabv3_mobilenet_v3_large, lraspp_mobilenet_v3_large...); "
+            f"{masker.arch} is a {masker.kind}"
+        )
+    results = masker.explain(image, classes=classes)
+    found = [r for r in results if r.mask is not None and r.mask.any()]
+    if not found:
+        asked = ", ".join(map(str, classes)) if classes else "any class"
+        why = (
+            " (random weights: not meaningful)"
+            if masker.weights is not None and masker.weights.is_random
+            else ""
+        )
+        raise ValueError(f"classes: the segmenter found no pixel of {asked} in the image{why}")
+    union = np.logical_or.reduce([r.mask for r in found]).astype(np.float32)
+    subject = heatmap_to_mask(union, threshold=0.5, dilate=dilate, feather=feather)
+    mask = 1.0 - subject if mode == "background" else subject
+    return mask.astype(np.float32), max(found, key=lambda r: r.mask.mean())
+
+
 def subject_aware_stylize(
     content: ImageSource,
     style: ImageSource | list[ImageSource],
@@ -169,6 +209,8 @@ def subject_aware_stylize(
     top_k: int = 3,
     weights: str = "imagenet",
     on_mask: Callable[[np.ndarray, CamResult], None] | None = None,
+    masker: str | GradCAM | None = None,
+    classes: Sequence[int | str] | None = None,
     **stylize_params: Any,
 ) -> SubjectAwareResult:
     """Stylises the background and keeps the subject (or the reverse), where Grad-CAM finds it.
@@ -188,6 +230,10 @@ def subject_aware_stylize(
         weights: weights of the default engines.
         on_mask: called with the mask and its saliency as soon as they exist, before the
             stylisation starts (a front end shows the mask while the previews stream).
+        masker: take the subject from a segmenter's predicted pixels instead of Grad-CAM's saliency:
+            a segmenter's name (``"deeplabv3_mobilenet_v3_large"``, built with ``weights``) or a
+            :class:`GradCAM` of one; ``classes`` (names or indices, e.g. ``["person"]``) are the
+            subject (None: every class it finds). The report still asks the classifier ``cam``.
         **stylize_params: passed to :meth:`StyleTransfer.stylize` (``mask_mode="blend"`` for a
             post-hoc blend instead of masked losses).
     """
@@ -196,9 +242,13 @@ def subject_aware_stylize(
     img = load_image(content)
     engine = engine or StyleTransfer(weights)
     cam = cam or GradCAM("resnet50", weights=weights)
-    mask, saliency = subject_mask(
-        img, cam, target=target, mode=mode, threshold=threshold, feather=feather, dilate=dilate
-    )
+    if masker is not None:
+        seg = masker if isinstance(masker, GradCAM) else GradCAM(masker, weights=weights)
+        mask, saliency = segment_mask(img, seg, classes, mode=mode, feather=feather, dilate=dilate)
+    else:
+        mask, saliency = subject_mask(
+            img, cam, target=target, mode=mode, threshold=threshold, feather=feather, dilate=dilate
+        )
     if on_mask is not None:
         on_mask(mask, saliency)
     out = engine.stylize(img, style, style_mask=mask, **stylize_params)
@@ -209,6 +259,14 @@ def subject_aware_stylize(
         "dilate": dilate,
         "class_index": saliency.class_index,
         "label": saliency.label,
+        **(
+            {
+                "masker": masker if isinstance(masker, str) else masker.arch,
+                "classes": list(classes) if classes else None,
+            }
+            if masker is not None
+            else {}
+        ),
     }
     rep = recognition_report(img, out, cam, top_k=top_k) if report else None
     return SubjectAwareResult(out, mask, saliency, rep)

@@ -134,3 +134,32 @@ def test_report_on_identical_images_is_consistent(cam):
     assert map_iou(h, h) == 1.0
     assert map_iou(np.zeros((4, 4)), np.zeros((4, 4))) == 1.0
     assert map_iou(np.eye(4), 1 - np.eye(4)) == 0.0
+
+
+def test_subject_from_a_segmenter_and_its_refusals(st, cam, tmp_path, caplog):
+    from nstcam.cli import main
+    from nstcam.subject import segment_mask
+
+    seg = GradCAM("lraspp_mobilenet_v3_large", weights="random", device="cpu", input_size=64)
+    img = pattern(3, 96, 64)
+    found = seg.explain(img, top_k=1)[0]  # the class random weights predict most
+    mask, saliency = segment_mask(img, seg, [found.label], mode="subject", feather=0, dilate=0)
+    assert saliency.label == found.label and np.array_equal(mask > 0.5, found.mask)  # its pixels, as found
+    res = subject_aware_stylize(img, pattern(4), engine=st, cam=cam, masker=seg, classes=[found.label],
+                                mode="background", size=64, steps=2, report=True)  # fmt: skip
+    meta = res.image.info["nstcam"]["subject_aware"]
+    assert meta["masker"] == "lraspp_mobilenet_v3_large" and meta["classes"] == [found.label]
+    assert res.report is not None and res.mask.shape == (64, 96)
+    absent = next(
+        c for c in seg.categories[1:] if c != found.label and c not in {r.label for r in seg.explain(img)}
+    )
+    with pytest.raises(ValueError, match=f"classes: the segmenter found no pixel of {absent}"):
+        segment_mask(img, seg, [absent])
+    with pytest.raises(ValueError, match="masker must be a segmenter"):
+        segment_mask(img, cam, ["cat"])
+    assert count_hooks(seg.model) == 0
+    photo = tmp_path / "p.png"
+    img.save(photo)
+    args = ["stylize", str(photo), "--style", str(photo), "--segment", "person", "-o", str(tmp_path / "o")]
+    assert main([*args, "--weights", "random"]) == 2
+    assert "--segment names the subject of --subject-aware" in caplog.text
