@@ -176,7 +176,12 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--size", type=int, default=224)
+    p.add_argument("--found", action="store_true", help="detectors and segmenters (bench_cam_found.py)")
     a = p.parse_args()
+    if a.found:
+        from bench_cam_found import main as found
+
+        return found(["--device", a.device, "--weights", a.weights, "--repeat", str(min(a.repeat, 5))])
     device = torch.device(a.device)
     hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     pgc = "installed" if pgc_available() else "not installed (pip install grad-cam adds its columns)"
