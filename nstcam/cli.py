@@ -243,8 +243,8 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
     if args.target is not None or args.evaluate:
         logger.error("--ray explains the top-k classes; --target and --evaluate work without --ray")
         return 2
-    if args.arch in SEGMENTERS or args.arch in DETECTORS:
-        logger.error("--ray explains classifiers for now; a detector or segmenter works without --ray")
+    if args.classes and args.arch in ARCHS:
+        logger.error("--classes picks a detector's or segmenter's classes; a classifier takes --target")
         return 2
     extras = [f for f, on in (("--aug-smooth", args.aug_smooth), ("--eigen-smooth", args.eigen_smooth),
                               ("several --layer", "," in (args.layer or ""))) if on]  # fmt: skip
@@ -259,7 +259,10 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
             arch=args.arch,
             layer=args.layer,
             method=args.method,
-            top_k=1 if args.top_k is None else args.top_k,
+            top_k=args.top_k,
+            classes=args.classes,
+            score_threshold=args.score_threshold,
+            max_detections=args.max_detections,
             num_workers=args.workers,
             gpus_per_worker=args.gpus_per_worker,
             address=_ray_address(args),

@@ -30,6 +30,7 @@ from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
 from nstcam.video.source import VIDEO_EXTENSIONS
+from nstcam.weights import DETECTORS
 
 __all__ = ["explain_dataset", "stylize_dataset"]
 
@@ -365,6 +366,7 @@ class _CamWorker:
         threads: int,
         gpu: bool,
         input_size: int | None = None,
+        found: dict | None = None,
     ):
         import torch
 
@@ -380,6 +382,14 @@ class _CamWorker:
             input_size=input_size,
         )
         self.top_k, self.npy, self.arch = top_k, npy, arch
+        # a detector: score_threshold, max_detections, classes; a segmenter: classes
+        kind = self.cam.kind
+        keep = {"detector": ("classes", "score_threshold", "max_detections"), "segmenter": ("classes",)}
+        self.found = {k: v for k, v in (found or {}).items() if k in keep.get(kind, ())}
+        if kind == "detector":
+            self.top_k = None
+        elif kind == "classifier" and self.top_k is None:
+            self.top_k = 1
 
     def __call__(self, batch: dict) -> dict:
         from nstcam.cam.files import save_explanation
@@ -387,7 +397,7 @@ class _CamWorker:
         status, errors = [], []
         for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
             try:
-                results = self.cam.explain(load_image(_read(str(path))), top_k=self.top_k)
+                results = self.cam.explain(load_image(_read(str(path))), top_k=self.top_k, **self.found)
             except (ImageError, FileNotFoundError, OSError, ValueError) as e:
                 status.append("failed")
                 errors.append(str(e))
@@ -405,7 +415,7 @@ def explain_dataset(
     arch: str = "resnet50",
     layer: str | None = None,
     method: str = "gradcam",
-    top_k: int = 1,
+    top_k: int | None = None,
     num_workers: int | None = None,
     gpus_per_worker: float = 0,
     address: str | None = None,
@@ -413,20 +423,31 @@ def explain_dataset(
     save_npy: bool = False,
     overwrite: bool = False,
     input_size: int | None = None,
+    classes: Sequence[int | str] | None = None,
+    score_threshold: float = 0.5,
+    max_detections: int = 5,
 ) -> BatchResult:
     """Explains every input on a pool of Ray actors, writing what ``nstcam cam`` writes
     (:mod:`nstcam.cam.files`): per image and class an overlay ``<stem>_cam<rank>_<label>.png`` and a
     heatmap ``..._heatmap.png`` (and ``.npy`` with ``save_npy``), a JSON sidecar per image
     (``<stem>_cam.json``, what makes reruns resume) and one CSV, ``out_dir/explanations.csv``, with
-    columns ``image, rank, class_index, label, score, random_weights``, one row per image and class,
-    in input order.
+    columns ``image, rank, class_index, label, score, random_weights`` (and a detection's box,
+    ``x0, y0, x1, y1``), one row per image and class, in input order.
+
+    ``arch`` may be a detector or a segmenter (:data:`nstcam.weights.DETECTORS`, ``SEGMENTERS``):
+    a row per detection kept (``score_threshold``, ``max_detections``, ``classes``) or per class
+    found (``top_k`` of them, or the ``classes`` asked), as :meth:`nstcam.GradCAM.explain` gives.
+    ``top_k`` defaults to 1 for a classifier.
 
     Returns:
         A :class:`nstcam.BatchResult` of the per-image sidecars; ``.csv`` is the CSV's path.
     """
     from nstcam._checks import whole
 
-    top_k = whole("top_k", top_k, minimum=1)
+    if top_k is not None:
+        top_k = whole("top_k", top_k, minimum=1)
+    if arch in DETECTORS and top_k is not None:
+        raise ValueError("top_k: a detector explains boxes; use score_threshold= and max_detections=")
     if input_size is not None:
         input_size = whole("input_size", input_size, minimum=16)
     items = _inputs(inputs)
@@ -441,6 +462,7 @@ def explain_dataset(
         kwargs = dict(
             arch=arch, layer=layer, method=method, weights=weights, top_k=top_k, npy=save_npy,
             threads=threads, gpu=bool(gpus_per_worker), input_size=input_size,
+            found={"classes": classes, "score_threshold": score_threshold, "max_detections": max_detections},
         )  # fmt: skip
         for r in _map(ray, rows, _CamWorker, kwargs, n, gpus_per_worker):
             if r["status"] == "written":

@@ -404,6 +404,3 @@ def test_cam_cli_explains_detections_and_segments(tmp_path, caplog):
     assert main(["cam", str(img), "--arch", "resnet18", "--weights", "random", "--classes", "cat",
                  "-o", str(tmp_path / "c")]) == 2  # fmt: skip
     assert "--classes picks a detector's or segmenter's classes" in caplog.text
-    caplog.clear()
-    assert main(["cam", str(img), "--arch", "lraspp_mobilenet_v3_large", "--ray", "-o", str(seg)]) == 2
-    assert "--ray explains classifiers for now" in caplog.text

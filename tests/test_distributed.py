@@ -210,3 +210,25 @@ def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, 
         assert sum(1 for _ in c.decode(video=0)) == 3
     again = stylize_dataset(inp, style, out, num_workers=1, **kw)
     assert again.written == [] and len(again.skipped) == 3
+
+
+def test_explain_dataset_takes_detectors_and_segmenters(local_ray, data, tmp_path):
+    inp, _ = data
+    det = explain_dataset(inp, tmp_path / "det", arch="fasterrcnn_mobilenet_v3_large_fpn", weights="random",
+                          score_threshold=0.0, max_detections=1, num_workers=1)  # fmt: skip
+    with open(det.csv) as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[-4:] == ["x0", "y0", "x1", "y1"] and len(rows) == 4  # a box per image
+    local = GradCAM("fasterrcnn_mobilenet_v3_large_fpn", weights="random", device="cpu")
+    want = local.explain(str(inp / "img0.png"), score_threshold=0.0, max_detections=1)[0]
+    got = next(r for r in rows if r["image"].endswith("img0.png"))
+    assert [float(got[k]) for k in ("x0", "y0", "x1", "y1")] == pytest.approx(list(want.box), abs=0.01)
+    seg = explain_dataset(inp, tmp_path / "seg", arch="lraspp_mobilenet_v3_large", weights="random",
+                          classes=["person", "cat"], num_workers=1, input_size=64)  # fmt: skip
+    with open(seg.csv) as fh:
+        labels = [r["label"] for r in csv.DictReader(fh)]
+    assert labels == ["person", "cat"] * 4 and list(seg.failed) == [str(inp / "corrupt.png")]
+    with pytest.raises(ValueError, match="top_k: a detector explains boxes"):
+        explain_dataset(
+            inp, tmp_path / "x", arch="fasterrcnn_mobilenet_v3_large_fpn", top_k=2, weights="random"
+        )
