@@ -17,9 +17,9 @@ from nstcam.cam._maps import upsample_maps
 from nstcam.cam._target_pass import TARGET_METHODS, target_pass
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.result import CamResult
-from nstcam.cam.targets import BoxTarget, RegionTarget
+from nstcam.cam.targets import BoxTarget, RegionTarget, predicted
 
-__all__ = ["class_indices", "explain_found"]
+__all__ = ["cam_result", "class_indices", "explain_found"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth) -> list[Cam
     grid = _unpadded(cam.model, x, raws.shape[-2:])
     maps = upsample_maps(raws[:, 0, : grid[0], : grid[1]], (img.height, img.width))
     return [
-        _result(cam, img, maps[j], raws[j, 0], label, score, box=tuple(box))
+        cam_result(cam, img, maps[j], raws[j, 0], label, score, box=tuple(box))
         for j, (box, label, score) in enumerate(kept)
     ]
 
@@ -113,7 +113,7 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
     pred: list[torch.Tensor] = []
 
     def rows(out: torch.Tensor) -> list[list[RegionTarget]]:
-        p = out[0].max(0).indices  # argmax over classes: as argmax, about 7x faster on a CPU
+        p = predicted(out[0])
         pred.append(p)
         share = torch.bincount(p.flatten(), minlength=out.shape[1]).float() / p.numel()
         order = asked if asked is not None else [c for c in share.argsort(descending=True).tolist()
@@ -136,16 +136,19 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
             > 0.5
         )
         score = float(out[0][:, region].softmax(0)[c].mean()) if region.any() else 0.0  # its mean probability
-        results.append(_result(cam, img, maps[j], raws[j, 0], c, score, mask=mask.cpu().numpy()))
+        results.append(cam_result(cam, img, maps[j], raws[j, 0], c, score, mask=mask.cpu().numpy()))
     return results
 
 
-def _result(cam, img, heat, raw, index, score, *, box=None, mask=None) -> CamResult:
+def cam_result(cam: Any, img: Image.Image, heat: torch.Tensor, raw: torch.Tensor, index: int, score: float,
+               *, label: str | None = None, **extra: Any) -> CamResult:  # fmt: skip
+    """One :class:`CamResult` of ``cam`` (its method, layer, weights, colours) for class ``index``
+    (named ``label``, default the class's name); ``extra``: ``box``, ``mask``, ``faithfulness``..."""
     return CamResult(
         heatmap=heat.float().cpu().numpy(),
         raw=raw.float().cpu().numpy(),
         class_index=int(index),
-        label=cam.label(int(index)),
+        label=cam.label(int(index)) if label is None else label,
         score=score,
         image=img,
         method=cam.method,
@@ -153,8 +156,7 @@ def _result(cam, img, heat, raw, index, score, *, box=None, mask=None) -> CamRes
         weights=cam.weights,
         colormap=cam.colormap,
         alpha=cam.alpha,
-        box=box,
-        mask=mask,
+        **extra,
     )
 
 

@@ -24,7 +24,7 @@ from nstcam._device import pick_device
 from nstcam.cam._checks import check_method, method_options, read_layers
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps
 from nstcam.cam._evaluate import evaluate_maps
-from nstcam.cam._found import explain_found
+from nstcam.cam._found import cam_result, explain_found
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam._target_pass import model_kind
@@ -325,23 +325,14 @@ def _results(
     """One :class:`CamResult` per class explained for the image (or the target object's one)."""
     named = _target_name(target, cam.label) if is_target_object(target) else None
     return [
-        CamResult(
-            heatmap=maps[j][0].float().cpu().numpy(),
-            raw=raw[j][0].float().cpu().numpy(),
-            class_index=int(cls) if named is None else named[0],
-            label=cam.label(int(cls)) if named is None else named[1],
-            score=float(probs[0, cls]),
-            image=img,
-            method=cam.method,
-            layer=cam.target_layer,
-            weights=cam.weights,
-            colormap=cam.colormap,
-            alpha=cam.alpha,
+        cam_result(
+            cam, img, maps[j][0], raw[j][0], int(cls) if named is None else named[0], float(probs[0, cls]),
+            label=None if named is None else named[1],
             faithfulness=scores[j][0] if scores else None,
             baseline=scores[j][1] if scores else None,
         )
         for j, cls in enumerate(classes)
-    ]
+    ]  # fmt: skip
 
 
 def _target_name(target: Any, label: Callable[[int], str]) -> tuple[int, str]:

@@ -32,6 +32,7 @@ __all__ = [
     "check_fit",
     "is_target_object",
     "per_image",
+    "predicted",
 ]
 
 Target = Callable[[Any, int], torch.Tensor]
@@ -98,7 +99,7 @@ class RegionTarget:
         """The (H, W) weights of the region over ``logits`` (C, H, W) of one image."""
         h, w = logits.shape[-2:]
         if self.mask is None:
-            return (logits.detach().max(0).indices == self.index).to(logits.dtype)  # max: 7x argmax's speed
+            return (predicted(logits) == self.index).to(logits.dtype)
         if isinstance(self.mask, (tuple, list)):
             x0, y0, x1, y1 = (float(v) for v in self.mask)
             if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
@@ -179,6 +180,12 @@ class SimilarityTarget:
                 f"SimilarityTarget embedding has {e.numel()} values; the model gives {y.numel()} per image"
             )
         return F.cosine_similarity(y, e, dim=0)
+
+
+def predicted(logits: torch.Tensor) -> torch.Tensor:
+    """The class each pixel is predicted as: the argmax of (C, H, W) ``logits`` over classes, by
+    ``max`` (the same indices, about 7x faster than ``argmax`` over the first dimension on a CPU)."""
+    return logits.detach().max(0).indices
 
 
 def is_target_object(target: Any) -> bool:
