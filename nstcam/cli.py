@@ -154,9 +154,18 @@ def _report_kept(res: Any) -> None:
         logger.info("kept %d existing output(s); add --overwrite to redo them", len(res.skipped))
 
 
+def _gradcam(arch: str, args: argparse.Namespace) -> Any:
+    from nstcam.cam import GradCAM
+
+    return GradCAM(arch, weights=args.weights, device=args.device)
+
+
 def _cmd_stylize(args: argparse.Namespace) -> int:
     from nstcam.style import StyleTransfer
 
+    if args.segment and not args.subject_aware:  # before any model is built
+        logger.error("--segment names the subject of --subject-aware background|subject; add it")
+        return 2
     if args.ray:
         return _cmd_stylize_ray(args)
     try:
@@ -166,28 +175,18 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         return 1
     _warn_random(st.weights)
     contents = args.content[0] if len(args.content) == 1 else args.content
-    cam = None
     style_mask = args.mask
-    if args.subject_aware or args.report:
-        from nstcam.cam import GradCAM
-
-        try:
-            cam = GradCAM(args.cam_arch, weights=args.weights, device=args.device)
-        except (WeightsUnavailableError, ValueError) as e:
-            _error(e)
-            return 1
-    if args.segment and not args.subject_aware:
-        logger.error("--segment names the subject of --subject-aware background|subject; add it")
-        return 2
-    if args.subject_aware and args.segment:
-        from nstcam.cam import GradCAM
+    segmenting = bool(args.subject_aware and args.segment)
+    try:  # the classifier only where asked (Grad-CAM's subject, the report); the segmenter for --segment
+        cam = (
+            _gradcam(args.cam_arch, args) if args.report or (args.subject_aware and not segmenting) else None
+        )
+        seg = _gradcam(args.masker, args) if segmenting else None
+    except (WeightsUnavailableError, ValueError) as e:
+        _error(e)
+        return 1
+    if segmenting:
         from nstcam.subject import segment_mask
-
-        try:
-            seg = GradCAM(args.masker, weights=args.weights, device=args.device)
-        except (WeightsUnavailableError, ValueError) as e:
-            _error(e)
-            return 1
 
         def style_mask(img):
             return segment_mask(img, seg, args.segment, mode=args.subject_aware, feather=args.feather)[0]
