@@ -17,11 +17,10 @@ Random weights (the detector keeps every score) unless ``--weights imagenet``; m
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import torch
+from bench_cam_methods import timeit  # the same median timing as every CAM benchmark
 from PIL import Image
 
 from nstcam import GradCAM, build_model
@@ -29,28 +28,23 @@ from nstcam import GradCAM, build_model
 SAMPLE = Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples" / "chelsea.png"
 
 
-def median_s(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def setup(arch: str, weights: str, device: torch.device):
+    """(the model, the 640x427 photo, a GradCAM of it, the batch it sees)."""
+    model = build_model(arch, weights).to(device)
+    img = Image.open(SAMPLE).convert("RGB").resize((640, 427))
+    cam = GradCAM(model=model, device=device)
+    return model, img, cam, cam.preprocess(img)
 
 
 def detector_row(weights: str, device: torch.device, repeat: int) -> dict:
-    det = build_model("fasterrcnn_mobilenet_v3_large_fpn", weights).to(device)
-    img = Image.open(SAMPLE).convert("RGB").resize((640, 427))
-    cam = GradCAM(model=det, device=device)
-    x = cam.preprocess(img)
+    det, img, cam, x = setup("fasterrcnn_mobilenet_v3_large_fpn", weights, device)
     with torch.no_grad():
         out = det(x)[0]
     boxes, labels = out["boxes"][:5], out["labels"][:5]
     row = {"model": "fasterrcnn_mobilenet_v3_large_fpn, top 5 boxes"}
     with torch.no_grad():
-        row["forward"] = median_s(lambda: det(x), repeat)
-    row["nstcam"] = median_s(lambda: cam.explain(img, score_threshold=0.0, max_detections=5), repeat)
+        row["forward"] = timeit(lambda: det(x), repeat)
+    row["nstcam"] = timeit(lambda: cam.explain(img, score_threshold=0.0, max_detections=5), repeat)
     try:
         import pytorch_grad_cam as pgc
         from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
@@ -63,24 +57,21 @@ def detector_row(weights: str, device: torch.device, repeat: int) -> dict:
             ref(x, targets=[FasterRCNNBoxScoreTarget([int(lab)], b[None])])
 
     try:
-        row["pytorch-grad-cam"] = median_s(theirs, repeat)
+        row["pytorch-grad-cam"] = timeit(theirs, repeat)
     finally:
         ref.activations_and_grads.release()
     return row
 
 
 def segmenter_row(weights: str, device: torch.device, repeat: int) -> dict:
-    seg = build_model("lraspp_mobilenet_v3_large", weights).to(device)
-    img = Image.open(SAMPLE).convert("RGB").resize((640, 427))
-    cam = GradCAM(model=seg, device=device)
-    x = cam.preprocess(img)
+    seg, img, cam, x = setup("lraspp_mobilenet_v3_large", weights, device)
     with torch.no_grad():
         pred = seg(x)["out"][0].argmax(0)
     c = int(pred.flatten().mode().values)
     row = {"model": f"lraspp_mobilenet_v3_large, class {c}, {x.shape[-1]}x{x.shape[-2]} px"}
     with torch.no_grad():
-        row["forward"] = median_s(lambda: seg(x), repeat)
-    row["nstcam"] = median_s(lambda: cam.explain(img, classes=[c]), repeat)
+        row["forward"] = timeit(lambda: seg(x), repeat)
+    row["nstcam"] = timeit(lambda: cam.explain(img, classes=[c]), repeat)
     try:
         import pytorch_grad_cam as pgc
         from pytorch_grad_cam.utils.model_targets import SemanticSegmentationTarget
@@ -98,7 +89,7 @@ def segmenter_row(weights: str, device: torch.device, repeat: int) -> dict:
     ref = pgc.GradCAM(Out(seg), target_layers=[seg.backbone["16"]])
     mask = (pred == c).float().cpu().numpy()
     try:
-        row["pytorch-grad-cam"] = median_s(
+        row["pytorch-grad-cam"] = timeit(
             lambda: ref(x, targets=[SemanticSegmentationTarget(c, mask)]), repeat
         )
     finally:
