@@ -135,9 +135,24 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
             F.interpolate(region[None, None].float(), size=(img.height, img.width), mode="nearest")[0, 0]
             > 0.5
         )
-        score = float(out[0][:, region].softmax(0)[c].mean()) if region.any() else 0.0  # its mean probability
+        score = _mean_probability(out, c, region)
         results.append(cam_result(cam, img, maps[j], raws[j, 0], c, score, mask=mask.cpu().numpy()))
     return results
+
+
+def _mean_probability(out: torch.Tensor, c: int, region: torch.Tensor) -> float:
+    """Class ``c``'s mean probability over ``region`` of image 0: the head's class probabilities,
+    upsampled as its logits are, averaged over the region (0 for an empty region). Read on the
+    head's grid (``out.low_res``, 1/8 of the pixels for LR-ASPP) where the output carries it."""
+    area = float(region.sum())
+    if area == 0:
+        return 0.0
+    low = getattr(out, "low_res", None)
+    if low is None:
+        return float((out[0].softmax(0)[c] * region).sum() / area)
+    p = F.interpolate(low[:1].softmax(1)[:, c : c + 1], size=tuple(region.shape), mode="bilinear",
+                      align_corners=False)[0, 0]  # fmt: skip
+    return float((p * region).sum() / area)
 
 
 def cam_result(cam: Any, img: Image.Image, heat: torch.Tensor, raw: torch.Tensor, index: int, score: float,

@@ -9,12 +9,14 @@ backward pass stopped at the target layer, as for a class.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam._shortcuts import shortcut
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import (
     GRADIENT_METHODS,
@@ -92,7 +94,10 @@ def target_pass(
     in_h, in_w = x.shape[-2:]
     gradient = method in GRADIENT_METHODS
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
-        out = model_output(model(x))  # grad mode switches on at the target layer
+        short = shortcut(model, layer) if gradient else None
+        with short or nullcontext():
+            out = model(x)  # grad mode switches on at the target layer
+            out = model_output(out if short is None else short.rebuild(out, x))  # same values, cheaper graph
         if hooks.outputs.get(layer) is None:
             raise RuntimeError(f"layer {layer!r} did not run in the forward pass")
         act = hooks.activation
@@ -142,7 +147,10 @@ def _reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
 
 def _detached(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
-        return out.detach()
+        kept = out.detach()
+        if hasattr(out, "low_res"):  # a segmenter's logits before upsampling (cam/_shortcuts.py)
+            kept.low_res = out.low_res.detach()
+        return kept
     if isinstance(out, dict):
         return {k: _detached(v) for k, v in out.items()}
     if isinstance(out, (list, tuple)):

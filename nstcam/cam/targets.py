@@ -28,6 +28,7 @@ __all__ = [
     "ClassTarget",
     "RegionTarget",
     "SimilarityTarget",
+    "adjoint_upsample",
     "Target",
     "check_fit",
     "is_target_object",
@@ -120,7 +121,11 @@ class RegionTarget:
             raise ValueError(
                 f"RegionTarget index {self.index} is out of range: the model has {logits.shape[0]}"
             )
-        return (logits[self.index] * self.weights(logits)).sum()
+        weights = self.weights(logits.detach())
+        low = getattr(output, "low_res", None)  # the logits before the model's bilinear upsampling
+        if low is not None:  # sum(w * up(l)) = sum(up*(w) * l): the region read at low resolution
+            return (low[i, self.index] * adjoint_upsample(weights, tuple(low.shape[-2:]))).sum()
+        return (logits[self.index] * weights).sum()
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,23 @@ class SimilarityTarget:
                 f"SimilarityTarget embedding has {e.numel()} values; the model gives {y.numel()} per image"
             )
         return F.cosine_similarity(y, e, dim=0)
+
+
+def adjoint_upsample(weights: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The adjoint of bilinear upsampling (``align_corners=False``) from ``size`` to the weights'
+    size, applied to (H, W) ``weights``: the (h, w) map ``m`` with ``sum(m * l) = sum(weights * up(l))``.
+
+    Bilinear upsampling is separable, ``up(l) = A l B^T`` with (H, h) and (W, w) linear-interpolation
+    matrices, so its adjoint is ``A^T weights B``: two small matrix products."""
+    a = _linear_matrix(size[0], weights.shape[0], weights)
+    b = _linear_matrix(size[1], weights.shape[1], weights)
+    return a.T @ weights @ b
+
+
+def _linear_matrix(n: int, size: int, like: torch.Tensor) -> torch.Tensor:
+    """The (size, n) matrix of linear upsampling from n to size points (``align_corners=False``)."""
+    eye = torch.eye(n, dtype=like.dtype, device=like.device)[None]
+    return F.interpolate(eye, size=size, mode="linear", align_corners=False)[0].T
 
 
 def predicted(logits: torch.Tensor) -> torch.Tensor:
