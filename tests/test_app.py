@@ -27,6 +27,7 @@ from nstcam.app import (
     stylize_handler,
     subject_handler,
 )
+from nstcam.app.handlers import default_layer
 
 
 def png_bomb(side: int) -> bytes:
@@ -141,6 +142,54 @@ def test_cam_handler_outputs(models, files):
     assert len(gallery) == 1
     assert count_hooks(models.cam("resnet18", "layer4", "gradcam").model) == 0
     assert "layer3.20" in layer_choices("resnet101") and "layer3.20" in layer_choices("resnet152")
+
+
+def test_cam_handler_explains_what_detectors_and_segmenters_found(models, files):
+    """The Grad-CAM tab's detectors and segmenters: a map per detection (its box in the caption and
+    the table) or per class picked (its share of the image); refusals name what to change."""
+    c, _, _ = files
+    det, seg = "fasterrcnn_mobilenet_v3_large_fpn", "lraspp_mobilenet_v3_large"
+    assert det in models.config.explain_archs and det not in models.config.cam_archs
+    assert layer_choices(det)[0] == "backbone" and default_layer(det) == "backbone"
+    gallery, _, table = cam_handler(models, str(c), det, "", "gradcam", score_threshold=0.0, max_detections=2)
+    assert len(gallery) == len(table) == 2 and all(Image.open(p).size == (90, 60) for p, _ in gallery)
+    assert all(re.search(r"score=0\.\d{3} · box \(\d+, \d+, \d+, \d+\) \(random weights\)$", cap)
+               for _, cap in gallery)  # fmt: skip
+    assert all(" at (" in row[2] and 0 <= row[3] <= 1 for row in table)
+    gallery, _, table = cam_handler(models, str(c), seg, "", "gradcam", classes=["cat", "person"])
+    assert [row[2] for row in table] == ["cat (random weights)", "person (random weights)"]
+    assert all("% of the image" in cap for _, cap in gallery)
+    refusals = {
+        "found no detection scoring 0.90 or more: lower the score threshold.*Random weights find": dict(
+            model=det, score_threshold=0.9),
+        "method 'fullgrad' explains a classifier's classes; a detector .* takes one of gradcam": dict(
+            model=det, method="fullgrad"),
+        "scorecam runs the whole detector once per channel": dict(model=det, method="scorecam"),
+        "classes: 'kitten' unknown to lraspp_mobilenet_v3_large; it knows aeroplane": dict(
+            model=seg, classes=["kitten"]),
+        "augmentation smoothing flips the photo": dict(model=seg, aug_smooth=True),
+        "score threshold must be between 0 and 1": dict(model=det, score_threshold=2),
+    }  # fmt: skip
+    for message, kw in refusals.items():
+        with pytest.raises(gr.Error, match=message):
+            cam_handler(models, str(c), **kw)
+    with pytest.raises(gr.Error, match="faithfulness measures a classifier's class probability; lraspp"):
+        faithfulness_handler(models, str(c), seg, "")
+    assert count_hooks(models.cam(det, "backbone", "gradcam").model) == 0
+
+
+def test_the_grad_cam_tab_offers_each_models_own_options():
+    from nstcam.app.ui import _model_options
+
+    layer, top_k, classes, detection_row, aug = _model_options("fasterrcnn_mobilenet_v3_large_fpn")
+    assert layer.value == "backbone" and top_k.visible is False and detection_row.visible is True
+    names = [value for _, value in classes.choices]
+    assert classes.visible is True and "cat" in names and "N/A" not in names and classes.value == []
+    assert aug.interactive is False and aug.value is False
+    layer, top_k, classes, detection_row, aug = _model_options("lraspp_mobilenet_v3_large")
+    assert top_k.visible is True and detection_row.visible is False and len(classes.choices) == 20
+    layer, top_k, classes, detection_row, aug = _model_options("resnet18")
+    assert layer.value == "layer4" and classes.visible is False and aug.interactive is True
 
 
 def test_layer_choices_and_demo_endpoints(models):

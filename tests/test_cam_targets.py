@@ -133,8 +133,10 @@ def test_targets_that_do_not_fit_are_refused_before_any_work(res):
         cam.compute(x, targets=[ClassTarget(1)] * 3)
     with pytest.raises(ValueError, match="mixes class indices and target objects"):
         cam.compute(x, targets=[1, ClassTarget(1)])
-    with pytest.raises(ValueError, match="method 'scorecam' explains class indices"):
-        GradCAM(model=res, method="scorecam", device="cpu").compute(x, targets=ClassTarget(1))
+    with pytest.raises(
+        ValueError, match="method 'fullgrad' explains class indices \\(or a ClassTarget's logit\\)"
+    ):
+        GradCAM(model=res, method="fullgrad", device="cpu").compute(x, targets=ClassTarget(1, softmax=True))
     with pytest.raises(ValueError, match="aug_smooth flips the image"):
         cam.compute(x, targets=ClassTarget(1), aug_smooth=True)
     with pytest.raises(ValueError, match="box is \\(x0, y0, x1, y1\\)"):

@@ -106,7 +106,10 @@ def test_api_parameters_are_named_with_defaults(server):
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile",
         ],
-        "/gradcam": ["image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth"],
+        "/gradcam": [
+            "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",
+            "score_threshold", "max_detections",
+        ],
         "/faithfulness": ["image", "model", "layer", "method", "aug_smooth", "eigen_smooth"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
         "/features": ["image", "model", "layer", "top"],
@@ -199,9 +202,12 @@ def test_mcp_tools_through_a_real_client(server, images):
             tools = {t.name: t for t in (await s.list_tools()).tools}
             cam = await s.call_tool("gradcam", {"image": data, "model": "resnet18", "top_k": 2})
             style = await s.call_tool("stylize", {"content": data, "style": data, "size": 64, "steps": 2})
-            return tools, cam, style
+            seg = await s.call_tool(
+                "gradcam", {"image": data, "model": "lraspp_mobilenet_v3_large", "classes": ["cat", "dog"]}
+            )
+            return tools, cam, style, seg
 
-    tools, cam, style = asyncio.run(asyncio.wait_for(session(), 120))
+    tools, cam, style, seg = asyncio.run(asyncio.wait_for(session(), 120))
     assert {"stylize", "stylize_video", "gradcam", "faithfulness", "subject_aware", "features"} <= set(tools)
     assert (
         "10 s" in tools["stylize_video"].description
@@ -219,6 +225,15 @@ def test_mcp_tools_through_a_real_client(server, images):
     (heat,) = images_of(cam)  # the heatmap; the overlays come as URLs with their captions
     assert heat.size == (72, 48)
     assert "random weights" in " ".join(x.text for x in cam.content if x.type == "text")
+    (seg_heat,) = images_of(seg)  # a segmenter's classes asked by name
+    assert seg_heat.size == (72, 48)
+    seg_text = " ".join(x.text for x in seg.content if x.type == "text")
+    assert "cat · p=" in seg_text and "dog · p=" in seg_text and "% of the image" in seg_text
+    for name in ("classes", "score_threshold", "max_detections"):
+        assert name in g.inputSchema["properties"], name
+    described = {k: v.get("description", "") for k, v in g.inputSchema["properties"].items()}
+    assert "fasterrcnn_mobilenet_v3_large_fpn" in described["model"] and "Pascal VOC" in described["classes"]
+    assert "cat" in g.inputSchema["properties"]["classes"]["items"]["enum"]
     stylised = images_of(style)
     assert stylised and stylised[0].size == (64, 43)
     assert any("RANDOM weights" in x.text for x in style.content if x.type == "text")
@@ -260,6 +275,7 @@ def test_readme_client_snippets_run_as_written(server, images, tmp_path, monkeyp
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     assert Image.open(scope["image"]).size == (64, 43) and len(scope["overlays"]) == 3
+    assert len(scope["found"]) == 1 and scope["found_table"]["data"][0][2].startswith("cat")
 
 
 def test_concurrent_requests_on_all_endpoints(server, images):

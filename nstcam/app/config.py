@@ -16,7 +16,7 @@ from nstcam.cam import GradCAM
 from nstcam.style import StyleTransfer
 from nstcam.weights import WeightsUnavailableError, build_model
 
-__all__ = ["APP_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Runs"]
+__all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Runs"]
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,12 @@ APP_ARCHS = (
     "resnet18", "resnet50", "resnet101", "vit_b_16", "swin_t", "convnext_tiny", "efficientnet_b0",
     "mobilenet_v3_large", "densenet121", "regnet_y_800mf",
 )  # fmt: skip
+
+FOUND_ARCHS = (
+    "fasterrcnn_mobilenet_v3_large_fpn",
+    "lraspp_mobilenet_v3_large",
+    "deeplabv3_mobilenet_v3_large",
+)
 
 RANDOM_HINT = "To try the app without them, start it with: python app.py --random-weights"
 
@@ -99,6 +105,19 @@ class AppConfig:
         return APP_ARCHS + big
 
     @property
+    def found_archs(self) -> tuple[str, ...]:
+        """Detectors and segmenters the app's Grad-CAM tab offers: MobileNet ones on a CPU (about a
+        second an image), the ResNet-50 ones too on a GPU."""
+        big = ("fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn_v2", "retinanet_resnet50_fpn_v2",
+               "deeplabv3_resnet50") if self.torch_device.type != "cpu" else ()  # fmt: skip
+        return FOUND_ARCHS + big
+
+    @property
+    def explain_archs(self) -> tuple[str, ...]:
+        """Every model the Grad-CAM tab explains: classifiers, then detectors and segmenters."""
+        return self.cam_archs + self.found_archs
+
+    @property
     def weights(self) -> str:
         return "random" if self.random_weights else "imagenet"
 
@@ -126,9 +145,9 @@ class Models:
             return self._style
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:
-        if arch not in self.config.cam_archs:
+        if arch not in self.config.explain_archs:
             raise ValueError(
-                f"model must be one of {', '.join(self.config.cam_archs)} on this server, got {arch!r}"
+                f"model must be one of {', '.join(self.config.explain_archs)} on this server, got {arch!r}"
             )
         key = (arch, layer, method)
         with self._lock:

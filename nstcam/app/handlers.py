@@ -17,8 +17,10 @@ from PIL import Image
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
 from nstcam.app.errors import refuse
 from nstcam.app.files import load_upload
+from nstcam.app.found import check_found, explain_found, found_caption, found_row, kind_of
 from nstcam.app.plots import curves_figure
 from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
+from nstcam.cam.layers import layers
 from nstcam.cam.methods import PERTURBATION_METHODS
 from nstcam.image import ImageError
 from nstcam.style import Cancelled, InsufficientMemoryError
@@ -280,7 +282,9 @@ def default_layer(arch: str) -> str:
 
 
 def layer_choices(arch: str) -> list[str]:
-    """Valid target layers of a known classifier (no weights, no memory)."""
+    """Valid target layers of a known model (no weights, no memory)."""
+    if kind_of(arch) != "classifier":
+        return layers(arch)
     if arch not in CAM_ARCHS:
         raise refuse(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
     return list(_meta_layers(arch))
@@ -328,22 +332,29 @@ def _check_scorecam(
 
 
 def _cam_request(
-    models: Models, image: Any, model: str, layer: str, method: str, top_k: float, aug_smooth: bool = False
+    models: Models,
+    image: Any,
+    model: str,
+    layer: str,
+    method: str,
+    top_k: float,
+    aug_smooth: bool = False,
+    archs: tuple[str, ...] | None = None,
 ) -> tuple:
-    """Checks a Grad-CAM request against the server's limits; returns (image, engine)."""
+    """Checks a Grad-CAM request against the server's limits; returns (image, engine). ``archs``:
+    the models this request may use (default: the server's classifiers)."""
     if image is None:
         raise refuse("Upload an image.")
     _check(top_k, "top-k", 1, 10)
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if model not in models.config.cam_archs:  # before any model is built, even a skeleton
-        raise refuse(
-            f"model must be one of {', '.join(models.config.cam_archs)} on this server, got {model!r}"
-        )
+    archs = archs or models.config.cam_archs
+    if model not in archs:  # before any model is built, even a skeleton
+        raise refuse(f"model must be one of {', '.join(archs)} on this server, got {model!r}")
     if not layer:
         layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
-    if method in PERTURBATION_METHODS:
+    if method in PERTURBATION_METHODS and kind_of(model) == "classifier":
         _check_scorecam(models.config, model, layer, int(top_k), method, bool(aug_smooth))
     return load_upload(image, "image"), models.cam(model, layer, method)
 
@@ -352,34 +363,48 @@ def cam_handler(
     models: Models,
     image: Any,
     model: str = "resnet50",
-    layer: str = "layer4",
+    layer: str = "",
     method: str = "gradcam",
     top_k: int = 3,
     progress: Callable[[int, int], None] | None = None,
     aug_smooth: bool = False,
     eigen_smooth: bool = False,
+    classes: list[str] | None = None,
+    score_threshold: float = 0.5,
+    max_detections: int = 5,
 ) -> tuple[list[tuple[str, str]], str, list[list[Any]]]:
-    """Returns (overlay files with captions, top-1 heatmap file, table rows [rank, class, label, p]).
+    """Returns (overlay files with captions, first heatmap file, table rows [rank, class, label, p]).
 
+    A classifier's top-k classes; a detector's detections (``score_threshold``, ``max_detections``,
+    ``classes`` to keep some labels); a segmenter's ``classes`` (none: the top-k largest present).
     Heatmaps and overlays are computed at most ``display_size`` px on their long side, whatever the
     upload's size; each result is a file of its own (never shared with another request).
     """
     cfg = models.config
     try:
-        img, cam = _cam_request(models, image, model, layer, method, top_k, aug_smooth)
-        results = gpu(cam.explain)(img, top_k=int(top_k), max_side=cfg.display_size, progress=progress,
-                                   aug_smooth=bool(aug_smooth), eigen_smooth=bool(eigen_smooth))  # fmt: skip
+        found = kind_of(model) != "classifier"
+        asked = check_found(model, method, bool(aug_smooth), classes) if found else []
+        img, cam = _cam_request(models, image, model, layer, method, top_k, aug_smooth, cfg.explain_archs)
+        side, eigen = cfg.display_size, bool(eigen_smooth)
+        if found:
+            _check(score_threshold, "score threshold", 0, 1)
+            _check(max_detections, "max detections", 1, 10)
+            results = gpu(explain_found)(cam, img, classes=asked, score_threshold=float(score_threshold),
+                                         max_detections=int(max_detections), top_k=int(top_k), max_side=side,
+                                         eigen_smooth=eigen)  # fmt: skip
+        else:
+            results = gpu(cam.explain)(img, top_k=int(top_k), max_side=side, progress=progress,
+                                       aug_smooth=bool(aug_smooth), eigen_smooth=eigen)  # fmt: skip
     except Exception as e:
         raise _fail(e) from e
     random = bool(results[0].weights and results[0].weights.is_random)
     mark = " (random weights)" if random else ""
     out = models.outbox
     gallery = [
-        (out.save(r.overlay, f"overlay_{i + 1}.png"), f"{r.label} · p={r.score:.3f}{mark}")
-        for i, r in enumerate(results)
+        (out.save(r.overlay, f"overlay_{i + 1}.png"), found_caption(r, mark)) for i, r in enumerate(results)
     ]
     heat = out.save(Image.fromarray((results[0].heatmap * 255).astype(np.uint8), "L"), "heatmap.png")
-    table = [[i + 1, r.class_index, r.label + mark, round(r.score, 4)] for i, r in enumerate(results)]
+    table = [found_row(i + 1, r, mark) for i, r in enumerate(results)]
     return gallery, heat, table
 
 
@@ -395,7 +420,7 @@ def faithfulness_handler(
     models: Models,
     image: Any,
     model: str = "resnet50",
-    layer: str = "layer4",
+    layer: str = "",
     method: str = "gradcam",
     aug_smooth: bool = False,
     eigen_smooth: bool = False,
@@ -405,6 +430,11 @@ def faithfulness_handler(
     passes, the map's and the random map's together (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
+        if kind_of(model) != "classifier":
+            raise refuse(
+                f"faithfulness measures a classifier's class probability; {model} is a {kind_of(model)}: "
+                "pick a classifier"
+            )
         img, cam = _cam_request(models, image, model, layer, method, 1, aug_smooth)
         steps = 20 if cfg.torch_device.type == "cuda" else 10
         (r,) = gpu(cam.explain)(img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps,

@@ -9,7 +9,8 @@ are this server's (:class:`AppConfig`), so the docstrings are written per app, h
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.cam import METHOD_INFO, METHODS
+from nstcam.cam import METHOD_INFO, METHODS, TARGET_METHODS
+from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 
 __all__ = ["TOOL_DOCS", "tool_doc"]
 
@@ -62,24 +63,28 @@ Returns:
     status: "done: WxH, N steps in S s" (or why it stopped), with a note when the weights are random.
     download_png: the same PNG as a file to download.
 """,
-    "gradcam": """Grad-CAM saliency: which pixels made an ImageNet classifier (ResNet, ViT, Swin...) choose each of its
-top classes for the image. Returns one heatmap overlay per class with its ImageNet label and
-probability. Costs about one forward pass per class (Score-CAM: one per channel of the layer, at most
-{scorecam} masked images per request here).
+    "gradcam": """Grad-CAM saliency: which pixels made a model decide. A classifier (ResNet, ViT, Swin...): each of its
+top classes for the image. A detector: each object it found, its box drawn. A segmenter: each class
+it found (or the classes asked), its predicted pixels outlined. Returns one heatmap overlay per
+result with its label and score. Costs about one forward pass per result (Score-CAM: one per channel
+of the layer, at most {scorecam} masked images per request here).
 
 Args:
     image: the photo to explain: {image}.
-    model: the classifier, one of {archs} (default resnet50).
-    layer: the layer the map is read at; empty (default): the model's own default (ResNets "layer4", ViT its last block's "ln_1", Swin its last "norm2"); or a stage or block such as "layer3" or "layer3.1".
-    method: one of {methods} (default gradcam). Gradient methods cost about one forward pass per class; the perturbation ones (scorecam, sscam, iscam, ablationcam) one per channel (sscam and iscam: times 35 and 10 samples); fullgrad and guided-backprop a whole backward pass; cam needs a pooled linear head (ResNets' layer4), legrad a ViT; a method that cannot work on the model says why.
-    top_k: how many of the top classes to explain, 1 to 10.
-    aug_smooth: average the maps of 6 augmentations of the photo (flip x brightness): less noise, 6 times the cost (default false).
+    model: one of {explain_archs} (default resnet50); detectors: {detectors}; segmenters: {segmenters}.
+    layer: the layer the map is read at; empty (default): the model's own default (ResNets "layer4", ViT its last block's "ln_1", Swin its last "norm2", a detector its FPN's levels "backbone"); or a stage or block such as "layer3" or "layer3.1".
+    method: one of {methods} (default gradcam). Gradient methods cost about one forward pass per class; the perturbation ones (scorecam, sscam, iscam, ablationcam) one per channel (sscam and iscam: times 35 and 10 samples); fullgrad and guided-backprop a whole backward pass; cam needs a pooled linear head (ResNets' layer4), legrad a ViT; a method that cannot work on the model says why. Detectors and segmenters take {target_methods}.
+    top_k: how many of the top classes to explain, 1 to 10 (a segmenter: its largest classes present; a detector: not used).
+    aug_smooth: average the maps of 6 augmentations of the photo (flip x brightness): less noise, 6 times the cost (default false; classifiers only).
     eigen_smooth: the first principal component of the weighted activations instead of their sum (default false).
+    classes: a detector's or segmenter's class names to explain (COCO's for detectors, e.g. "cat", "person"; Pascal VOC's for segmenters); empty (default): all it found.
+    score_threshold: a detector's least detection score kept, 0 to 1 (default 0.5).
+    max_detections: how many of a detector's detections to explain, 1 to 10 (default 5).
 
 Returns:
-    overlays: one image per class, the heatmap over the photo, captioned "label · p=probability".
-    heatmap: the top class's heatmap alone (greyscale, white = most relevant).
-    top_classes: a table of rank, ImageNet class index, label and probability.
+    overlays: one image per result, the heatmap over the photo, captioned "label · p=probability" (a detection: "label · score=... · box (x0, y0, x1, y1)"; a segmenter's class: also its share of the image).
+    heatmap: the first result's heatmap alone (greyscale, white = most relevant).
+    top_classes: a table of rank, class index, label (a detection's with its box) and probability (a detection's score).
 """,
     "faithfulness": """How faithful is a Grad-CAM map? Perturbs the photo by the top class's map and watches the
 class probability (confidence change, deletion and insertion AUC, ROAD), beside the same figures for
@@ -151,6 +156,10 @@ def tool_doc(name: str, config: AppConfig) -> str:
         "scorecam": config.scorecam_budget,
         "archs": ", ".join(config.cam_archs),
         "methods": ", ".join(METHODS),
+        "explain_archs": ", ".join(config.explain_archs),
+        "detectors": ", ".join(a for a in config.found_archs if a in DETECTOR_ARCHS),
+        "segmenters": ", ".join(a for a in config.found_archs if a in SEGMENTER_ARCHS),
+        "target_methods": ", ".join(TARGET_METHODS),
         "passes": f"about {4 * steps + 44}",
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,

@@ -12,6 +12,7 @@ from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.found import class_choices, kind_of
 from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
     STARTING,
@@ -281,7 +282,10 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
             cam_image = SafeImage(
                 label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
             )
-            arch = gr.Dropdown(list(config.cam_archs), value="resnet50", label="Model")
+            arch = gr.Dropdown(
+                list(config.explain_archs), value="resnet50", label="Model",
+                info="classifiers, then detectors (a map per box) and segmenters (a map per class)",
+            )  # fmt: skip
             layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
                 layer_choices("resnet50"), value="", label="Layer (empty: the model's default)",
                 allow_custom_value=True, elem_id="cam-layer",
@@ -294,6 +298,13 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
                 aug_smooth = gr.Checkbox(False, label="Smooth: 6 augmentations (6x cost)", elem_id="cam-aug")
                 eigen_smooth = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
+            classes = gr.Dropdown(  # all offered models' names (for the API and MCP); one model's once picked
+                _all_classes(config), value=[], multiselect=True, allow_custom_value=True, visible=False,
+                elem_id="cam-classes", label="Classes (empty: all found)",
+            )  # fmt: skip
+            with gr.Row(visible=False) as detection_row:
+                score_threshold = gr.Slider(0, 1, value=0.5, step=0.05, label="Score threshold")
+                max_detections = gr.Slider(1, 10, value=5, step=1, label="Max detections")
             explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
             cam_status = gr.Markdown(elem_id="cam-status")  # the model, layer and method used, or why not
         with gr.Column(scale=2):
@@ -314,7 +325,11 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
         [[_sample("chelsea.png")], [_sample("coffee.png")], [_sample("rocket.jpg")]], inputs=[cam_image]
     )
     arch.change(
-        lambda a: gr.Dropdown(choices=layer_choices(a), value=default_layer(a)), arch, layer, api_name=False
+        _model_options,
+        arch,
+        [layer, top_k, classes, detection_row, aug_smooth],
+        api_name=False,
+        show_progress="hidden",
     )
     method.change(lambda m: gr.Dropdown(info=method_note(m)), method, method, api_name=False)
     # the page shows the layer used; the API's default stays "" (any model's own default layer)
@@ -328,6 +343,9 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
         top_k: int = 3,
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
+        classes: list[str] | None = None,
+        score_threshold: float = 0.5,
+        max_detections: int = 5,
         progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
     ):
         progress(0.0, desc=STARTING)  # at once, not Gradio's guess from earlier, faster calls
@@ -336,13 +354,25 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
             progress(done / total, desc=f"{method}: {done}/{total} masked images")
 
         return cam_handler(models, image, model, layer, method, top_k, progress=report, aug_smooth=aug_smooth,
-                           eigen_smooth=eigen_smooth)  # fmt: skip
+                           eigen_smooth=eigen_smooth, classes=classes, score_threshold=score_threshold,
+                           max_detections=max_detections)  # fmt: skip
 
     gradcam.__doc__ = tool_doc("gradcam", config)
     listen(
         explain,
         gradcam,
-        [cam_image, arch, layer, method, top_k, aug_smooth, eigen_smooth],
+        [
+            cam_image,
+            arch,
+            layer,
+            method,
+            top_k,
+            aug_smooth,
+            eigen_smooth,
+            classes,
+            score_threshold,
+            max_detections,
+        ],
         [overlays, heatmap, table],
         cam_status,
         api_name="gradcam",
@@ -351,6 +381,29 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
         ),
     )
     _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
+
+
+def _all_classes(config: AppConfig) -> list[str]:
+    """The class names of every detector and segmenter the server offers, each once."""
+    return list(dict.fromkeys(n for arch in config.found_archs for n in class_choices(arch)))
+
+
+def _model_options(arch: str) -> tuple:
+    """The Grad-CAM tab's options for a model: its layers; top-k for a classifier or a segmenter;
+    the class list for a detector or a segmenter, a score threshold and a count for a detector."""
+    kind = kind_of(arch)
+    return (
+        gr.Dropdown(choices=layer_choices(arch), value=default_layer(arch)),
+        gr.Slider(
+            visible=kind != "detector",
+            label="Top-k classes" if kind == "classifier" else "Top-k classes present",
+        ),
+        gr.Dropdown(
+            choices=class_choices(arch), value=[], visible=kind != "classifier", allow_custom_value=True
+        ),
+        gr.Row(visible=kind == "detector"),
+        gr.Checkbox(interactive=kind == "classifier", value=False),
+    )
 
 
 def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.components.Component) -> None:

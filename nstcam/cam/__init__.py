@@ -9,6 +9,7 @@ catalogue of the 24 methods), ``factorization`` (:func:`concepts`: deep feature 
 fusion), ``_checks`` (refusals), ``_maps``, ``_graphed``, ``_targets``.
 """
 
+from nstcam.cam._target_pass import TARGET_METHODS
 from nstcam.cam.engine import GradCAM
 from nstcam.cam.factorization import Concepts, concepts
 from nstcam.cam.hooks import CamHooks, eval_view
@@ -21,6 +22,7 @@ __all__ = [
     "CAM_ARCHS",
     "METHODS",
     "METHOD_INFO",
+    "TARGET_METHODS",
     "CamHooks",
     "CamResult",
     "Concepts",

@@ -12,6 +12,7 @@ from nstcam.cam._fullgrad import bias_layers
 from nstcam.cam._guided import has_relu
 from nstcam.cam._legrad import legrad_block
 from nstcam.cam._smooth import FUSIONS
+from nstcam.cam._target_pass import model_kind
 from nstcam.cam.layers import check_layer, reading
 from nstcam.cam.methods import METHODS
 
@@ -47,7 +48,10 @@ def read_layers(
     for r in readings:
         check_layer(model, r[0])
     _, _, size, square = readings[0]
-    return tuple(r[0] for r in readings), tuple(r[1] for r in readings), size, square
+    layouts = tuple(r[1] for r in readings)
+    if model_kind(model) == "detector":  # CNN levels of an input it resizes itself: never read from the shape
+        layouts = tuple(lay or "nchw" for lay in layouts)
+    return tuple(r[0] for r in readings), layouts, size, square
 
 
 _NO_LAYER = ("fullgrad", "guided-backprop")  # they read the whole network, not a layer

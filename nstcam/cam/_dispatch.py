@@ -13,12 +13,13 @@ from torch import nn
 from nstcam.cam._graphed import CamGraphs, Outputs
 from nstcam.cam._passes import PASSES, Request
 from nstcam.cam._smooth import augmented, fuse_maps
-from nstcam.cam._target_pass import TARGET_METHODS, model_kind, target_pass
+from nstcam.cam._target_maps import TargetOptions, target_maps
+from nstcam.cam._target_pass import TARGET_METHODS, model_kind
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.methods import GRAPHED_METHODS
-from nstcam.cam.targets import check_fit
+from nstcam.cam.targets import ClassTarget, check_fit, per_image
 
-__all__ = ["NO_EIGEN", "Spec", "explain_targets", "raw_maps"]
+__all__ = ["NO_EIGEN", "Spec", "explain_targets", "raw_maps", "split_targets"]
 
 NO_EIGEN = ("fullgrad", "guided-backprop", "guided-gradcam", "legrad")
 """Methods without weighted activations to project: ``eigen_smooth`` is refused for them."""
@@ -105,6 +106,18 @@ def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
     return spec.graphs.run(model, layer, spec.method, x, classes, layout)
 
 
+def split_targets(targets: Any, n: int, method: str) -> tuple[list[Any] | None, Any]:
+    """(one target object per image, or None; the class targets): a method without a target pass
+    takes a :class:`ClassTarget` of a logit as the class index it is (CAM, Finer-CAM, ShapleyCAM,
+    Smooth Grad-CAM++, FullGrad, guided backprop, LeGrad explain classes)."""
+    objects = per_image(targets, n)
+    if objects is None or method in TARGET_METHODS:
+        return objects, targets
+    if all(isinstance(t, ClassTarget) and not t.softmax for t in objects):
+        return None, [t.index for t in objects]
+    return objects, targets
+
+
 def explain_targets(
     spec: Spec,
     model: nn.Module,
@@ -112,6 +125,7 @@ def explain_targets(
     targets: list[Any],
     aug_smooth: bool,
     eigen_smooth: bool,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, h, w) raw maps (fused at the input's size if several layers) and (N,) target scores for
     target objects, one per image (:mod:`nstcam.cam.targets`).
@@ -122,8 +136,8 @@ def explain_targets(
     """
     if spec.method not in TARGET_METHODS:
         raise ValueError(
-            f"method {spec.method!r} explains class indices; with target objects use one of "
-            f"{', '.join(TARGET_METHODS)}"
+            f"method {spec.method!r} explains class indices (or a ClassTarget's logit); with other target "
+            f"objects use one of {', '.join(TARGET_METHODS)}"
         )
     if aug_smooth:
         raise ValueError(
@@ -131,9 +145,10 @@ def explain_targets(
         )
     check_fit(targets, model_kind(model))
     per_layer, scores = [], None
+    options = TargetOptions(spec.chunk, spec.seed, spec.n_samples, spec.std, progress)
     for layer, layout in zip(spec.layers, spec.layouts, strict=True):
-        raws, s, _ = target_pass(model, layer, spec.method, x, lambda _out: [targets], layout,
-                                 eigen_smooth=eigen_smooth)  # fmt: skip
+        raws, s, _ = target_maps(model, layer, spec.method, x, lambda _out: [targets], layout,
+                                 eigen_smooth=eigen_smooth, options=options)  # fmt: skip
         per_layer.append(raws)
         scores = s if scores is None else scores
     if len(per_layer) == 1:

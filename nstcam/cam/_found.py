@@ -14,7 +14,8 @@ from PIL import Image
 
 from nstcam._checks import finite, whole
 from nstcam.cam._maps import upsample_maps
-from nstcam.cam._target_pass import TARGET_METHODS, target_pass
+from nstcam.cam._target_maps import TargetOptions, target_maps
+from nstcam.cam._target_pass import TARGET_METHODS
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.result import CamResult
 from nstcam.cam.targets import BoxTarget, RegionTarget, predicted
@@ -51,13 +52,24 @@ def explain_found(
     score_threshold: float,
     max_detections: int,
     eigen_smooth: bool,
+    aug_smooth: bool = False,
+    evaluate: bool = False,
+    progress: Any = None,
 ) -> list[CamResult]:
     """The results of a detector (per detection) or a segmenter (per class present, or asked).
 
     Raises:
-        ValueError: a method without a target pass, ``top_k`` on a detector, a bad threshold or an
-            unknown class; before any work.
+        ValueError: a method without a target pass, ``top_k`` on a detector, a bad threshold, an
+            unknown class, ``aug_smooth`` or ``evaluate``; before any work.
     """
+    if aug_smooth:
+        raise ValueError(
+            f"aug_smooth flips the image, and a {cam.kind}'s boxes and masks do not follow: leave it off"
+        )
+    if evaluate:
+        raise ValueError(
+            f"evaluate measures a classifier's class probability; this model is a {cam.kind}: leave it off"
+        )
     if cam.method not in TARGET_METHODS:
         raise ValueError(
             f"method {cam.method!r} explains a classifier's classes; a {cam.kind} takes one of "
@@ -72,11 +84,11 @@ def explain_found(
                 "top_k: a detector explains boxes, not its top classes; use score_threshold= and "
                 "max_detections= (or classes= to keep some labels)"
             )
-        return _detections(cam, img, x, classes, score_threshold, max_detections, eigen_smooth)
-    return _regions(cam, img, x, classes, top_k, eigen_smooth)
+        return _detections(cam, img, x, classes, score_threshold, max_detections, eigen_smooth, progress)
+    return _regions(cam, img, x, classes, top_k, eigen_smooth, progress)
 
 
-def _detections(cam, img, x, classes, threshold, most, eigen_smooth) -> list[CamResult]:
+def _detections(cam, img, x, classes, threshold, most, eigen_smooth, progress) -> list[CamResult]:
     threshold = finite("score_threshold", threshold, minimum=0, maximum=1)
     most = whole("max_detections", most, minimum=1)
     wanted = set(class_indices(classes, cam.categories)) if classes else None
@@ -91,9 +103,10 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth) -> list[Cam
                 kept.append((box, int(label), float(score)))
         return [[BoxTarget(label, box, iou=0.5)] for box, label, _ in kept]
 
-    raws, _, _ = target_pass(
-        eval_view(cam.model), cam.target_layers[0], cam.method, x, rows, eigen_smooth=eigen_smooth
-    )
+    raws, _, _ = target_maps(
+        eval_view(cam.model), cam.target_layers[0], cam.method, x, rows, cam.layouts[0],
+        eigen_smooth=eigen_smooth, options=_options(cam, progress),
+    )  # fmt: skip
     if not kept:
         why = " (random weights find nothing: lower score_threshold)" if _random(cam) else ""
         logger.warning("%s found no detection scoring %.2f or more%s", cam.arch, threshold, why)
@@ -106,7 +119,7 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth) -> list[Cam
     ]
 
 
-def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
+def _regions(cam, img, x, classes, top_k, eigen_smooth, progress) -> list[CamResult]:
     asked = class_indices(classes, cam.categories) if classes else None
     most = whole("top_k", top_k, minimum=1) if top_k is not None else None
     found: list[tuple[int, float]] = []
@@ -121,8 +134,9 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth) -> list[CamResult]:
         found.extend((c, float(share[c])) for c in order[:most])
         return [[RegionTarget(c, (p == c).to(out.dtype))] for c, _ in found]
 
-    raws, _, out = target_pass(eval_view(cam.model), cam.target_layers[0], cam.method, x, rows,
-                                    eigen_smooth=eigen_smooth)  # fmt: skip
+    raws, _, out = target_maps(eval_view(cam.model), cam.target_layers[0], cam.method, x, rows,
+                               cam.layouts[0], eigen_smooth=eigen_smooth,
+                               options=_options(cam, progress))  # fmt: skip
     if not found:
         why = " (random weights: not meaningful)" if _random(cam) else ""
         logger.warning("%s found no class but the background%s", cam.arch, why)
@@ -185,6 +199,10 @@ def _unpadded(model: Any, x: torch.Tensor, grid: tuple[int, int]) -> tuple[int, 
         batch, _ = transform([x[0]])
     (th, tw), (ph, pw) = batch.image_sizes[0], batch.tensors.shape[-2:]
     return max(1, round(grid[0] * th / ph)), max(1, round(grid[1] * tw / pw))
+
+
+def _options(cam: Any, progress: Any) -> TargetOptions:
+    return TargetOptions(cam.scorecam_batch, cam.seed, cam.n_samples, cam.std, progress)
 
 
 def _random(cam: Any) -> bool:

@@ -25,14 +25,27 @@ from nstcam.cam.methods import (
     fem_weights,
     gradient_map,
     kernel_pca,
+    random_weights,
 )
 from nstcam.cam.targets import Target
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["TARGET_METHODS", "levels_as_one", "model_kind", "model_output", "target_pass"]
+__all__ = [
+    "PERTURBATION_TARGET_METHODS",
+    "TARGET_METHODS",
+    "levels_as_one",
+    "model_kind",
+    "model_output",
+    "reader",
+    "target_pass",
+]
 
-TARGET_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam")
-"""Methods that explain target objects (gradient methods, and gradient-free ones that need none)."""
+PERTURBATION_TARGET_METHODS = ("scorecam", "sscam", "iscam", "ablationcam")
+"""Methods that score target objects on changed inputs (:mod:`nstcam.cam._target_maps`)."""
+
+TARGET_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam", "randomcam", *PERTURBATION_TARGET_METHODS)
+"""Methods that explain target objects: gradient methods, the gradient-free ones (which read the
+activation only), and the perturbation ones."""
 
 
 def levels_as_one(levels: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -78,8 +91,10 @@ def target_pass(
     layout: str | None = None,
     *,
     eigen_smooth: bool = False,
+    seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, Any]:
-    """Maps for targets picked from the model's own output, in one forward pass.
+    """Maps for targets picked from the model's own output, in one forward pass (RandomCAM: random
+    channel weights from ``seed``).
 
     ``rows(output)`` gives k rows of one target per image (a detector's k boxes, a segmenter's k
     classes, found in the same pass); each row costs one backward pass, stopped at the layer.
@@ -101,7 +116,7 @@ def target_pass(
         if hooks.outputs.get(layer) is None:
             raise RuntimeError(f"layer {layer!r} did not run in the forward pass")
         act = hooks.activation
-        a, read = _reader(act, layer, layout, in_h, in_w)
+        a, read = reader(act, layer, layout, in_h, in_w)
         leaves = list(act.values()) if isinstance(act, dict) else [act]
         chosen = rows(_detached(out))
         raws, scores = [], []
@@ -116,6 +131,9 @@ def target_pass(
                 raws.append(gradient_map(method, a, read(hooks.grads.get(layer)), eigen_smooth))
             elif method == "fem":
                 raws.append(cam_from_weights(a, fem_weights(a), eigen_smooth))
+            elif method == "randomcam":
+                gen = torch.Generator(device=a.device).manual_seed(seed + j)
+                raws.append(cam_from_weights(a, random_weights(*a.shape[:2], gen, a.device), eigen_smooth))
             else:
                 raws.append(torch.relu(eigencam(a) if method == "eigencam" else kernel_pca(a)))
     if not raws:
@@ -124,7 +142,7 @@ def target_pass(
     return torch.stack(raws), torch.stack(scores), _detached(out)
 
 
-def _reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
+def reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
     """(the activation as (N, C, h, w), a function reading a gradient the same way: None -> zeros)."""
     if isinstance(act, dict):
 
@@ -138,6 +156,12 @@ def _reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
             "(N, tokens, C) tensor, or a dict of (N, C, h, w) levels: choose another layer"
         )
     layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
+    if layout == "nchw" and act.ndim == 4:  # as it is (a detector's grid is of the input it resized)
+
+        def read_grid(g: Any) -> torch.Tensor:
+            return (torch.zeros_like(act) if g is None else g).float()
+
+        return act.detach().float(), read_grid
 
     def read(g: Any) -> torch.Tensor:
         return to_nchw((torch.zeros_like(act) if g is None else g).float(), layout, in_h, in_w)

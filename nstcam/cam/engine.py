@@ -22,7 +22,7 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._checks import check_method, method_options, read_layers
-from nstcam.cam._dispatch import Spec, explain_targets, raw_maps
+from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
 from nstcam.cam._evaluate import evaluate_maps
 from nstcam.cam._found import cam_result, explain_found
 from nstcam.cam._graphed import CamGraphs, graph_stats
@@ -31,7 +31,7 @@ from nstcam.cam._target_pass import model_kind
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.layers import CAM_ARCHS, DETECTOR_ARCHS, SEGMENTER_ARCHS, candidate_layers
 from nstcam.cam.result import CamResult
-from nstcam.cam.targets import Target, is_target_object, per_image
+from nstcam.cam.targets import Target, is_target_object
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.layouts import LAYOUTS
 from nstcam.weights import WeightsInfo, build_model, weights_info
@@ -165,15 +165,14 @@ class GradCAM:
 
         Args:
             image: anything :func:`nstcam.load_image` takes.
-            classes: a detector's or a segmenter's classes to explain (indices or names).
-            score_threshold: a detector's least detection score kept; max_detections: how many.
-            target: explain this class instead of the top ones; or a target object of
-                :mod:`nstcam.cam.targets` (a class's probability, a segmenter's region, the similarity to
-                an embedding, any callable ``f(output, i)``), whose score the result's ``score`` holds.
+            classes: a detector's or segmenter's classes to explain (indices or names); score_threshold:
+                a detector's least detection score kept; max_detections: how many.
+            target: explain this class, not the top ones; or a target object of :mod:`nstcam.cam.targets`
+                (a probability, a region, a similarity, any ``f(output, i)``): its score is ``score``.
             top_k: how many of the highest-scoring classes to explain (1; a segmenter: all present).
-            max_side: heatmaps and overlays at the image's size, or with their long side capped at
-                this many pixels (the network sees the same ``input_size`` input either way): a
-                36 MP photo then costs what a 1 MP one does.
+            max_side: heatmaps and overlays (and a detector's boxes) at the image's size, or with
+                their long side capped at this many pixels (the network sees the same ``input_size``
+                input either way): a 36 MP photo then costs what a 1 MP one does.
             progress: perturbation methods: ``progress(done, total)`` after each forward pass.
             evaluate: also measure how faithful each map is (:func:`nstcam.metrics.faithfulness`:
                 confidence change, deletion and insertion AUC, ROAD, on the network's input) and
@@ -188,9 +187,10 @@ class GradCAM:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
         if self.kind != "classifier" and target is None:
-            return explain_found(self, load_image(image), top_k=top_k, classes=classes,
+            return explain_found(self, _loaded(image, max_side), top_k=top_k, classes=classes,
                                  score_threshold=score_threshold, max_detections=max_detections,
-                                 eigen_smooth=eigen_smooth)  # fmt: skip
+                                 eigen_smooth=eigen_smooth, aug_smooth=aug_smooth,
+                                 evaluate=evaluate, progress=progress)  # fmt: skip
         top_k = whole("top_k", 1 if top_k is None else top_k, minimum=1)
         target = _checked_target(target, evaluate)
         img = _loaded(image, max_side)
@@ -267,11 +267,11 @@ class GradCAM:
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        objects = per_image(targets, x.shape[0])
+        objects, targets = split_targets(targets, x.shape[0], self.method)
         if objects is not None:  # target objects: any output, one target per image
             x = x.clone() if x.is_inference() else x
             raws, scores = explain_targets(
-                self._spec(), eval_view(self.model), x, objects, aug_smooth, eigen_smooth
+                self._spec(), eval_view(self.model), x, objects, aug_smooth, eigen_smooth, progress
             )
             return [upsample_maps(raws, out_size)], [raws], scores[:, None], torch.zeros(x.shape[0], 1).long()
         spec = self._spec()

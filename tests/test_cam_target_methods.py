@@ -1,0 +1,158 @@
+"""Target objects with the perturbation methods (nstcam/cam/_target_maps.py) and RandomCAM: the same
+maps as the class path where the score is a class's logit, pytorch-grad-cam 1.5.7's ScoreCAM for
+any target, and detectors and segmenters scored on each masked or ablated copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import nn
+from torchvision.models import resnet18
+
+from nstcam.cam import GradCAM
+from nstcam.cam.targets import ClassTarget, RegionTarget
+from nstcam.hooks import count_hooks
+
+
+def pearson(a, b) -> float:
+    return float(np.corrcoef(np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel())[0, 1])
+
+
+@pytest.fixture(scope="module")
+def res():
+    torch.manual_seed(0)
+    return resnet18().eval()
+
+
+def _x(side: int = 64, n: int = 2) -> torch.Tensor:
+    return torch.randn(n, 3, side, side, generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize("method", ["ablationcam", "sscam", "iscam"])
+def test_a_logit_target_gives_the_class_paths_map(res, method):
+    """AblationCAM, SS-CAM and IS-CAM score a class by its logit: ClassTarget(c) is the same score."""
+    x = _x()
+    opts = dict(n_samples=2) if method != "ablationcam" else {}
+    cam = GradCAM(model=res, target_layer="layer3", method=method, device="cpu", scorecam_batch=64, **opts)
+    by_class = cam.compute(x, targets=[7, 300], raw=True)
+    by_target = cam.compute(x, targets=[ClassTarget(7), ClassTarget(300)], raw=True)
+    assert by_class.shape == by_target.shape == (2, 4, 4) and by_class.amax() > 0
+    torch.testing.assert_close(by_target, by_class, rtol=1e-4, atol=1e-5 * float(by_class.amax()))
+    assert count_hooks(res) == 0
+
+
+def test_scorecam_of_any_target_matches_the_reference(res):
+    pgc = pytest.importorskip("pytorch_grad_cam")
+    from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+
+    x = _x(n=1)
+    ours = GradCAM(model=res, target_layer="layer3", method="scorecam", device="cpu").compute(
+        x, targets=ClassTarget(5), raw=True
+    )
+    ref = pgc.ScoreCAM(model=res, target_layers=[res.layer3])
+    ref.batch_size = 64
+    try:
+        theirs = ref(
+            input_tensor=x, targets=[ClassifierOutputTarget(5)]
+        )  # softmax over channels of the logit
+    finally:
+        ref.activations_and_grads.release()
+    up = F.interpolate(ours[None], size=(64, 64), mode="bilinear", align_corners=False)[0]
+    assert pearson(up, theirs) >= 0.999
+
+
+def test_randomcam_takes_targets_and_is_reproducible(res):
+    x = _x()
+    cam = GradCAM(model=res, method="randomcam", device="cpu", seed=3)
+    a = cam.compute(x, targets=ClassTarget(1), raw=True)
+    assert torch.equal(a, cam.compute(x, targets=ClassTarget(1), raw=True))
+    other = GradCAM(model=res, method="randomcam", device="cpu", seed=4)
+    assert not torch.equal(a, other.compute(x, targets=ClassTarget(1), raw=True))
+
+
+class _Levels(nn.Module):
+    """A layer returning a dict of levels (as an FPN does) and a head reading both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fine, self.coarse = nn.Conv2d(3, 3, 3, padding=1), nn.Conv2d(3, 2, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return {"fine": torch.relu(self.fine(x)), "coarse": torch.relu(self.coarse(x))}
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels = _Levels()
+        self.head = nn.Linear(5, 4)
+
+    def forward(self, x):
+        lv = self.levels(x)
+        return self.head(torch.cat([lv["fine"].mean((2, 3)), lv["coarse"].mean((2, 3))], 1))
+
+
+def test_ablationcam_of_a_dict_of_levels_zeroes_each_levels_channel():
+    torch.manual_seed(0)
+    net = _Net().eval()
+    x = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    raw = GradCAM(model=net, target_layer="levels", method="ablationcam", device="cpu").compute(
+        x, targets=ClassTarget(2), raw=True
+    )
+    with torch.no_grad():  # the formula: each of the 5 channels zeroed in its own level
+        lv = net.levels(x)
+        feats = torch.cat([lv["fine"].mean((2, 3)), lv["coarse"].mean((2, 3))], 1)[0]
+        y = net.head(feats[None])[0, 2]
+        drops = []
+        for k in range(5):
+            f = feats.clone()
+            f[k] = 0
+            drops.append((y - net.head(f[None])[0, 2]) / y)
+        up = torch.nn.functional.interpolate(
+            lv["coarse"], size=(16, 16), mode="bilinear", align_corners=False
+        )
+        a = torch.cat([lv["fine"], up], 1)[0]
+        want = torch.relu((torch.stack(drops)[:, None, None] * a).sum(0))
+    torch.testing.assert_close(raw[0], want, rtol=1e-4, atol=1e-6)
+
+
+def test_perturbation_methods_explain_detections_and_classes(monkeypatch):
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+
+    torch.manual_seed(0)
+    det = fasterrcnn_mobilenet_v3_large_fpn(
+        weights=None, weights_backbone=None, box_score_thresh=0.0, min_size=160, max_size=160
+    ).eval()
+    img = Image.fromarray((np.random.default_rng(0).random((96, 128, 3)) * 255).astype(np.uint8))
+    steps: list[tuple[int, int]] = []
+    cam = GradCAM(
+        model=det, target_layer="backbone.body.0", method="scorecam", device="cpu", scorecam_batch=8
+    )
+    results = cam.explain(
+        img, score_threshold=0.0, max_detections=2, progress=lambda d, t: steps.append((d, t))
+    )
+    assert len(results) == 2 and all(r.box is not None and r.heatmap.shape == (96, 128) for r in results)
+    assert (
+        steps[-1] == (16, 16) and len(steps) == 2
+    )  # 16 channels, 8 masked images a pass, both boxes at once
+    seg = lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=3).eval()
+    cam = GradCAM(model=seg, target_layer="backbone.0", method="ablationcam", device="cpu", input_size=64)
+    (r,) = cam.explain(img, classes=[1])
+    assert r.mask is not None and r.heatmap.shape == (96, 128)
+    x = cam.preprocess(img)
+    raw = cam.compute(x, targets=RegionTarget(1, None), raw=True)
+    assert raw.shape[0] == 1 and torch.isfinite(raw).all()
+    assert count_hooks(det) == 0 and count_hooks(seg) == 0
+
+
+@pytest.mark.parametrize("method", ["cam", "finercam", "shapleycam", "fullgrad", "guided-gradcam"])
+def test_a_class_logit_target_takes_the_class_path_of_methods_without_a_target_pass(res, method):
+    x = _x()
+    cam = GradCAM(model=res, method=method, device="cpu")
+    torch.testing.assert_close(
+        cam.compute(x, targets=[ClassTarget(3), ClassTarget(9)]), cam.compute(x, targets=[3, 9])
+    )
