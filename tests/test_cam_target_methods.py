@@ -13,7 +13,7 @@ from torch import nn
 from torchvision.models import resnet18
 
 from nstcam.cam import GradCAM
-from nstcam.cam.targets import ClassTarget, RegionTarget
+from nstcam.cam.targets import ClassTarget, RegionTarget, SimilarityTarget
 from nstcam.hooks import count_hooks
 
 
@@ -156,3 +156,52 @@ def test_a_class_logit_target_takes_the_class_path_of_methods_without_a_target_p
     torch.testing.assert_close(
         cam.compute(x, targets=[ClassTarget(3), ClassTarget(9)]), cam.compute(x, targets=[3, 9])
     )
+
+
+@pytest.mark.parametrize(
+    "method", ["smoothgradcam++", "shapleycam", "fullgrad", "guided-backprop", "guided-gradcam"]
+)
+def test_any_target_through_a_methods_own_class_pass(res, method):
+    """A callable reading a class's logit gives the class's map (through the one-column model), and a
+    similarity target a finite map with its own score (a cosine)."""
+    x = _x()
+    cam = GradCAM(
+        model=res, method=method, device="cpu", n_samples=2 if method == "smoothgradcam++" else None
+    )
+
+    def logit(c):
+        return lambda out, i: out[i, c]
+
+    by_callable = cam.compute(x, targets=[logit(3), logit(9)], raw=True)
+    torch.testing.assert_close(by_callable, cam.compute(x, targets=[3, 9], raw=True), rtol=1e-4, atol=1e-6)
+    with torch.no_grad():
+        embedding = res(x[1:])[0]
+    (r,) = cam.explain(
+        Image.fromarray(np.full((64, 64, 3), 128, np.uint8)), target=SimilarityTarget(embedding)
+    )
+    assert np.isfinite(r.heatmap).all() and r.label == "SimilarityTarget" and -1 <= r.score <= 1
+    assert count_hooks(res) == 0
+
+
+def test_a_detector_with_its_own_class_pass_methods():
+    """A detector given as a model has COCO's names; methods with their own class pass explain each
+    box at a tensor layer, and say which methods read the FPN's dict of levels."""
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn
+
+    torch.manual_seed(0)
+    det = fasterrcnn_mobilenet_v3_large_fpn(
+        weights=None, weights_backbone=None, box_score_thresh=0.0, min_size=160, max_size=160
+    ).eval()
+    img = Image.fromarray((np.random.default_rng(0).random((96, 128, 3)) * 255).astype(np.uint8))
+    cam = GradCAM(model=det, method="guided-gradcam", target_layer="backbone.body.12", device="cpu")
+    assert cam.categories[0] == "__background__" and cam.categories[17] == "cat"
+    results = cam.explain(img, score_threshold=0.0, max_detections=2)
+    assert len(results) == 2 and all(
+        r.label in cam.categories and r.heatmap.shape == (96, 128) for r in results
+    )
+    assert all(np.isfinite(r.heatmap).all() and r.heatmap.max() == 1.0 for r in results)
+    with pytest.raises(
+        ValueError, match="'guided-gradcam' reads one tensor at the layer; 'backbone' gives a dict"
+    ):
+        GradCAM(model=det, method="guided-gradcam", device="cpu").explain(img, score_threshold=0.0)
+    assert count_hooks(det) == 0

@@ -134,9 +134,9 @@ def test_targets_that_do_not_fit_are_refused_before_any_work(res):
     with pytest.raises(ValueError, match="mixes class indices and target objects"):
         cam.compute(x, targets=[1, ClassTarget(1)])
     with pytest.raises(
-        ValueError, match="method 'fullgrad' explains class indices \\(or a ClassTarget's logit\\)"
+        ValueError, match="method 'cam' explains class indices \\(or a ClassTarget's logit\\)"
     ):
-        GradCAM(model=res, method="fullgrad", device="cpu").compute(x, targets=ClassTarget(1, softmax=True))
+        GradCAM(model=res, method="cam", device="cpu").compute(x, targets=ClassTarget(1, softmax=True))
     with pytest.raises(ValueError, match="aug_smooth flips the image"):
         cam.compute(x, targets=ClassTarget(1), aug_smooth=True)
     with pytest.raises(ValueError, match="box is \\(x0, y0, x1, y1\\)"):

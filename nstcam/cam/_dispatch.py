@@ -12,14 +12,16 @@ from torch import nn
 
 from nstcam.cam._graphed import CamGraphs, Outputs
 from nstcam.cam._passes import PASSES, Request
+from nstcam.cam._scored import scored_model
 from nstcam.cam._smooth import augmented, fuse_maps
 from nstcam.cam._target_maps import TargetOptions, target_maps
-from nstcam.cam._target_pass import TARGET_METHODS, model_kind
+from nstcam.cam._target_pass import ONE_PASS_METHODS, SCORED_METHODS, TARGET_METHODS, model_kind, model_output
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.methods import GRAPHED_METHODS
 from nstcam.cam.targets import ClassTarget, check_fit, per_image
+from nstcam.hooks import HookManager
 
-__all__ = ["NO_EIGEN", "Spec", "explain_targets", "raw_maps", "split_targets"]
+__all__ = ["NO_EIGEN", "Spec", "explain_targets", "object_maps", "raw_maps", "split_targets"]
 
 NO_EIGEN = ("fullgrad", "guided-backprop", "guided-gradcam", "legrad")
 """Methods without weighted activations to project: ``eigen_smooth`` is refused for them."""
@@ -106,6 +108,42 @@ def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
     return spec.graphs.run(model, layer, spec.method, x, classes, layout)
 
 
+def object_maps(
+    method: str,
+    model: nn.Module,
+    layer: str,
+    layout: str | None,
+    x: torch.Tensor,
+    rows: Callable[[Any], Any],
+    eigen_smooth: bool,
+    options: TargetOptions,
+) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """(raw maps (k, N, h, w), scores (k, N), the detached output) of the target rows ``rows`` picks
+    from the model's output, with any method of :data:`TARGET_METHODS`: the one-pass and perturbation
+    ones in :func:`target_maps`, the others through their class pass on :func:`scored_model`."""
+    if method not in SCORED_METHODS:
+        return target_maps(model, layer, method, x, rows, layout, eigen_smooth=eigen_smooth, options=options)
+    with torch.inference_mode(False), torch.no_grad(), HookManager(model, [layer], detach=True) as hooks:
+        out = model_output(model(x))
+        if isinstance(hooks.outputs.get(layer), dict):
+            raise ValueError(
+                f"method {method!r} reads one tensor at the layer; {layer!r} gives a dict of levels (an "
+                f"FPN's), which {', '.join(ONE_PASS_METHODS)} read: choose one of them, or a layer inside "
+                "the backbone's body"
+            )
+    spec = Spec(method, (layer,), (layout,), "mean", options.chunk, options.seed, options.n_samples,
+                options.std, None, 1)  # fmt: skip
+    raws, scores = [], []
+    for row in rows(out):
+        net, first = scored_model(model, row)
+        r, _, _ = raw_maps(spec, net, x, 0, 1, options.progress, False, eigen_smooth)
+        raws.append(r[0])
+        scores.append(first[0])
+    if not raws:
+        return x.new_zeros(0, x.shape[0], 1, 1), x.new_zeros(0, x.shape[0]), out
+    return torch.stack(raws), torch.stack(scores), out
+
+
 def split_targets(targets: Any, n: int, method: str) -> tuple[list[Any] | None, Any]:
     """(one target object per image, or None; the class targets): a method without a target pass
     takes a :class:`ClassTarget` of a logit as the class index it is (CAM, Finer-CAM, ShapleyCAM,
@@ -147,8 +185,8 @@ def explain_targets(
     per_layer, scores = [], None
     options = TargetOptions(spec.chunk, spec.seed, spec.n_samples, spec.std, progress)
     for layer, layout in zip(spec.layers, spec.layouts, strict=True):
-        raws, s, _ = target_maps(model, layer, spec.method, x, lambda _out: [targets], layout,
-                                 eigen_smooth=eigen_smooth, options=options)  # fmt: skip
+        raws, s, _ = object_maps(spec.method, model, layer, layout, x, lambda _out: [targets], eigen_smooth,
+                                 options)  # fmt: skip
         per_layer.append(raws)
         scores = s if scores is None else scores
     if len(per_layer) == 1:

@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._checks import finite, whole
+from nstcam.cam._dispatch import object_maps
 from nstcam.cam._maps import upsample_maps
-from nstcam.cam._target_maps import TargetOptions, target_maps
+from nstcam.cam._target_maps import TargetOptions
 from nstcam.cam._target_pass import TARGET_METHODS
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.result import CamResult
@@ -103,15 +104,13 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth, progress) -
                 kept.append((box, int(label), float(score)))
         return [[BoxTarget(label, box, iou=0.5)] for box, label, _ in kept]
 
-    raws, _, _ = target_maps(
-        eval_view(cam.model), cam.target_layers[0], cam.method, x, rows, cam.layouts[0],
-        eigen_smooth=eigen_smooth, options=_options(cam, progress),
-    )  # fmt: skip
+    raws, _, _ = object_maps(cam.method, eval_view(cam.model), cam.target_layers[0], cam.layouts[0], x, rows,
+                             eigen_smooth, _options(cam, progress))  # fmt: skip
     if not kept:
         why = " (random weights find nothing: lower score_threshold)" if _random(cam) else ""
         logger.warning("%s found no detection scoring %.2f or more%s", cam.arch, threshold, why)
         return []
-    grid = _unpadded(cam.model, x, raws.shape[-2:])
+    grid = _unpadded(cam.model, x, raws.shape[-2:]) if raws.shape[-2:] != x.shape[-2:] else x.shape[-2:]
     maps = upsample_maps(raws[:, 0, : grid[0], : grid[1]], (img.height, img.width))
     return [
         cam_result(cam, img, maps[j], raws[j, 0], label, score, box=tuple(box))
@@ -134,9 +133,8 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth, progress) -> list[CamRes
         found.extend((c, float(share[c])) for c in order[:most])
         return [[RegionTarget(c, (p == c).to(out.dtype))] for c, _ in found]
 
-    raws, _, out = target_maps(eval_view(cam.model), cam.target_layers[0], cam.method, x, rows,
-                               cam.layouts[0], eigen_smooth=eigen_smooth,
-                               options=_options(cam, progress))  # fmt: skip
+    raws, _, out = object_maps(cam.method, eval_view(cam.model), cam.target_layers[0], cam.layouts[0], x,
+                               rows, eigen_smooth, _options(cam, progress))  # fmt: skip
     if not found:
         why = " (random weights: not meaningful)" if _random(cam) else ""
         logger.warning("%s found no class but the background%s", cam.arch, why)

@@ -31,7 +31,9 @@ from nstcam.cam.targets import Target
 from nstcam.layouts import detect_layout, to_nchw
 
 __all__ = [
+    "ONE_PASS_METHODS",
     "PERTURBATION_TARGET_METHODS",
+    "SCORED_METHODS",
     "TARGET_METHODS",
     "levels_as_one",
     "model_kind",
@@ -43,9 +45,16 @@ __all__ = [
 PERTURBATION_TARGET_METHODS = ("scorecam", "sscam", "iscam", "ablationcam")
 """Methods that score target objects on changed inputs (:mod:`nstcam.cam._target_maps`)."""
 
-TARGET_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam", "randomcam", *PERTURBATION_TARGET_METHODS)
+SCORED_METHODS = ("smoothgradcam++", "shapleycam", "fullgrad", "guided-backprop", "guided-gradcam")
+"""Methods that explain target objects through their own class pass (:mod:`nstcam.cam._scored`)."""
+
+ONE_PASS_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam", "randomcam")
+"""Methods :func:`target_pass` computes: one forward pass, one backward pass per target row."""
+
+TARGET_METHODS = (*ONE_PASS_METHODS, *PERTURBATION_TARGET_METHODS, *SCORED_METHODS)
 """Methods that explain target objects: gradient methods, the gradient-free ones (which read the
-activation only), and the perturbation ones."""
+activation only), the perturbation ones, and those that differentiate a score their own way. CAM,
+Finer-CAM and LeGrad read more than one class (a ClassTarget's logit is their class index)."""
 
 
 def levels_as_one(levels: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -130,7 +130,7 @@ class GradCAM:
         self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
         self.colormap = colormap
         self.weights = weights_info(model)
-        self.categories = _categories(self.weights)
+        self.categories = _categories(self.weights, self.kind)
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError(
                 f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}: leave "
@@ -343,13 +343,18 @@ def _target_name(target: Any, label: Callable[[int], str]) -> tuple[int, str]:
     return -1, type(target).__name__ if hasattr(target, "kind") else "custom target"
 
 
-def _categories(info: WeightsInfo | None) -> list[str]:
-    """Class names: the weights' own, else ImageNet's (a custom model: its indices past 999 say so)."""
+def _categories(info: WeightsInfo | None, kind: str = "classifier") -> list[str]:
+    """Class names: the weights' own, else those of the kind's official weights (a custom model:
+    ImageNet's for a classifier, its indices past 999 say so; COCO's for a detector, VOC's for a
+    segmenter)."""
     if info is not None:
         return list(info.categories)
     from torchvision.models import ResNet50_Weights
+    from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights
+    from torchvision.models.segmentation import FCN_ResNet50_Weights
 
-    return list(ResNet50_Weights.DEFAULT.meta["categories"])
+    official = {"detector": FasterRCNN_ResNet50_FPN_Weights, "segmenter": FCN_ResNet50_Weights}
+    return list(official.get(kind, ResNet50_Weights).DEFAULT.meta["categories"])
 
 
 def _on_device(model: nn.Module, device: torch.device) -> nn.Module:
