@@ -162,12 +162,11 @@ def test_cam_handler_explains_what_detectors_and_segmenters_found(models, files)
     refusals = {
         "found no detection scoring 0.90 or more: lower the score threshold.*Random weights find": dict(
             model=det, score_threshold=0.9),
-        "method 'fullgrad' explains a classifier's classes; a detector .* takes one of gradcam": dict(
-            model=det, method="fullgrad"),
+        "method 'cam' explains a classifier's classes; a detector .* takes one of gradcam": dict(
+            model=det, method="cam"),
         "scorecam runs the whole detector once per channel": dict(model=det, method="scorecam"),
         "classes: 'kitten' unknown to lraspp_mobilenet_v3_large; it knows aeroplane": dict(
             model=seg, classes=["kitten"]),
-        "augmentation smoothing flips the photo": dict(model=seg, aug_smooth=True),
         "score threshold must be between 0 and 1": dict(model=det, score_threshold=2),
     }  # fmt: skip
     for message, kw in refusals.items():
@@ -181,15 +180,14 @@ def test_cam_handler_explains_what_detectors_and_segmenters_found(models, files)
 def test_the_grad_cam_tab_offers_each_models_own_options():
     from nstcam.app.ui import _model_options
 
-    layer, top_k, classes, detection_row, aug = _model_options("fasterrcnn_mobilenet_v3_large_fpn")
+    layer, top_k, classes, detection_row = _model_options("fasterrcnn_mobilenet_v3_large_fpn")
     assert layer.value == "backbone" and top_k.visible is False and detection_row.visible is True
     names = [value for _, value in classes.choices]
     assert classes.visible is True and "cat" in names and "N/A" not in names and classes.value == []
-    assert aug.interactive is False and aug.value is False
-    layer, top_k, classes, detection_row, aug = _model_options("lraspp_mobilenet_v3_large")
+    layer, top_k, classes, detection_row = _model_options("lraspp_mobilenet_v3_large")
     assert top_k.visible is True and detection_row.visible is False and len(classes.choices) == 20
-    layer, top_k, classes, detection_row, aug = _model_options("resnet18")
-    assert layer.value == "layer4" and classes.visible is False and aug.interactive is True
+    layer, top_k, classes, detection_row = _model_options("resnet18")
+    assert layer.value == "layer4" and classes.visible is False
 
 
 def test_layer_choices_and_demo_endpoints(models):

@@ -204,4 +204,45 @@ def test_a_detector_with_its_own_class_pass_methods():
         ValueError, match="'guided-gradcam' reads one tensor at the layer; 'backbone' gives a dict"
     ):
         GradCAM(model=det, method="guided-gradcam", device="cpu").explain(img, score_threshold=0.0)
+    whole = GradCAM(model=det, method="fullgrad", device="cpu")  # the input's gradient: any layer
+    assert [r.heatmap.shape for r in whole.explain(img, score_threshold=0.0, max_detections=1)] == [(96, 128)]
     assert count_hooks(det) == 0
+
+
+def test_aug_smooth_flips_regions_and_boxes_with_their_image(res):
+    """aug_smooth with targets: a class, a box or a region follows the flipped copies; a callable is
+    refused. A target whose map is left-right symmetric by construction stays so."""
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+
+    from nstcam.cam.targets import BoxTarget, flip_target
+
+    assert flip_target(BoxTarget(1, (10, 5, 30, 20)), 100).box == (70, 5, 90, 20)
+    m = torch.zeros(4, 6)
+    m[:, :2] = 1
+    assert torch.equal(flip_target(RegionTarget(2, m), 6).mask, m.flip(-1))
+    assert flip_target(RegionTarget(2, (1, 0, 3, 4)), 6).mask == (3, 0, 5, 4)
+    x = _x(n=1)
+    cam = GradCAM(model=res, target_layer="layer3", device="cpu")
+    smooth = cam.compute(x, targets=ClassTarget(4, softmax=True), aug_smooth=True, raw=True)
+    assert smooth.shape == (1, 64, 64) and smooth.amax() > 0
+    by_class = cam.compute(x, targets=4, aug_smooth=True, raw=True)  # the class path's augmentation
+    smooth = cam.compute(x, targets=ClassTarget(4), aug_smooth=True, raw=True)  # the logit: the same
+    torch.testing.assert_close(smooth, by_class, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="a callable target cannot say how it follows"):
+        cam.compute(x, targets=lambda out, i: out[i, 4], aug_smooth=True)
+    torch.manual_seed(0)
+    seg = lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=3).eval()
+    img = Image.fromarray((np.random.default_rng(0).random((64, 96, 3)) * 255).astype(np.uint8))
+    cam = GradCAM(model=seg, device="cpu", input_size=64)
+    (r,) = cam.explain(img, classes=[1], aug_smooth=True)
+    assert r.heatmap.shape == (64, 96) and np.isfinite(r.heatmap).all()
+
+
+def test_a_box_outside_the_input_is_refused_before_any_work():
+    from nstcam.cam.targets import BoxTarget, check_boxes
+
+    with pytest.raises(ValueError, match=r"BoxTarget box \(10, 10, 200, 50\) is outside the 128x96 px input"):
+        check_boxes([BoxTarget(1, (10, 10, 200, 50))], 128, 96)
+    with pytest.raises(ValueError, match="RegionTarget box .* is outside the 128x96 px input"):
+        check_boxes([RegionTarget(1, (-5, 0, 20, 20))], 128, 96)
+    check_boxes([BoxTarget(1, (0, 0, 128, 96)), RegionTarget(1, None), ClassTarget(2)], 128, 96)

@@ -137,8 +137,8 @@ def test_targets_that_do_not_fit_are_refused_before_any_work(res):
         ValueError, match="method 'cam' explains class indices \\(or a ClassTarget's logit\\)"
     ):
         GradCAM(model=res, method="cam", device="cpu").compute(x, targets=ClassTarget(1, softmax=True))
-    with pytest.raises(ValueError, match="aug_smooth flips the image"):
-        cam.compute(x, targets=ClassTarget(1), aug_smooth=True)
+    with pytest.raises(ValueError, match="aug_smooth flips the image, and a callable target"):
+        cam.compute(x, targets=lambda out, i: out[i, 1], aug_smooth=True)
     with pytest.raises(ValueError, match="box is \\(x0, y0, x1, y1\\)"):
         BoxTarget(1, (5, 5, 1, 1))
     with pytest.raises(ValueError, match="SimilarityTarget embedding has 3 values; the model gives 1000"):

@@ -38,7 +38,7 @@ def class_choices(arch: str) -> list[str]:
     return [n for n in names if n not in ("__background__", "N/A")]
 
 
-def check_found(arch: str, method: str, aug_smooth: bool, classes: Sequence[str] | None) -> list[str]:
+def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[str]:
     """Refuses what a detector or a segmenter cannot do, before any model is built; returns the
     classes asked, checked against the model's names."""
     kind = kind_of(arch)
@@ -52,10 +52,6 @@ def check_found(arch: str, method: str, aug_smooth: bool, classes: Sequence[str]
             f"{method} runs the whole {kind} once per channel of the layer (hundreds of passes of about a "
             f"second each here); on this server a {kind} takes a gradient or activation method such as "
             "gradcam, layercam or eigencam (the Python API runs it: GradCAM(..., method=...))"
-        )
-    if aug_smooth:
-        raise refuse(
-            f"augmentation smoothing flips the photo; a {kind}'s boxes and masks do not follow it: untick it"
         )
     asked = [c.strip() for c in (classes or []) if c and c.strip()]
     unknown = [c for c in asked if c not in class_choices(arch)]
@@ -75,6 +71,7 @@ def explain_found(
     top_k: int,
     max_side: int,
     eigen_smooth: bool,
+    aug_smooth: bool = False,
 ) -> list[CamResult]:
     """The results of ``cam`` (a detector or a segmenter) on ``img``: each detection kept, or each
     class picked (none picked: the ``top_k`` largest present).
@@ -91,6 +88,7 @@ def explain_found(
         top_k=None if detector or classes else top_k,
         max_side=max_side,
         eigen_smooth=eigen_smooth,
+        aug_smooth=aug_smooth,
     )
     if results:
         return results

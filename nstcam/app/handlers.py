@@ -383,7 +383,7 @@ def cam_handler(
     cfg = models.config
     try:
         found = kind_of(model) != "classifier"
-        asked = check_found(model, method, bool(aug_smooth), classes) if found else []
+        asked = check_found(model, method, classes) if found else []
         img, cam = _cam_request(models, image, model, layer, method, top_k, aug_smooth, cfg.explain_archs)
         side, eigen = cfg.display_size, bool(eigen_smooth)
         if found:
@@ -391,7 +391,7 @@ def cam_handler(
             _check(max_detections, "max detections", 1, 10)
             results = gpu(explain_found)(cam, img, classes=asked, score_threshold=float(score_threshold),
                                          max_detections=int(max_detections), top_k=int(top_k), max_side=side,
-                                         eigen_smooth=eigen)  # fmt: skip
+                                         eigen_smooth=eigen, aug_smooth=bool(aug_smooth))  # fmt: skip
         else:
             results = gpu(cam.explain)(img, top_k=int(top_k), max_side=side, progress=progress,
                                        aug_smooth=bool(aug_smooth), eigen_smooth=eigen)  # fmt: skip

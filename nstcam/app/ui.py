@@ -402,7 +402,6 @@ def _model_options(arch: str) -> tuple:
             choices=class_choices(arch), value=[], visible=kind != "classifier", allow_custom_value=True
         ),
         gr.Row(visible=kind == "detector"),
-        gr.Checkbox(interactive=kind == "classifier", value=False),
     )
 
 

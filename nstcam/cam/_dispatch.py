@@ -13,12 +13,12 @@ from torch import nn
 from nstcam.cam._graphed import CamGraphs, Outputs
 from nstcam.cam._passes import PASSES, Request
 from nstcam.cam._scored import scored_model
-from nstcam.cam._smooth import augmented, fuse_maps
+from nstcam.cam._smooth import OTHERS, augmented, augmented_batch, deaugmented, fuse_maps
 from nstcam.cam._target_maps import TargetOptions, target_maps
 from nstcam.cam._target_pass import ONE_PASS_METHODS, SCORED_METHODS, TARGET_METHODS, model_kind, model_output
 from nstcam.cam._targets import host_targets, resolve_targets
 from nstcam.cam.methods import GRAPHED_METHODS
-from nstcam.cam.targets import ClassTarget, check_fit, per_image
+from nstcam.cam.targets import ClassTarget, check_boxes, check_fit, flip_target, per_image
 from nstcam.hooks import HookManager
 
 __all__ = ["NO_EIGEN", "Spec", "explain_targets", "object_maps", "raw_maps", "split_targets"]
@@ -125,7 +125,7 @@ def object_maps(
         return target_maps(model, layer, method, x, rows, layout, eigen_smooth=eigen_smooth, options=options)
     with torch.inference_mode(False), torch.no_grad(), HookManager(model, [layer], detach=True) as hooks:
         out = model_output(model(x))
-        if isinstance(hooks.outputs.get(layer), dict):
+        if method not in ("fullgrad", "guided-backprop") and isinstance(hooks.outputs.get(layer), dict):
             raise ValueError(
                 f"method {method!r} reads one tensor at the layer; {layer!r} gives a dict of levels (an "
                 f"FPN's), which {', '.join(ONE_PASS_METHODS)} read: choose one of them, or a layer inside "
@@ -165,23 +165,31 @@ def explain_targets(
     eigen_smooth: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, h, w) raw maps (fused at the input's size if several layers) and (N,) target scores for
-    target objects, one per image (:mod:`nstcam.cam.targets`).
+    """(N, h, w) raw maps (at the input's size if several layers or ``aug_smooth``) and (N,) target
+    scores for target objects, one per image (:mod:`nstcam.cam.targets`). ``aug_smooth``: the five
+    other augmentations explain the targets flipped with their image (:func:`flip_target`).
 
     Raises:
-        ValueError: a method without a target pass, ``aug_smooth`` (a box or a mask does not survive
-            a flip), or a target that does not fit the model's output; before any work.
+        ValueError: a method without a target pass, a target that does not fit the model's output, or
+            a callable with ``aug_smooth``; before any work.
     """
     if spec.method not in TARGET_METHODS:
         raise ValueError(
             f"method {spec.method!r} explains class indices (or a ClassTarget's logit); with other target "
             f"objects use one of {', '.join(TARGET_METHODS)}"
         )
-    if aug_smooth:
-        raise ValueError(
-            "aug_smooth flips the image, and a target object (a box, a mask) does not follow: leave it off"
-        )
     check_fit(targets, model_kind(model))
+    check_boxes(targets, x.shape[-1], x.shape[-2])
+    flipped = [flip_target(t, x.shape[-1]) for t in targets] if aug_smooth else []
+    raws, scores = _targets_once(spec, model, x, targets, eigen_smooth, progress)
+    if not aug_smooth:
+        return raws, scores
+    rows = [f if flip else t for flip, _ in OTHERS for t, f in zip(targets, flipped, strict=True)]
+    more, _ = _targets_once(spec, model, augmented_batch(x), rows, eigen_smooth, progress)
+    return deaugmented(raws[None], more[None], tuple(x.shape[-2:]))[0], scores
+
+
+def _targets_once(spec, model, x, targets, eigen_smooth, progress) -> tuple[torch.Tensor, torch.Tensor]:
     per_layer, scores = [], None
     options = TargetOptions(spec.chunk, spec.seed, spec.n_samples, spec.std, progress)
     for layer, layout in zip(spec.layers, spec.layouts, strict=True):
@@ -190,5 +198,5 @@ def explain_targets(
         per_layer.append(raws)
         scores = s if scores is None else scores
     if len(per_layer) == 1:
-        return per_layer[0][0], scores
-    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:]))[0], scores
+        return per_layer[0][0], scores[0]
+    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:]))[0], scores[0]

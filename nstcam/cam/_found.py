@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._checks import finite, whole
-from nstcam.cam._dispatch import object_maps
+from nstcam.cam._dispatch import Spec, explain_targets, object_maps
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam._target_maps import TargetOptions
 from nstcam.cam._target_pass import TARGET_METHODS
@@ -61,12 +61,8 @@ def explain_found(
 
     Raises:
         ValueError: a method without a target pass, ``top_k`` on a detector, a bad threshold, an
-            unknown class, ``aug_smooth`` or ``evaluate``; before any work.
+            unknown class, or ``evaluate``; before any work.
     """
-    if aug_smooth:
-        raise ValueError(
-            f"aug_smooth flips the image, and a {cam.kind}'s boxes and masks do not follow: leave it off"
-        )
     if evaluate:
         raise ValueError(
             f"evaluate measures a classifier's class probability; this model is a {cam.kind}: leave it off"
@@ -85,11 +81,12 @@ def explain_found(
                 "top_k: a detector explains boxes, not its top classes; use score_threshold= and "
                 "max_detections= (or classes= to keep some labels)"
             )
-        return _detections(cam, img, x, classes, score_threshold, max_detections, eigen_smooth, progress)
-    return _regions(cam, img, x, classes, top_k, eigen_smooth, progress)
+        return _detections(cam, img, x, classes, score_threshold, max_detections, (eigen_smooth, aug_smooth),
+                           progress)  # fmt: skip
+    return _regions(cam, img, x, classes, top_k, (eigen_smooth, aug_smooth), progress)
 
 
-def _detections(cam, img, x, classes, threshold, most, eigen_smooth, progress) -> list[CamResult]:
+def _detections(cam, img, x, classes, threshold, most, smooth, progress) -> list[CamResult]:
     threshold = finite("score_threshold", threshold, minimum=0, maximum=1)
     most = whole("max_detections", most, minimum=1)
     wanted = set(class_indices(classes, cam.categories)) if classes else None
@@ -104,8 +101,7 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth, progress) -
                 kept.append((box, int(label), float(score)))
         return [[BoxTarget(label, box, iou=0.5)] for box, label, _ in kept]
 
-    raws, _, _ = object_maps(cam.method, eval_view(cam.model), cam.target_layers[0], cam.layouts[0], x, rows,
-                             eigen_smooth, _options(cam, progress))  # fmt: skip
+    raws, _ = _explained(cam, x, rows, smooth, progress)
     if not kept:
         why = " (random weights find nothing: lower score_threshold)" if _random(cam) else ""
         logger.warning("%s found no detection scoring %.2f or more%s", cam.arch, threshold, why)
@@ -118,7 +114,7 @@ def _detections(cam, img, x, classes, threshold, most, eigen_smooth, progress) -
     ]
 
 
-def _regions(cam, img, x, classes, top_k, eigen_smooth, progress) -> list[CamResult]:
+def _regions(cam, img, x, classes, top_k, smooth, progress) -> list[CamResult]:
     asked = class_indices(classes, cam.categories) if classes else None
     most = whole("top_k", top_k, minimum=1) if top_k is not None else None
     found: list[tuple[int, float]] = []
@@ -133,8 +129,7 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth, progress) -> list[CamRes
         found.extend((c, float(share[c])) for c in order[:most])
         return [[RegionTarget(c, (p == c).to(out.dtype))] for c, _ in found]
 
-    raws, _, out = object_maps(cam.method, eval_view(cam.model), cam.target_layers[0], cam.layouts[0], x,
-                               rows, eigen_smooth, _options(cam, progress))  # fmt: skip
+    raws, out = _explained(cam, x, rows, smooth, progress)
     if not found:
         why = " (random weights: not meaningful)" if _random(cam) else ""
         logger.warning("%s found no class but the background%s", cam.arch, why)
@@ -150,6 +145,29 @@ def _regions(cam, img, x, classes, top_k, eigen_smooth, progress) -> list[CamRes
         score = _mean_probability(out, c, region)
         results.append(cam_result(cam, img, maps[j], raws[j, 0], c, score, mask=mask.cpu().numpy()))
     return results
+
+
+def _explained(cam: Any, x: torch.Tensor, rows: Any, smooth: tuple[bool, bool], progress: Any):
+    """(raw maps (k, 1, h, w), the model's output) of the target rows ``rows`` picks from the output;
+    with ``aug_smooth``, each row's maps averaged over the six augmentations, its target following
+    the flips (at the input's size)."""
+    eigen_smooth, aug_smooth = smooth
+    chosen: list[Any] = []
+
+    def pick(out: Any) -> list[Any]:
+        chosen.extend(rows(out))
+        return [] if aug_smooth else chosen  # augmented: the rows are explained below
+
+    model = eval_view(cam.model)
+    raws, _, out = object_maps(cam.method, model, cam.target_layers[0], cam.layouts[0], x, pick, eigen_smooth,
+                               _options(cam, progress))  # fmt: skip
+    if aug_smooth and chosen:
+        spec = Spec(cam.method, cam.target_layers, cam.layouts, cam.fuse, cam.scorecam_batch, cam.seed,
+                    cam.n_samples, cam.std, None, None)  # fmt: skip
+        raws = torch.stack(
+            [explain_targets(spec, model, x, row, True, eigen_smooth, progress)[0] for row in chosen]
+        )
+    return raws, out
 
 
 def _mean_probability(out: torch.Tensor, c: int, region: torch.Tensor) -> float:

@@ -82,6 +82,14 @@ def shapleycam_pass(req: Request) -> Outputs:
     handles = with_math_attention(net)  # fused attention kernels have no second derivative
     try:
         return _shapley(req, net, x, in_h, in_w)
+    except RuntimeError as e:  # torch lacks a second derivative of some op (hardsigmoid: MobileNetV3)
+        if "derivative for" not in str(e) or "not implemented" not in str(e):
+            raise
+        op = str(e).split("derivative for ")[1].split(" is not")[0]
+        raise ValueError(
+            f"method 'shapleycam' needs second derivatives, and torch has none for {op}, which this model "
+            "uses above the layer: use gradcam or another gradient method"
+        ) from e
     finally:
         for h in handles:
             h.remove()

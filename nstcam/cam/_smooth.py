@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from nstcam.cam._maps import normalize_maps
 
-__all__ = ["AUGMENTATIONS", "FUSIONS", "augmented", "fuse_maps"]
+__all__ = ["AUGMENTATIONS", "FUSIONS", "OTHERS", "augmented", "augmented_batch", "deaugmented", "fuse_maps"]
 
 AUGMENTATIONS = tuple((flip, factor) for flip in (False, True) for factor in (0.9, 1.0, 1.1))
 """pytorch-grad-cam's ``aug_smooth``: horizontal flip x brightness (the normalised input times 0.9,
@@ -46,15 +46,27 @@ def augmented(
     augmentations run as one batch with those classes (``run(batch, classes)``); each map is scaled
     at the input's size, de-augmented and the six are averaged. Returns (k, N, H, W) maps, and the
     input's probabilities and classes."""
-    size = tuple(x.shape[-2:])
     raws, probs, classes = run(x, None)
-    others = [a for a in AUGMENTATIONS if a != (False, 1.0)]
-    batch = torch.cat([(x.flip(-1) if flip else x) * factor for flip, factor in others])
-    more, _, _ = run(batch, classes.repeat(1, len(others)))
+    more, _, _ = run(augmented_batch(x), classes.repeat(1, len(OTHERS)))
+    return deaugmented(raws, more, tuple(x.shape[-2:])), probs, classes
+
+
+OTHERS = tuple(a for a in AUGMENTATIONS if a != (False, 1.0))
+"""The augmentations besides the input itself, in the order of :func:`augmented_batch`."""
+
+
+def augmented_batch(x: torch.Tensor) -> torch.Tensor:
+    """The five other augmentations of the batch ``x``, one after the other: (5 N, C, H, W)."""
+    return torch.cat([(x.flip(-1) if flip else x) * factor for flip, factor in OTHERS])
+
+
+def deaugmented(raws: torch.Tensor, more: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The mean of the input's (k, N, h, w) maps and the others' (k, 5 N, h, w), each scaled at
+    ``size`` and flipped back: (k, N, *size)."""
     total = _at(raws, size)
-    n = x.shape[0]
+    n = raws.shape[1]
     scaled = _at(more, size)
-    for i, (flip, _) in enumerate(others):
+    for i, (flip, _) in enumerate(OTHERS):
         part = scaled[:, i * n : (i + 1) * n]
         total = total + (part.flip(-1) if flip else part)
-    return total / len(AUGMENTATIONS), probs, classes
+    return total / len(AUGMENTATIONS)

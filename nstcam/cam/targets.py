@@ -30,7 +30,9 @@ __all__ = [
     "SimilarityTarget",
     "adjoint_upsample",
     "Target",
+    "check_boxes",
     "check_fit",
+    "flip_target",
     "is_target_object",
     "per_image",
     "predicted",
@@ -96,6 +98,15 @@ class RegionTarget:
         if isinstance(self.mask, (tuple, list)) and len(self.mask) != 4:
             raise ValueError(f"RegionTarget mask as a box is (x0, y0, x1, y1), got {self.mask!r}")
 
+    def flipped(self, width: int) -> RegionTarget:
+        """The same region in the image flipped left to right (``width``: the output's width)."""
+        if self.mask is None:
+            return self
+        if isinstance(self.mask, (tuple, list)):
+            x0, y0, x1, y1 = self.mask
+            return RegionTarget(self.index, (width - x1, y0, width - x0, y1))
+        return RegionTarget(self.index, torch.as_tensor(self.mask).flip(-1))
+
     def weights(self, logits: torch.Tensor) -> torch.Tensor:
         """The (H, W) weights of the region over ``logits`` (C, H, W) of one image."""
         h, w = logits.shape[-2:]
@@ -154,6 +165,11 @@ class BoxTarget:
                 f"BoxTarget box is (x0, y0, x1, y1) with x0 < x1 and y0 < y1, got {tuple(self.box)}"
             )
 
+    def flipped(self, width: int) -> BoxTarget:
+        """The same box in the image flipped left to right (``width``: the input's width)."""
+        x0, y0, x1, y1 = self.box
+        return BoxTarget(self.label, (width - x1, y0, width - x0, y1), self.iou)
+
     def __call__(self, output: Sequence[dict[str, torch.Tensor]], i: int) -> torch.Tensor:
         from torchvision.ops import box_iou
 
@@ -202,6 +218,41 @@ def _linear_matrix(n: int, size: int, like: torch.Tensor) -> torch.Tensor:
     """The (size, n) matrix of linear upsampling from n to size points (``align_corners=False``)."""
     eye = torch.eye(n, dtype=like.dtype, device=like.device)[None]
     return F.interpolate(eye, size=size, mode="linear", align_corners=False)[0].T
+
+
+def check_boxes(targets: Sequence[Target], width: int, height: int) -> None:
+    """Refuses, before any work, a :class:`BoxTarget` box or a :class:`RegionTarget` box outside the
+    ``width`` x ``height`` input (boxes are in the input's pixels).
+
+    Raises:
+        ValueError: naming the target, the box and the image's size.
+    """
+    for t in targets:
+        box = t.box if isinstance(t, BoxTarget) else t.mask if isinstance(t, RegionTarget) else None
+        if isinstance(box, (tuple, list)):
+            x0, y0, x1, y1 = (float(v) for v in box)
+            if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+                raise ValueError(
+                    f"{type(t).__name__} box {tuple(box)} is outside the {width}x{height} px input: boxes "
+                    "are (x0, y0, x1, y1) in the input's pixels"
+                )
+
+
+def flip_target(target: Target, width: int) -> Target:
+    """``target`` for the image flipped left to right (``aug_smooth``): a region's mask or a box
+    flipped; a class, a single logit or a similarity as it is.
+
+    Raises:
+        ValueError: a callable, which cannot say how it follows a flip.
+    """
+    if isinstance(target, (ClassTarget, BinaryTarget, SimilarityTarget)):
+        return target
+    if isinstance(target, (RegionTarget, BoxTarget)):
+        return target.flipped(width)
+    raise ValueError(
+        "aug_smooth flips the image, and a callable target cannot say how it follows: give a target "
+        "object of nstcam.cam.targets, or leave aug_smooth off"
+    )
 
 
 def predicted(logits: torch.Tensor) -> torch.Tensor:
