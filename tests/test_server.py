@@ -688,3 +688,31 @@ def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_browser_explains_the_classes_picked_of_a_segmenter(server, images, browser):
+    """The Grad-CAM tab with a segmenter: picking it shows its class list (top-k of the classes
+    present), picking a class and Explain give its overlay, captioned with its share of the image."""
+    c, _ = images
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.get_by_role("tab", name="Grad-CAM").click()
+        assert not page.locator("#cam-classes").is_visible()
+        page.locator("#cam-model input").click()
+        page.get_by_role("option", name="lraspp_mobilenet_v3_large").click()
+        page.locator("#cam-classes").wait_for(state="visible", timeout=30_000)
+        page.get_by_text("Top-k classes present").wait_for(timeout=30_000)
+        page.locator("#cam-classes input").click()
+        page.get_by_role("option", name="cat", exact=True).click()
+        page.locator("#cam-input input[type=file]").set_input_files(str(c))
+        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        page.locator("#cam-run").click()
+        page.locator("#cam-status").get_by_text("Explained with lraspp_mobilenet_v3_large").wait_for(
+            timeout=90_000
+        )
+        captions = page.locator("#cam-overlays .caption-label").all_inner_texts()
+        assert len(captions) == 1 and captions[0].startswith("cat · p=") and "% of the image" in captions[0]
+        page.screenshot(path=str(ARTIFACTS / "browser_gradcam_segmenter.png"), full_page=True)
+    finally:
+        page.close()

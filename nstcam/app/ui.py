@@ -128,8 +128,8 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
     runs = Runs()
     with gr.Blocks(title="nstcam — style transfer and Grad-CAM", delete_cache=(600, 1800)) as demo:
         gr.Markdown(
-            "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on torchvision classifiers, built on "
-            "PyTorch hooks."
+            "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on torchvision classifiers, detectors "
+            "and segmenters, built on PyTorch hooks."
         )
         if config.random_weights:
             gr.Markdown(RANDOM_BANNER, elem_id="random-banner")
@@ -283,7 +283,7 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
                 label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
             )
             arch = gr.Dropdown(
-                list(config.explain_archs), value="resnet50", label="Model",
+                list(config.explain_archs), value="resnet50", label="Model", elem_id="cam-model",
                 info="classifiers, then detectors (a map per box) and segmenters (a map per class)",
             )  # fmt: skip
             layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
@@ -327,7 +327,7 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
     arch.change(
         _model_options,
         arch,
-        [layer, top_k, classes, detection_row, aug_smooth],
+        [layer, top_k, classes, detection_row],
         api_name=False,
         show_progress="hidden",
     )
