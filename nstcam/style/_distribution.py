@@ -1,0 +1,147 @@
+"""Style losses that match feature distributions, not only their Gram matrices (issue 27; not yet
+wired into :meth:`nstcam.StyleTransfer.stylize`).
+
+- **Gaussian Wasserstein-2** (as crowsonkb/style-transfer-pytorch): each layer's features are taken
+  as a Gaussian of mean ``mu`` and covariance ``S``; the squared distance to the style's is
+  ``||mu - mu_s||^2 + tr(S + S_s - 2 (S_s^1/2 S S_s^1/2)^1/2)``. The style's ``S_s^1/2`` is computed
+  once per style and size; the output's term needs the trace of a matrix square root each step,
+  the sum of the square roots of the eigenvalues of ``S_s^1/2 S S_s^1/2`` (``"eigh"``, exact, whose
+  gradient ``V diag(1 / 2 sqrt(l)) V^T`` needs no eigenvalue gaps) or Newton-Schulz iterations
+  (``"newton-schulz"``: matrix products only, for compilers and GPUs).
+- **Sliced Wasserstein-2** (Heitz et al., CVPR 2021): features projected on unit directions, each
+  projection's values sorted and compared with the style's at the same quantiles (sizes may
+  differ: the style's sorted values are interpolated, never repeated).
+
+``tests/benchmarks/bench_style_losses.py`` times each against the Gram loss.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "feature_stats",
+    "gaussian_w2",
+    "psd_sqrt",
+    "random_directions",
+    "sliced_w2",
+    "sorted_projections",
+]
+
+SQRTS = ("eigh", "newton-schulz")
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 at least (half and bfloat16 widened, float64 kept)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def feature_stats(f: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean (N, C), covariance (N, C, C)) of features (N, C, H, W) over positions, in float32 (or
+    float64 for float64 features);
+    ``mask`` (N, 1, H, W) weighs the positions."""
+    n, c, h, w = f.shape
+    x = _wide(f).reshape(n, c, h * w)
+    if mask is None:
+        mu = x.mean(-1)
+        d = x - mu[..., None]
+        return mu, d @ d.transpose(1, 2) / (h * w)
+    m = mask.to(x.dtype).reshape(n, 1, h * w)
+    total = m.sum(-1).clamp_min(1e-8)  # (N, 1)
+    mu = (x * m).sum(-1) / total
+    d = x - mu[..., None]
+    return mu, (d * m) @ d.transpose(1, 2) / total[..., None]
+
+
+def psd_sqrt(a: torch.Tensor, method: str = "eigh", iters: int = 20) -> torch.Tensor:
+    """The symmetric square root of positive semi-definite ``a`` (..., C, C).
+
+    Args:
+        a: the matrices.
+        method: ``"eigh"`` (an eigendecomposition, negative rounding clamped to 0) or
+            ``"newton-schulz"`` (coupled iterations on ``a`` scaled by its Frobenius norm).
+        iters: Newton-Schulz iterations.
+    """
+    if method == "eigh":
+        vals, vecs = torch.linalg.eigh(a)
+        return (vecs * vals.clamp_min(0).sqrt()[..., None, :]) @ vecs.transpose(-1, -2)
+    if method != "newton-schulz":
+        raise ValueError(f"method must be one of {', '.join(SQRTS)}, got {method!r}")
+    norm = torch.linalg.matrix_norm(a).clamp_min(1e-12)[..., None, None]
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand_as(a)
+    y, z = a / norm, eye
+    for _ in range(iters):
+        t = 0.5 * (3 * eye - z @ y)
+        y, z = y @ t, t @ z
+    return y * norm.sqrt()
+
+
+def _trace_sqrt(m: torch.Tensor, method: str) -> torch.Tensor:
+    """tr(m^1/2) of symmetric PSD ``m`` (N, C, C)."""
+    if method == "eigh":
+        return torch.linalg.eigvalsh(m).clamp_min(1e-12).sqrt().sum(-1)
+    return psd_sqrt(m, method).diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+def gaussian_w2(
+    mu: torch.Tensor,
+    cov: torch.Tensor,
+    mu_t: torch.Tensor,
+    cov_t: torch.Tensor,
+    sqrt_t: torch.Tensor | None = None,
+    *,
+    method: str = "eigh",
+) -> torch.Tensor:
+    """Squared Wasserstein-2 distance between Gaussians, one per image: (N,).
+
+    Args:
+        mu: means (N, C); cov: covariances (N, C, C) (the output's, differentiated).
+        mu_t: the target's means (1 or N, C); cov_t: covariances (1 or N, C, C).
+        sqrt_t: ``psd_sqrt(cov_t)`` when already known (computed once per style and size).
+        method: how the trace of the square root is taken (see :func:`psd_sqrt`).
+    """
+    if method not in SQRTS:
+        raise ValueError(f"method must be one of {', '.join(SQRTS)}, got {method!r}")
+    root = psd_sqrt(cov_t) if sqrt_t is None else sqrt_t
+    middle = root @ cov @ root
+    middle = 0.5 * (middle + middle.transpose(-1, -2))  # symmetric to rounding, as eigvalsh assumes
+    traces = cov.diagonal(dim1=-2, dim2=-1).sum(-1) + cov_t.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return (mu - mu_t).pow(2).sum(-1) + traces - 2 * _trace_sqrt(middle, method)
+
+
+def random_directions(
+    c: int, k: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """(C, K) unit directions, uniform on the sphere, from ``generator`` (a run's seed and step)."""
+    d = torch.randn(c, k, generator=generator).to(device)
+    return d / d.norm(dim=0, keepdim=True)
+
+
+def sorted_projections(f: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+    """Features (N, C, H, W) projected on ``directions`` (C, K), sorted over positions: (N, K, H*W)."""
+    n, c = f.shape[:2]
+    return (directions.T.to(f.dtype) @ f.reshape(n, c, -1)).sort(dim=-1).values
+
+
+def _at_quantiles(sorted_t: torch.Tensor, m: int) -> torch.Tensor:
+    """Sorted values (B, K, M_t) read at the ``m`` quantile levels ``(i + 0.5) / m`` by linear
+    interpolation between the target's own levels ``(j + 0.5) / M_t``: (B, K, m)."""
+    mt = sorted_t.shape[-1]
+    if mt == m:
+        return sorted_t
+    pos = ((torch.arange(m, device=sorted_t.device, dtype=sorted_t.dtype) + 0.5) * mt / m - 0.5).clamp(
+        0, mt - 1
+    )
+    lo = pos.floor().long()
+    hi = (lo + 1).clamp_max(mt - 1)
+    frac = pos - lo.to(pos.dtype)
+    return sorted_t[..., lo] * (1 - frac) + sorted_t[..., hi] * frac
+
+
+def sliced_w2(f: torch.Tensor, target_sorted: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+    """Sliced squared Wasserstein-2 distance of features (N, C, H, W) to a target's sorted
+    projections (1 or N, K, M_t) on the same ``directions`` (C, K): the mean over directions and
+    quantiles of the squared difference of sorted values, (N,)."""
+    mine = sorted_projections(_wide(f), _wide(directions))
+    theirs = _at_quantiles(_wide(target_sorted), mine.shape[-1])
+    return (mine - theirs).pow(2).mean(dim=(1, 2))
