@@ -10,6 +10,7 @@ from typing import Any
 
 from nstcam._version import __version__
 from nstcam.cam.methods import METHOD_INFO, METHODS
+from nstcam.style import STYLE_LOSSES
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
     ARCHS,
@@ -102,6 +103,8 @@ def _stylize_params(args: argparse.Namespace) -> dict:
         seed=args.seed,
         tile=args.tile,
         tile_overlap=args.tile_overlap,
+        style_loss=args.style_loss,
+        average=False if args.average is None else args.average,
     )
 
 
@@ -581,7 +584,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tv-weight", type=float, default=5.0, help="smoothness (default 5)")
     s.add_argument("--style-scale", type=float, default=1.0, help="style image size relative to output")
     s.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
-    s.add_argument("--init", choices=["content", "noise", "style"], default="content")
+    s.add_argument(
+        "--init",
+        choices=["content", "noise", "style", "style_stats"],
+        default="content",
+        help="start image; style_stats: noise with the style's colour mean and covariance",
+    )
+    s.add_argument(
+        "--style-loss",
+        choices=list(STYLE_LOSSES),
+        default="gram",
+        help="gram (Gatys) or wasserstein (Gaussians fitted to the features, as crowsonkb's)",
+    )
+    s.add_argument(
+        "--average",
+        type=float,
+        metavar="DECAY",
+        help="output the moving average of the iterates with this decay, e.g. 0.99 (default: off)",
+    )
     s.add_argument(
         "--preserve-color",
         nargs="?",

@@ -238,6 +238,31 @@ def test_stylize_cli_tile_and_histogram_colour(tmp_path):
     assert params["tiles_per_scale"][-1] > 1
 
 
+def test_stylize_cli_wasserstein_style_stats_and_average(tmp_path):
+    a, s = _img(tmp_path / "a.png", 1), _img(tmp_path / "s.png", 2)
+    out = tmp_path / "out"
+    args = ["stylize", str(a), "--style", str(s), "-o", str(out), "--size", "64", "--steps", "2"]
+    extra = [
+        "--style-loss",
+        "wasserstein",
+        "--init",
+        "style_stats",
+        "--average",
+        "0.9",
+        "--optimizer",
+        "adam",
+    ]
+    assert main([*args, "--weights", "random", *extra, "--optimizer", "adam"]) == 0
+    params = json.loads((out / "a_stylized.json").read_text())["params"]
+    assert (params["style_loss"], params["init"], params["average"]) == ("wasserstein", "style_stats", 0.9)
+    try:
+        main([*args, "--weights", "random", "--style-loss", "sinkhorn"])
+    except SystemExit as e:  # argparse: the choices named
+        assert e.code == 2
+    else:
+        raise AssertionError("--style-loss sinkhorn was accepted")
+
+
 def test_messages_speak_the_cli_and_bars_show_where_a_person_watches(tmp_path, caplog, monkeypatch):
     """A rerun says --overwrite (not the Python keyword); a terminal gets a bar of the steps, a log
     file or pipe does not."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from nstcam.style._distribution import (
+    RIDGE,
     feature_stats,
     gaussian_w2,
     psd_sqrt,
@@ -106,3 +108,124 @@ def test_masked_stats_weigh_positions_and_directions_are_unit_and_reproducible()
     a = random_directions(16, 5, torch.Generator().manual_seed(9))
     torch.testing.assert_close(a.norm(dim=0), torch.ones(5))
     assert torch.equal(a, random_directions(16, 5, torch.Generator().manual_seed(9)))
+
+
+# -- in the engine: stylize(style_loss="wasserstein", init="style_stats", average=...) ------------
+@pytest.fixture(scope="module")
+def st():
+    from nstcam.style import StyleTransfer
+
+    return StyleTransfer("random", device="cpu")
+
+
+def _img(seed: int, w: int = 64, h: int = 48):
+    from conftest import pattern
+
+    return pattern(seed, w, h)
+
+
+def test_w2_targets_from_augmented_grams_are_the_features_stats_and_blend_as_a_mixture():
+    from nstcam.style._distribution import augmented, w2_target
+    from nstcam.style._losses import gram
+
+    a, b = _features(10, n=1), _features(11, n=1)
+    mu, cov, root, second, ridge = w2_target(gram(augmented(a)))
+    mu_a, cov_a = feature_stats(a)
+    torch.testing.assert_close(mu, mu_a, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ridge, RIDGE * cov_a.diagonal(dim1=1, dim2=2).mean(-1))
+    torch.testing.assert_close(cov, cov_a + ridge * torch.eye(16), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(root @ root, cov, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(second, (a.flatten(2) ** 2).sum(1).mean(-1), rtol=1e-4, atol=1e-4)
+    both = torch.cat([a, b], dim=-1)  # a 50/50 mixture: the features of both, side by side
+    mu_m, cov_m, _, _, ridge = w2_target(0.5 * gram(augmented(a)) + 0.5 * gram(augmented(b)))
+    mu_b, cov_b = feature_stats(both)
+    torch.testing.assert_close(mu_m, mu_b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cov_m - ridge * torch.eye(16), cov_b, rtol=1e-4, atol=1e-4)
+
+
+def test_stylize_with_the_wasserstein_loss_lowers_it_and_threads_equal_sequential(st):
+    import threading
+
+    c, s = _img(1), _img(2, 48, 48)
+    kw = dict(size=64, steps=6, seed=0, style_loss="wasserstein")
+    out = st.stylize(c, s, **kw)
+    h = out.info["nstcam"]["history"]
+    assert out.info["nstcam"]["params"]["style_loss"] == "wasserstein"
+    assert h[-1]["style"] < 0.7 * h[0]["style"]
+    results: dict[int, np.ndarray] = {}
+
+    def work(i: int) -> None:
+        results[i] = np.asarray(st.stylize(c, s, **kw))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(results[i], np.asarray(out)) for i in range(2))
+
+
+def test_wasserstein_with_a_mask_two_styles_tiles_and_a_batch(st):
+    c, s1, s2 = _img(3), _img(4, 48, 48), _img(5, 40, 56)
+    mask = np.zeros((48, 64), np.float32)
+    mask[:, 32:] = 1
+    masked = st.stylize(c, s1, size=64, steps=3, seed=0, style_loss="wasserstein", style_mask=mask)
+    assert np.array_equal(np.asarray(masked)[:, :20], np.asarray(masked)[:, :20])  # runs; content kept left
+    blend = st.stylize(
+        c, [s1, s2], style_weights=[0.7, 0.3], size=64, steps=3, seed=0, style_loss="wasserstein"
+    )
+    tiled = st.stylize(c, s1, size=128, steps=2, seed=0, style_loss="wasserstein", tile=64)
+    assert blend.size == (64, 48) and tiled.size == (128, 96)
+    kw = dict(size=64, steps=3, seed=0, optimizer="adam", style_loss="wasserstein")
+    together = st.stylize_many([c, _img(6)], s1, **kw)
+    alone = [st.stylize(x, s1, **kw) for x in (c, _img(6))]
+    for a, b in zip(together, alone, strict=True):
+        first = a.info["nstcam"]["history"][0]["style"], b.info["nstcam"]["history"][0]["style"]
+        assert abs(first[0] - first[1]) <= 1e-3 * first[1]  # each image against its own targets
+        # a batch's convolutions differ from one image's by float noise, which the square roots of
+        # near-zero eigenvalues raise to 1e-4 of the loss; Adam's step is about lr wherever a gradient
+        # is nearly 0, so a few pixels move by grey levels (see test_video)
+        d = np.abs(np.asarray(a, int) - np.asarray(b, int))
+        assert d.mean() < 1.0 and (d > 2).mean() < 0.05, (d.mean(), (d > 2).mean(), d.max())
+
+
+def test_style_stats_init_starts_with_the_styles_channel_means():
+    from nstcam.style._optimize import init_image
+    from nstcam.style._plan import make_plan
+
+    style = Image.fromarray(
+        (np.stack([np.full((40, 40), v) for v in (0.8, 0.3, 0.5)], -1) * 255
+         + np.random.default_rng(0).normal(0, 20, (40, 40, 3))).clip(0, 255).astype(np.uint8)
+    )  # fmt: skip
+    plan = make_plan(**{**_defaults(), "init": "style_stats", "size": 64, "steps": 1, "seed": 3})
+
+    class _Rt:
+        device = torch.device("cpu")
+
+    x = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [style], plan)
+    want = torch.tensor(np.asarray(style, np.float64).reshape(-1, 3).mean(0) / 255)
+    assert (x.detach().double().mean((0, 2, 3)) - want).abs().max() < 0.01
+    again = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [style], plan)
+    assert torch.equal(x, again)  # seeded
+
+
+def _defaults() -> dict:
+    from nstcam.style.engine import _stylize_defaults
+
+    return {**_stylize_defaults(), "n_styles": 1}
+
+
+def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):
+    c, s = _img(7), _img(8, 48, 48)
+    one = st.stylize(c, s, size=64, steps=1, seed=0, optimizer="adam", average=0.99)
+    assert (
+        np.abs(np.asarray(one, np.int16) - np.asarray(c.resize((64, 48)), np.int16)).max() <= 1
+    )  # x0 itself
+    kw = dict(size=64, steps=6, seed=0, optimizer="adam")
+    plain, smooth = st.stylize(c, s, **kw), st.stylize(c, s, average=0.5, **kw)
+    assert not np.array_equal(np.asarray(plain), np.asarray(smooth))
+    for bad in (1.0, 0.0, 1.5):
+        with pytest.raises(ValueError, match="average must be a decay in \\(0, 1\\)"):
+            st.stylize(c, s, size=64, steps=1, average=bad)
+    with pytest.raises(ValueError, match="style_loss must be one of"):
+        st.stylize(c, s, size=64, steps=1, style_loss="sinkhorn")

@@ -20,13 +20,21 @@ from __future__ import annotations
 import torch
 
 __all__ = [
+    "STYLE_LOSSES",
+    "augmented",
     "feature_stats",
     "gaussian_w2",
     "psd_sqrt",
     "random_directions",
     "sliced_w2",
+    "RIDGE",
     "sorted_projections",
+    "w2_style_loss",
+    "w2_target",
 ]
+
+STYLE_LOSSES = ("gram", "wasserstein")
+"""The style losses :meth:`nstcam.StyleTransfer.stylize` takes (``style_loss=``)."""
 
 SQRTS = ("eigh", "newton-schulz")
 
@@ -145,3 +153,48 @@ def sliced_w2(f: torch.Tensor, target_sorted: torch.Tensor, directions: torch.Te
     mine = sorted_projections(_wide(f), _wide(directions))
     theirs = _at_quantiles(_wide(target_sorted), mine.shape[-1])
     return (mine - theirs).pow(2).mean(dim=(1, 2))
+
+
+def augmented(f: torch.Tensor) -> torch.Tensor:
+    """Features (N, C, H, W) with a constant channel of ones appended: their Gram matrix holds the
+    second moments, the means (last column) and 1, so Gram machinery (masks, tiles, blends of
+    several styles: a mixture's moments) gives the statistics :func:`w2_target` needs."""
+    return torch.cat([f, torch.ones_like(f[:, :1])], dim=1)
+
+
+RIDGE = 1e-4
+"""Both covariances get ``RIDGE`` times the style's mean variance on their diagonal: a deep layer
+of a small image has fewer positions than channels, so its covariance is singular, and the
+square root's gradient ``1 / 2 sqrt(l)`` at a zero eigenvalue would be noise times a huge factor.
+The distance of equal Gaussians stays 0."""
+
+
+def w2_target(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(mean (B, C), covariance (B, C, C) with the ridge, its square root, the second moment's trace
+    (B,), the ridge (B,)) from the Gram matrices (B, C + 1, C + 1) of :func:`augmented` features."""
+    g = g.float()
+    mu = g[:, :-1, -1]
+    second = g[:, :-1, :-1]
+    cov = second - mu[:, :, None] * mu[:, None, :]
+    cov = 0.5 * (cov + cov.transpose(1, 2))
+    ridge = RIDGE * cov.diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-12)
+    cov = cov + ridge[:, None, None] * torch.eye(cov.shape[-1], device=cov.device)
+    return mu, cov, psd_sqrt(cov), second.diagonal(dim1=1, dim2=2).sum(-1), ridge
+
+
+def w2_style_loss(
+    stats: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    targets: dict[str, tuple[torch.Tensor, ...]],
+    weights: dict[str, float],
+) -> torch.Tensor:
+    """Weighted mean over layers of each image's squared W2 distance to the style's Gaussian,
+    divided by the style's mean squared feature norm (relative, as the Gram loss is): (N,)."""
+    total = sum(weights.values())
+    loss = 0.0
+    for name, w in weights.items():
+        mu_t, cov_t, root, scale, ridge = targets[name]
+        mu, cov = stats[name]
+        cov = cov + ridge[:, None, None] * torch.eye(cov.shape[-1], device=cov.device, dtype=cov.dtype)
+        d = gaussian_w2(mu, cov, mu_t, cov_t, root)
+        loss = loss + w * d / scale.clamp_min(1e-8)
+    return loss / total

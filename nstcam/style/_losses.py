@@ -7,11 +7,14 @@ and the same weights work everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
-__all__ = ["content_loss", "gram", "style_loss", "total_variation"]
+from nstcam.style._distribution import feature_stats, w2_style_loss
+
+__all__ = ["content_loss", "gram", "style_loss", "style_term", "total_variation"]
 
 _EPS = 1e-8
 
@@ -79,3 +82,24 @@ def total_variation(img: torch.Tensor, *, reduction: str = "sum") -> torch.Tenso
     dx = (img[..., :, 1:] - img[..., :, :-1]).pow(2).flatten(1).mean(1)
     dy = (img[..., 1:, :] - img[..., :-1, :]).pow(2).flatten(1).mean(1)
     return _reduce(dx + dy, reduction)
+
+
+def style_term(
+    feats: Mapping[str, torch.Tensor],
+    targets: Mapping[str, Any],
+    weights: Mapping[str, float],
+    kind: str = "gram",
+    mask_for: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Each image's style loss (N,) of ``kind``: ``"gram"`` (:func:`style_loss`) or ``"wasserstein"``
+    (:func:`nstcam.style._distribution.w2_style_loss`); ``mask_for(f)`` weighs positions."""
+
+    def mask(f: torch.Tensor) -> torch.Tensor | None:
+        return None if mask_for is None else mask_for(f)
+
+    if kind == "gram":
+        return style_loss(
+            {n: gram(feats[n], mask(feats[n])) for n in weights}, targets, weights, reduction="none"
+        )
+
+    return w2_style_loss({n: feature_stats(feats[n], mask(feats[n])) for n in weights}, targets, weights)

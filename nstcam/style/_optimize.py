@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam.image import image_to_tensor
-from nstcam.style._color import luminance_only, match_color
-from nstcam.style._losses import content_loss, gram, style_loss, total_variation
+from nstcam.style._color import color_stats, luminance_only, match_color
+from nstcam.style._losses import content_loss, style_term, total_variation
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
@@ -48,6 +48,8 @@ def init_image(
             torch.rand((1, 3, h, w), generator=torch.Generator().manual_seed(plan.seed)) for _ in range(n)
         ]
         x = torch.cat(draws).to(rt.device)
+    elif plan.init == "style_stats":
+        x = _style_noise(rt, styles, plan, c_in)
     else:  # style, blended by weight where several (recoloured per image with "histogram")
         x = torch.zeros_like(c_in)
         for img, wt in zip(styles, plan.blend, strict=True):
@@ -61,6 +63,32 @@ def init_image(
     return x.detach().contiguous().requires_grad_(True)
 
 
+def _style_noise(rt: Runtime, styles: list[Image.Image], plan: Plan, c_in: torch.Tensor) -> torch.Tensor:
+    """Gaussian noise with the styles' RGB mean and covariance (their blend's: a mixture's moments;
+    recoloured to each content with "histogram", grey with "luminance"), drawn per image from a
+    generator seeded with ``plan.seed``, clamped to [0, 1]."""
+    n, _, h, w = c_in.shape
+    out = []
+    for i in range(n):
+        mu, second = torch.zeros(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)
+        for img, wt in zip(styles, plan.blend, strict=True):
+            s = image_to_tensor(img, rt.device)
+            s = (
+                match_color(s, c_in[i : i + 1])
+                if plan.histogram
+                else luminance_only(s)
+                if plan.luminance
+                else s
+            )
+            m, c = color_stats(s)
+            mu, second = mu + wt * m.cpu(), second + wt * (c.cpu() + torch.outer(m.cpu(), m.cpu()))
+        cov = second - torch.outer(mu, mu)
+        root = torch.linalg.cholesky(cov + 1e-6 * torch.eye(3, dtype=torch.float64))
+        z = torch.randn((3, h * w), generator=torch.Generator().manual_seed(plan.seed), dtype=torch.float64)
+        out.append((mu[:, None] + root @ z).reshape(1, 3, h, w).clamp(0, 1).float())
+    return torch.cat(out).to(rt.device)
+
+
 def unmasked_terms(
     feats: dict[str, torch.Tensor],
     x: torch.Tensor,
@@ -68,12 +96,13 @@ def unmasked_terms(
     style: dict[str, torch.Tensor],
     content_layers: list[str],
     style_layers: dict[str, float],
+    kind: str = "gram",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`loss_terms` without a mask, on plain arguments (what the compiled step traces)."""
     c = sum(content_loss(feats[n], content[n], reduction="none") for n in content_layers) / len(
         content_layers
     )
-    s = style_loss({n: gram(feats[n]) for n in style_layers}, style, style_layers, reduction="none")
+    s = style_term(feats, style, style_layers, kind)
     return c, s, total_variation(x, reduction="none")
 
 
@@ -83,7 +112,7 @@ def loss_terms(
     """Unweighted content, style and total-variation losses of each image (three (N,) tensors)."""
     if targets.mask is None:
         return unmasked_terms(
-            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers
+            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss
         )
     # style where the mask is 1; content kept KEEP times harder where it is 0
     c = sum(
@@ -95,12 +124,11 @@ def loss_terms(
         )
         for n in plan.content_layers
     )
-    grams = {n: gram(feats[n], mask=targets.mask_for(feats[n])) for n in plan.style_layers}
     c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
         x, targets.pixels, mask=1 - targets.mask, reduction="none"
     )
     c = c / len(plan.content_layers)
-    s = style_loss(grams, targets.style, plan.style_layers, reduction="none")
+    s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for)
     return c, s, total_variation(x, reduction="none")
 
 
@@ -149,11 +177,14 @@ def optimize(
 
     L-BFGS sees the images through a clamp, so every point it evaluates is a valid image and its
     line search sees one consistent function; Adam's iterate is projected onto [0, 1] instead. The
-    best iterate is tracked on the device (no synchronisation per step).
+    best iterate is tracked on the device (no synchronisation per step). With ``plan.average`` the
+    result is instead the bias-corrected exponential moving average of the evaluated images (Adam:
+    its iterates; L-BFGS: also its line search's points), as crowsonkb/style-transfer-pytorch does.
     """
     lbfgs = plan.optimizer == "lbfgs"
     opt = _make_optimizer(x, plan, n_steps)
     done = 0
+    mean = torch.zeros_like(x) if plan.average else None  # the moving average of the iterates
     best_loss = torch.full((x.shape[0],), math.inf, device=x.device)
     best = x.detach().clone()
     size = (x.shape[-1], x.shape[-2])
@@ -184,6 +215,8 @@ def optimize(
             better = now[0] < best_loss
             best_loss = torch.where(better, now[0], best_loss)
             best = torch.where(better.view(-1, 1, 1, 1), x.detach().clamp(0, 1), best)
+            if mean is not None:
+                mean.mul_(plan.average).add_(x.detach().clamp(0, 1), alpha=1 - plan.average)
         progress.step(scale, size, now, best, preview)
         return total
 
@@ -197,4 +230,6 @@ def optimize(
                 opt.step(closure)
     except BudgetSpent:
         pass
+    if mean is not None and done:
+        return mean / (1 - plan.average**done)  # bias-corrected: the average starts at zero
     return best

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from nstcam._checks import finite, whole
+from nstcam.style._distribution import STYLE_LOSSES
 from nstcam.style.vgg import layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
@@ -16,7 +17,7 @@ __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scale
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
 OPTIMIZERS = ("lbfgs", "adam")
-INITS = ("content", "noise", "style")
+INITS = ("content", "noise", "style", "style_stats")
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Plan:
     preview_every: int
     tile: int | None = None
     tile_overlap: int = 64
+    style_loss: str = "gram"
+    average: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -167,6 +170,8 @@ def make_plan(
     progress_every: int | None = None,
     tile: int | None = None,
     tile_overlap: int | None = None,
+    style_loss: str = "gram",
+    average: float | bool = False,
 ) -> Plan:
     """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
 
@@ -179,6 +184,7 @@ def make_plan(
     else:  # an image, given to the run itself
         init = "image"
     _check_choice("on_memory", on_memory, ("error", "reduce"))
+    _check_choice("style_loss", style_loss, STYLE_LOSSES)
     _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
     scales_list, steps_list = _scales_and_steps(size, scales, steps)
     _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)
@@ -226,4 +232,9 @@ def make_plan(
     if progress_every is not None:
         plan.extra["progress_every"] = whole("progress_every", progress_every, minimum=1)
     plan.extra["mask_mode"] = mask_mode
+    plan.style_loss = style_loss
+    if average is not False and average is not None:
+        plan.average = finite("average", average)
+        if not 0 < plan.average < 1:
+            raise ValueError(f"average must be a decay in (0, 1) such as 0.99, or False; got {average!r}")
     return plan

@@ -13,6 +13,7 @@ from PIL import Image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
 from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
+from nstcam.style._distribution import augmented, w2_target
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
@@ -82,7 +83,7 @@ def style_targets(
     call, or per batch) keeps them for the next image or scale that needs the same."""
     s_side = max(16, round(long_side * plan.style_scale))
     tiled = plan.tile is not None and s_side > plan.tile
-    key = (s_side, tuple(plan.blend), tuple(plan.style_layers), plan.preserve_color, tiled)
+    key = (s_side, tuple(plan.blend), tuple(plan.style_layers), plan.preserve_color, tiled, plan.style_loss)
     if plan.luminance:  # grey style matched to this content's luminance statistics
         key += (round(float(content_t.mean()), 4), round(float(content_t.std()), 4))
     elif plan.histogram:  # style recoloured to this content's colour statistics
@@ -100,15 +101,20 @@ def style_targets(
                 s = match_luminance(s, content_t)
             elif plan.histogram:
                 s = match_color(s, content_t)
+            w2 = plan.style_loss == "wasserstein"  # Grams of augmented features: moments and means
             if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
-                grams = tiled_grams(rt, hooks, s, list(plan.style_layers), plan.tile)
+                grams = tiled_grams(rt, hooks, s, list(plan.style_layers), plan.tile, augment=w2)
             else:
                 feats = rt.features(hooks, s)
-                grams = {name: gram(feats[name]) for name in plan.style_layers}
+                grams = {
+                    name: gram(augmented(feats[name]) if w2 else feats[name]) for name in plan.style_layers
+                }
             rt.style_targets.add()
             for name in plan.style_layers:
                 g = grams[name] * w
                 targets[name] = targets[name] + g if name in targets else g
+        if plan.style_loss == "wasserstein":  # the blend's moments: a mixture's Gaussian, root once
+            targets = {name: w2_target(g) for name, g in targets.items()}
     cache[key] = targets
     return targets
 
@@ -138,7 +144,14 @@ def batch_style_targets(
         ]
     if all(t is per_image[0] for t in per_image):
         return per_image[0]
-    return {n: torch.cat([t[n] for t in per_image]) for n in plan.style_layers}
+    return {n: _cat([t[n] for t in per_image]) for n in plan.style_layers}
+
+
+def _cat(parts: list) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """One target per image of a batch: Grams, or the W2 statistics' tuples, stacked."""
+    if isinstance(parts[0], tuple):
+        return tuple(torch.cat(group) for group in zip(*parts, strict=True))
+    return torch.cat(parts)
 
 
 def scale_inputs(
@@ -177,13 +190,14 @@ def _stride(layer: str) -> int:
 
 
 def tiled_grams(
-    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int
+    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int, augment: bool = False
 ) -> dict[str, torch.Tensor]:
     """Gram matrices of ``s`` (1, 3, H, W) read window by window: equal windows of ``tile`` px (so
     the memory follows the tile), neighbours overlapping by twice a margin of context
     (``min(64, tile // 4)`` px), each feature position counted by the one window whose core holds
     its centre (cores split the overlaps in the middle); equal to :func:`gram` of the whole image
-    up to context beyond the margin (``tests/test_tiles.py`` bounds the difference at 5 %)."""
+    up to context beyond the margin (``tests/test_tiles.py`` bounds the difference at 5 %).
+    ``augment``: of :func:`~nstcam.style._distribution.augmented` features (W2's moments)."""
     h, w = s.shape[-2:]
     margin = min(64, tile // 4)
     win = tile
@@ -201,7 +215,7 @@ def tiled_grams(
                 part = f[..., keep_y, :][..., keep_x]
                 if part.numel() == 0:
                     continue
-                g = gram(part) * (part.shape[-2] * part.shape[-1])
+                g = gram(augmented(part) if augment else part) * (part.shape[-2] * part.shape[-1])
                 sums[name] = sums[name] + g if name in sums else g
                 counts[name] += part.shape[-2] * part.shape[-1]
             del feats  # before the next window's forward pass: one set of features alive at a time

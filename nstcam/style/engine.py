@@ -138,6 +138,8 @@ class StyleTransfer:
         progress_every: int | None = None,
         tile: int | None = None,
         tile_overlap: int | None = None,
+        style_loss: str = "gram",
+        average: float | bool = False,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -147,12 +149,12 @@ class StyleTransfer:
             size: long side of the output, in pixels.
             steps: evaluations of the network (forward + backward) per scale, whatever the
                 optimiser; or one count per scale.
-            style_weight: weight of the style loss.
-            content_weight: weight of the content loss.
-            tv_weight: weight of the total-variation (smoothness) loss.
+            style_weight, content_weight, tv_weight: the weights of the style, content and
+                total-variation (smoothness) losses.
             optimizer: ``"lbfgs"`` or ``"adam"``.
-            init: start from the ``"content"``, from ``"noise"``, from the ``"style"``, or from an
-                image (anything :func:`nstcam.load_image` takes; resized to each image's size).
+            init: start from the ``"content"``, from ``"noise"``, from the ``"style"``, from noise
+                of the style's RGB mean and covariance (``"style_stats"``), or from an image
+                (anything :func:`nstcam.load_image` takes; resized to each image's size).
             anchors: extra pixel-space loss terms (:class:`nstcam.PixelAnchor`): each pulls the
                 result towards its image where its mask says (video: the warped previous frame).
             style_weights: blend weights of several style images (normalised to sum to 1).
@@ -187,6 +189,10 @@ class StyleTransfer:
                 the tile (``nstcam/style/_tiles.py``: whole-image style Grams, ``steps`` per window,
                 row-major, blended overlaps). Not with a ``style_mask`` in ``mask_mode="optimize"``.
             tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
+            style_loss: ``"gram"`` (Gatys) or ``"wasserstein"``: the squared W2 distance between
+                Gaussians fitted to each layer's features and the style's (``style/_distribution.py``).
+            average: the result is the bias-corrected moving average of the iterates with this decay
+                (e.g. 0.99), not the best one; each scale starts from the average. False: off.
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -273,18 +279,9 @@ class StyleTransfer:
         returns the seconds it took (see :func:`warmup`)."""
         return self._rt.call(warmup, self._rt, width, height, **params)
 
-    def estimate_memory(
-        self,
-        width: int,
-        height: int,
-        *,
-        optimizer: str = "lbfgs",
-        history_size: int = 50,
-        deepest: str = "relu5_1",
-        steps: int | None = None,
-        batch: int = 1,
-        tile: int | None = None,
-    ) -> int:
+    def estimate_memory(self, width: int, height: int, *, optimizer: str = "lbfgs", history_size: int = 50,
+                        deepest: str = "relu5_1", steps: int | None = None, batch: int = 1,
+                        tile: int | None = None) -> int:  # fmt: skip
         """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``) needs beyond the loaded
         engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``)."""
         return estimate_run(
