@@ -594,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--style-loss",
         choices=list(STYLE_LOSSES),
         default="gram",
-        help="gram (Gatys) or wasserstein (Gaussians fitted to the features, as crowsonkb's)",
+        help="gram (Gatys), wasserstein (Gaussians fitted to the features) or sliced (their distributions)",
     )
     s.add_argument(
         "--average",

@@ -76,6 +76,22 @@ def test_stylize_streams_previews_then_result(models, files):
     assert count_hooks(models.style().net) == 0
 
 
+def test_stylize_handler_takes_the_wasserstein_loss_a_start_and_averaging(models, files):
+    c, s, _ = files
+    kw = dict(style_loss="wasserstein", init="style_stats", average=0.9, optimizer="adam")
+    *_, (img, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, **kw)
+    params = img.info["nstcam"]["params"]
+    assert status.startswith("done") and (params["style_loss"], params["init"], params["average"]) == (
+        "wasserstein",
+        "style_stats",
+        0.9,
+    )
+    with pytest.raises(gr.Error, match="average must be between 0 and 0.9999"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, average=1.5))
+    with pytest.raises(gr.Error, match="style_loss must be one of"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, style_loss="sinkhorn"))
+
+
 def test_stylize_tiled_and_histogram_through_the_handler(models, files):
     c, s, _ = files
     items = list(

@@ -104,7 +104,7 @@ def test_api_parameters_are_named_with_defaults(server):
     expected = {
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
-            "tv_weight", "preserve_color", "seed", "optimizer", "tile",
+            "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
         ],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",

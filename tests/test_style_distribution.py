@@ -204,7 +204,12 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
 
     x = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [style], plan)
     want = torch.tensor(np.asarray(style, np.float64).reshape(-1, 3).mean(0) / 255)
-    assert (x.detach().double().mean((0, 2, 3)) - want).abs().max() < 0.01
+    assert (x.detach().double().mean((0, 2, 3)) - want).abs().max() < 0.005
+    dark = Image.fromarray(np.full((40, 40, 3), 15, np.uint8))  # noise clamped at 0: means kept anyway
+    dark.putpixel((0, 0), (200, 10, 40))
+    xd = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [dark], plan)
+    want = torch.tensor(np.asarray(dark, np.float64).reshape(-1, 3).mean(0) / 255)
+    assert (xd.detach().double().mean((0, 2, 3)) - want).abs().max() < 0.005
     again = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [style], plan)
     assert torch.equal(x, again)  # seeded
 
@@ -229,3 +234,44 @@ def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):
             st.stylize(c, s, size=64, steps=1, average=bad)
     with pytest.raises(ValueError, match="style_loss must be one of"):
         st.stylize(c, s, size=64, steps=1, style_loss="sinkhorn")
+
+
+# -- the sliced loss in the engine ------------------------------------------------------------------
+def test_sliced_style_loss_is_the_reference_distance_relative_and_weighs_masks_and_blends():
+    from nstcam.style._distribution import sliced_style_loss, sliced_target
+
+    out, style = _features(12), _features(13, n=1, h=9, w=7)
+    d = random_directions(16, 8, torch.Generator().manual_seed(2))
+    target = sliced_target([(style, 1.0)], seed=0)
+
+    def loss(f, tgt=target, mask=None):
+        return sliced_style_loss(
+            {"a": f}, {"a": tgt}, {"a": 1.0}, {"a": d}, None if mask is None else {"a": mask}
+        )
+
+    got = loss(out)
+    scale = (d.T @ style[0].flatten(1)).pow(2).mean()
+    want = sliced_w2(out, sorted_projections(style, d), d)
+    torch.testing.assert_close(got * scale, want, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(loss(out, mask=torch.ones(2, 1, 12, 10)), got)
+    top = torch.zeros(2, 1, 12, 10)
+    top[..., :6, :] = 1  # a mask of the top half: the top half's own distance
+    torch.testing.assert_close(loss(out, mask=top), loss(out[..., :6, :]))
+    # a blend is the mixture: two equal halves of one style's positions, weighted 50/50, are that style
+    a, b = style[..., :, :3], style[..., :, 3:6]
+    mix = sliced_target([(a, 0.5), (b, 0.5)], seed=0)
+    whole = sliced_target([(style[..., :, :6], 1.0)], seed=0)
+    torch.testing.assert_close(loss(out, mix), loss(out, whole), rtol=1e-4, atol=1e-6)
+
+
+def test_stylize_with_the_sliced_loss_is_reproducible_and_refuses_tiles(st):
+    c, s = _img(9), _img(10, 48, 48)
+    kw = dict(size=64, steps=4, seed=0, style_loss="sliced", optimizer="adam")
+    a, b = st.stylize(c, s, **kw), st.stylize(c, s, **kw)
+    assert np.array_equal(np.asarray(a), np.asarray(b))  # fresh directions each step, from the seed
+    other = st.stylize(c, s, **{**kw, "seed": 1})
+    assert not np.array_equal(np.asarray(a), np.asarray(other))
+    h = a.info["nstcam"]["history"]
+    assert h[-1]["style"] < h[0]["style"]
+    with pytest.raises(ValueError, match="style_loss='sliced' does not tile yet"):
+        st.stylize(c, s, size=128, steps=1, style_loss="sliced", tile=64)

@@ -157,11 +157,14 @@ def stylize_handler(
     tile: int = 0,
     preview_every: int = 10,
     stop: threading.Event | None = None,
+    style_loss: str = "gram",
+    init: str = "content",
+    average: float = 0.0,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
     ``blend`` is the weight of ``style_b`` (0 = only ``style``); ``tile`` > 0 optimises scales
-    above that many px window by window (0: whole images). Setting ``stop`` (the Cancel
+    above that many px window by window (0: whole images); ``average`` 0 is off. Setting ``stop`` (the Cancel
     button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
     its PNG; closing the generator stops it too.
     """
@@ -172,6 +175,7 @@ def stylize_handler(
             raise refuse("Upload a content image and at least one style image.")
         _check_run(cfg, size, steps)
         _check(blend, "blend", 0, 1)
+        _check(average, "average", 0, 0.9999)
         if tile:
             _check(tile, "tile", 64, cfg.max_size)
         content_img = load_upload(content, "content")
@@ -206,6 +210,9 @@ def stylize_handler(
                 seed=int(seed),
                 optimizer=optimizer,
                 tile=int(tile) if tile else None,
+                style_loss=style_loss,
+                init=init,
+                average=float(average) if average else False,
                 progress=on_step,
                 preview_every=max(1, int(preview_every)),
             )

@@ -57,6 +57,9 @@ Args:
     seed: random seed, >= 0; the same inputs and seed give the same image.
     optimizer: "lbfgs" (default, fewer steps) or "adam".
     tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
+    style_loss: "gram" (default, Gatys), "wasserstein" (each layer's features matched as a Gaussian: mean and covariance) or "sliced" (their whole distribution, compared along random directions; not with tile).
+    init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
+    average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
 
 Returns:
     result: the stylised image (PNG).

@@ -208,6 +208,18 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                     minimum=0,
                 )
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
+                style_loss = gr.Radio(
+                    ["gram", "wasserstein", "sliced"], value="gram", label="Style loss",
+                    info="wasserstein: features matched as Gaussians; sliced: as distributions",
+                )  # fmt: skip
+                init = gr.Dropdown(
+                    ["content", "noise", "style", "style_stats"], value="content", label="Start from",
+                    info="style_stats: noise with the style's colour mean and covariance",
+                )  # fmt: skip
+                average = gr.Number(
+                    0, label="Average the steps (decay; 0 = off)", minimum=0, maximum=0.9999,
+                    info="e.g. 0.99: the result is the moving average of the steps' images",
+                )  # fmt: skip
         with gr.Column():
             result = SafeImage(  # read by the slider's step (an input there): checked as uploads are
                 label="Result", format="png", elem_id="st-result", interactive=False
@@ -239,6 +251,9 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         seed: int = 0,
         optimizer: str = "lbfgs",
         tile: int = 0,
+        style_loss: str = "gram",
+        init: str = "content",
+        average: float = 0.0,
         request: gr.Request = None,
     ):
         stop = runs.start("stylize", request)
@@ -246,7 +261,8 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         try:
             for item in stylize_handler(
                 models, content, style, style_b, blend, size, steps, style_weight, content_weight,
-                tv_weight, preserve_color, seed, optimizer, tile, stop=stop,
+                tv_weight, preserve_color, seed, optimizer, tile, stop=stop, style_loss=style_loss, init=init,
+                average=average,
             ):  # fmt: skip
                 image, status, png = item  # the result's PNG, when there is one, is shown as is
                 yield png or _as_files(models.outbox, image, saved), status, png
@@ -258,7 +274,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     listen(
         run,
         stylize,
-        [*inputs, preserve, seed, optimizer, tile],
+        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average],
         [result, status, download],
         status,
         api_name="stylize",

@@ -28,12 +28,14 @@ __all__ = [
     "random_directions",
     "sliced_w2",
     "RIDGE",
+    "sliced_style_loss",
+    "sliced_target",
     "sorted_projections",
     "w2_style_loss",
     "w2_target",
 ]
 
-STYLE_LOSSES = ("gram", "wasserstein")
+STYLE_LOSSES = ("gram", "wasserstein", "sliced")
 """The style losses :meth:`nstcam.StyleTransfer.stylize` takes (``style_loss=``)."""
 
 SQRTS = ("eigh", "newton-schulz")
@@ -197,4 +199,83 @@ def w2_style_loss(
         cov = cov + ridge[:, None, None] * torch.eye(cov.shape[-1], device=cov.device, dtype=cov.dtype)
         d = gaussian_w2(mu, cov, mu_t, cov_t, root)
         loss = loss + w * d / scale.clamp_min(1e-8)
+    return loss / total
+
+
+MAX_SAMPLES = 16384
+"""Positions of a style's layer kept for the sliced loss (drawn once, seeded): its quantile
+functions are read from them, and each step projects and sorts them."""
+
+
+def directions_for(c: int, seed: int, draw: int, device: torch.device | str) -> torch.Tensor:
+    """The sliced loss' (C, K) directions of evaluation ``draw`` of a run seeded ``seed``: fresh at
+    each evaluation, the same in every rerun; K = max(8, C // 4) (the measured cost, README)."""
+    gen = torch.Generator().manual_seed((seed * 1_000_003 + draw * 7919 + c) % (2**63 - 1))
+    return random_directions(c, max(8, c // 4), gen, device)
+
+
+def sliced_target(parts: list[tuple[torch.Tensor, float]], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions (1, C, M), their weights (1, M), summing to 1) of a blend of styles' features
+    ``(f (1, C, H, W), blend weight)``: each style's positions (at most :data:`MAX_SAMPLES`, drawn
+    from ``seed``) weighted by its blend weight, so the target is the mixture's distribution."""
+    feats, weights = [], []
+    gen = torch.Generator().manual_seed(seed)
+    for f, w in parts:
+        x = _wide(f)[0].flatten(1)
+        if x.shape[1] > MAX_SAMPLES:
+            x = x[:, torch.randperm(x.shape[1], generator=gen)[:MAX_SAMPLES].to(x.device)]
+        feats.append(x)
+        weights.append(torch.full((x.shape[1],), w / x.shape[1], device=x.device))
+    w = torch.cat(weights)
+    return torch.cat(feats, dim=1)[None], (w / w.sum())[None]
+
+
+def _weighted_quantiles(values: torch.Tensor, weights: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """The quantile function of ``values`` (B, K, M) with position ``weights`` (B, M), read at
+    ``levels`` (N, K, Q) in (0, 1) by linear interpolation between the weights' midpoints."""
+    v, order = values.sort(dim=-1)
+    w = weights[:, None, :].expand_as(values).gather(-1, order)
+    mid = w.cumsum(-1) - w / 2  # (B, K, M): each sorted value's level
+    mid, v = mid.expand(levels.shape[0], -1, -1), v.expand(levels.shape[0], -1, -1)
+    hi = torch.searchsorted(mid.contiguous(), levels.contiguous()).clamp(1, v.shape[-1] - 1)
+    lo = hi - 1
+    m_lo, m_hi = mid.gather(-1, lo), mid.gather(-1, hi)
+    t = ((levels - m_lo) / (m_hi - m_lo).clamp_min(1e-12)).clamp(0, 1)
+    return v.gather(-1, lo) * (1 - t) + v.gather(-1, hi) * t
+
+
+def sliced_style_loss(
+    feats: dict[str, torch.Tensor],
+    targets: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    weights: dict[str, float],
+    directions: dict[str, torch.Tensor],
+    masks: dict[str, torch.Tensor | None] | None = None,
+) -> torch.Tensor:
+    """Weighted mean over layers of each image's sliced squared W2 distance (N,) to the style's
+    positions, on each layer's ``directions`` (C, K), divided by the style's mean squared
+    projection (relative, as the Gram loss is). ``masks[name]`` (N, 1, h, w) weighs the output's
+    positions: each sorted value sits at its cumulative weight's level."""
+    total = sum(weights.values())
+    loss = 0.0
+    for name, wl in weights.items():
+        f, d = _wide(feats[name]), directions[name]
+        values, pos_w = targets[name]
+        n, c = f.shape[:2]
+        mine = d.T.to(f.dtype) @ f.reshape(n, c, -1)  # (N, K, HW)
+        theirs = d.T.to(values.dtype) @ values  # (B, K, M)
+        mask = None if masks is None else masks.get(name)
+        if mask is None:
+            m = mine.sort(dim=-1).values
+            q = m.shape[-1]
+            levels = ((torch.arange(q, device=f.device, dtype=f.dtype) + 0.5) / q).expand(n, m.shape[1], q)
+            per = (m - _weighted_quantiles(theirs, pos_w, levels)).pow(2).mean(dim=(1, 2))
+        else:
+            mw = mask.to(f.dtype).reshape(n, 1, -1).expand_as(mine)
+            m, order = mine.sort(dim=-1)
+            ws = mw.gather(-1, order)
+            tot = ws.sum(-1, keepdim=True).clamp_min(1e-12)
+            levels = (ws.cumsum(-1) - ws / 2) / tot
+            per = ((m - _weighted_quantiles(theirs, pos_w, levels)).pow(2) * ws / tot).sum(-1).mean(-1)
+        scale = (theirs.pow(2) * pos_w[:, None, :]).sum(-1).mean(-1).clamp_min(1e-8)  # (B,)
+        loss = loss + wl * per / scale
     return loss / total

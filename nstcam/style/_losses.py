@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from nstcam.style._distribution import feature_stats, w2_style_loss
+from nstcam.style._distribution import feature_stats, sliced_style_loss, w2_style_loss
 
 __all__ = ["content_loss", "gram", "style_loss", "style_term", "total_variation"]
 
@@ -90,16 +90,20 @@ def style_term(
     weights: Mapping[str, float],
     kind: str = "gram",
     mask_for: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    directions: Mapping[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Each image's style loss (N,) of ``kind``: ``"gram"`` (:func:`style_loss`) or ``"wasserstein"``
-    (:func:`nstcam.style._distribution.w2_style_loss`); ``mask_for(f)`` weighs positions."""
+    """Each image's style loss (N,) of ``kind``: ``"gram"`` (:func:`style_loss`), ``"wasserstein"``
+    (:func:`nstcam.style._distribution.w2_style_loss`) or ``"sliced"`` (on each layer's
+    ``directions``, :func:`~nstcam.style._distribution.sliced_style_loss`); ``mask_for(f)`` weighs
+    positions."""
 
     def mask(f: torch.Tensor) -> torch.Tensor | None:
         return None if mask_for is None else mask_for(f)
 
     if kind == "gram":
-        return style_loss(
-            {n: gram(feats[n], mask(feats[n])) for n in weights}, targets, weights, reduction="none"
-        )
-
+        grams = {n: gram(feats[n], mask(feats[n])) for n in weights}
+        return style_loss(grams, targets, weights, reduction="none")
+    if kind == "sliced":
+        masks = None if mask_for is None else {n: mask_for(feats[n]) for n in weights}
+        return sliced_style_loss(feats, targets, weights, directions, masks)
     return w2_style_loss({n: feature_stats(feats[n], mask(feats[n])) for n in weights}, targets, weights)

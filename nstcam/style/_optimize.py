@@ -11,6 +11,7 @@ from PIL import Image
 
 from nstcam.image import image_to_tensor
 from nstcam.style._color import color_stats, luminance_only, match_color
+from nstcam.style._distribution import directions_for
 from nstcam.style._losses import content_loss, style_term, total_variation
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
@@ -66,7 +67,8 @@ def init_image(
 def _style_noise(rt: Runtime, styles: list[Image.Image], plan: Plan, c_in: torch.Tensor) -> torch.Tensor:
     """Gaussian noise with the styles' RGB mean and covariance (their blend's: a mixture's moments;
     recoloured to each content with "histogram", grey with "luminance"), drawn per image from a
-    generator seeded with ``plan.seed``, clamped to [0, 1]."""
+    generator seeded with ``plan.seed``, clamped to [0, 1] (and shifted so that the clamped channel
+    means stay the style's)."""
     n, _, h, w = c_in.shape
     out = []
     for i in range(n):
@@ -85,7 +87,10 @@ def _style_noise(rt: Runtime, styles: list[Image.Image], plan: Plan, c_in: torch
         cov = second - torch.outer(mu, mu)
         root = torch.linalg.cholesky(cov + 1e-6 * torch.eye(3, dtype=torch.float64))
         z = torch.randn((3, h * w), generator=torch.Generator().manual_seed(plan.seed), dtype=torch.float64)
-        out.append((mu[:, None] + root @ z).reshape(1, 3, h, w).clamp(0, 1).float())
+        noise, shift = mu[:, None] + root @ z, torch.zeros(3, 1, dtype=torch.float64)
+        for _ in range(4):  # clamping to [0, 1] moves a dark or bright style's means: moved back
+            shift += mu[:, None] - (noise + shift).clamp(0, 1).mean(1, keepdim=True)
+        out.append((noise + shift).clamp(0, 1).reshape(1, 3, h, w).float())
     return torch.cat(out).to(rt.device)
 
 
@@ -97,12 +102,13 @@ def unmasked_terms(
     content_layers: list[str],
     style_layers: dict[str, float],
     kind: str = "gram",
+    directions: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`loss_terms` without a mask, on plain arguments (what the compiled step traces)."""
     c = sum(content_loss(feats[n], content[n], reduction="none") for n in content_layers) / len(
         content_layers
     )
-    s = style_term(feats, style, style_layers, kind)
+    s = style_term(feats, style, style_layers, kind, directions=directions)
     return c, s, total_variation(x, reduction="none")
 
 
@@ -110,10 +116,15 @@ def loss_terms(
     feats: dict[str, torch.Tensor], x: torch.Tensor, targets: Targets, plan: Plan
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Unweighted content, style and total-variation losses of each image (three (N,) tensors)."""
+    dirs = None
+    if plan.style_loss == "sliced":  # fresh directions at each evaluation, from the run's seed
+        draw = targets.next_draw()
+        dirs = {n: directions_for(feats[n].shape[1], plan.seed, draw, x.device) for n in plan.style_layers}
     if targets.mask is None:
         return unmasked_terms(
-            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss
-        )
+            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss,
+            dirs,
+        )  # fmt: skip
     # style where the mask is 1; content kept KEEP times harder where it is 0
     c = sum(
         content_loss(
@@ -128,7 +139,7 @@ def loss_terms(
         x, targets.pixels, mask=1 - targets.mask, reduction="none"
     )
     c = c / len(plan.content_layers)
-    s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for)
+    s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs)
     return c, s, total_variation(x, reduction="none")
 
 

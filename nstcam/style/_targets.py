@@ -13,7 +13,7 @@ from PIL import Image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
 from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
-from nstcam.style._distribution import augmented, w2_target
+from nstcam.style._distribution import augmented, sliced_target, w2_target
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
@@ -40,6 +40,12 @@ class Targets:
     mask: torch.Tensor | None = None  # (N, 1, h, w) style masks at this scale, in-optimisation mode only
     pixels: torch.Tensor | None = None  # the contents at this scale (for the masked pixel anchor)
     layer_masks: dict = field(default_factory=dict)  # feature shape -> masks resized to it
+    draws: int = 0  # evaluations so far (the sliced loss draws its directions from it)
+
+    def next_draw(self) -> int:
+        """The number of this evaluation (1, 2, ...)."""
+        self.draws += 1
+        return self.draws
 
     def mask_for(self, f: torch.Tensor) -> torch.Tensor:
         key = tuple(f.shape[-2:])
@@ -92,6 +98,7 @@ def style_targets(
     if key in cache:
         return cache[key]
     targets: dict[str, torch.Tensor] = {}
+    parts: dict[str, list] = {n: [] for n in plan.style_layers}  # the sliced loss' features
     with torch.no_grad():
         for img, w in zip(styles, plan.blend, strict=True):
             if w == 0:
@@ -102,6 +109,12 @@ def style_targets(
             elif plan.histogram:
                 s = match_color(s, content_t)
             w2 = plan.style_loss == "wasserstein"  # Grams of augmented features: moments and means
+            if plan.style_loss == "sliced":
+                feats = rt.features(hooks, s)
+                for n in plan.style_layers:
+                    parts[n].append((feats[n], w))
+                rt.style_targets.add()
+                continue
             if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
                 grams = tiled_grams(rt, hooks, s, list(plan.style_layers), plan.tile, augment=w2)
             else:
@@ -115,6 +128,8 @@ def style_targets(
                 targets[name] = targets[name] + g if name in targets else g
         if plan.style_loss == "wasserstein":  # the blend's moments: a mixture's Gaussian, root once
             targets = {name: w2_target(g) for name, g in targets.items()}
+        elif plan.style_loss == "sliced":  # the blend's positions, weighted: a mixture's distribution
+            targets = {n: sliced_target(parts[n], plan.seed) for n in plan.style_layers}
     cache[key] = targets
     return targets
 

@@ -189,8 +189,9 @@ class StyleTransfer:
                 the tile (``nstcam/style/_tiles.py``: whole-image style Grams, ``steps`` per window,
                 row-major, blended overlaps). Not with a ``style_mask`` in ``mask_mode="optimize"``.
             tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
-            style_loss: ``"gram"`` (Gatys) or ``"wasserstein"``: the squared W2 distance between
-                Gaussians fitted to each layer's features and the style's (``style/_distribution.py``).
+            style_loss: ``"gram"`` (Gatys), ``"wasserstein"`` (the squared W2 distance of Gaussians
+                fitted to each layer's features) or ``"sliced"`` (of their distributions along random
+                directions, fresh each step from ``seed``; not with ``tile``). ``style/_distribution.py``.
             average: the result is the bias-corrected moving average of the iterates with this decay
                 (e.g. 0.99), not the best one; each scale starts from the average. False: off.
 
