@@ -273,5 +273,8 @@ def test_stylize_with_the_sliced_loss_is_reproducible_and_refuses_tiles(st):
     assert not np.array_equal(np.asarray(a), np.asarray(other))
     h = a.info["nstcam"]["history"]
     assert h[-1]["style"] < h[0]["style"]
+    # L-BFGS: directions fixed per block of 20 evaluations (its line search needs one objective)
+    lbfgs = st.stylize(c, s, size=64, steps=25, seed=0, style_loss="sliced")
+    assert len(lbfgs.info["nstcam"]["history"]) == 25
     with pytest.raises(ValueError, match="style_loss='sliced' does not tile yet"):
         st.stylize(c, s, size=128, steps=1, style_loss="sliced", tile=64)

@@ -22,6 +22,8 @@ from nstcam.style.hooks import VGGFeatureHooks
 
 __all__ = ["compute_losses", "init_image", "loss_terms", "optimize", "weighted"]
 
+REDRAW = 20
+"""L-BFGS with the sliced loss: evaluations per block of fixed directions (Adam: new each step)."""
 _KEEP = 10.0  # with a style mask: content loss weight where the mask is 0, relative to where it is 1
 _PIXEL_KEEP = 100.0  # with a style mask: weight of the pixel-space content anchor where the mask is 0
 
@@ -118,7 +120,7 @@ def loss_terms(
     """Unweighted content, style and total-variation losses of each image (three (N,) tensors)."""
     dirs = None
     if plan.style_loss == "sliced":  # fresh directions at each evaluation, from the run's seed
-        draw = targets.next_draw()
+        draw = targets.next_draw() if plan.optimizer == "adam" else -targets.block  # L-BFGS: per block
         dirs = {n: directions_for(feats[n].shape[1], plan.seed, draw, x.device) for n in plan.style_layers}
     if targets.mask is None:
         return unmasked_terms(
@@ -233,8 +235,13 @@ def optimize(
 
     try:
         if lbfgs:
+            new_block = getattr(loss_fn, "new_block", None) if plan.style_loss == "sliced" else None
             while done < n_steps:  # each LBFGS.step stops at max_eval evaluations
-                opt.param_groups[0]["max_iter"] = opt.param_groups[0]["max_eval"] = n_steps - done
+                if new_block is not None:  # a fixed objective per block: its line searches stay sound
+                    new_block()
+                    opt = _make_optimizer(x, plan, n_steps)  # the history belongs to the last block's
+                left = n_steps - done if new_block is None else min(REDRAW, n_steps - done)
+                opt.param_groups[0]["max_iter"] = opt.param_groups[0]["max_eval"] = left
                 opt.step(closure)
         else:
             for _ in range(n_steps):

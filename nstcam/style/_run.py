@@ -148,6 +148,8 @@ def _loss_fn(
     def eager(x: torch.Tensor) -> torch.Tensor:
         return compute_losses(rt, hooks, x, targets, plan)
 
+    eager.new_block = targets.new_block  # L-BFGS with the sliced loss: new directions between blocks
+
     if rt.compile and targets.mask is None and plan.style_loss == "gram":  # W2: eager until measured on a GPU
         return compiled_loss(rt, targets, plan, eager)
     return eager

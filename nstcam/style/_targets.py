@@ -41,11 +41,16 @@ class Targets:
     pixels: torch.Tensor | None = None  # the contents at this scale (for the masked pixel anchor)
     layer_masks: dict = field(default_factory=dict)  # feature shape -> masks resized to it
     draws: int = 0  # evaluations so far (the sliced loss draws its directions from it)
+    block: int = 0  # L-BFGS's blocks of evaluations, each with its own directions
 
     def next_draw(self) -> int:
         """The number of this evaluation (1, 2, ...)."""
         self.draws += 1
         return self.draws
+
+    def new_block(self) -> None:
+        """Starts a block of L-BFGS evaluations (one objective for its line searches)."""
+        self.block += 1
 
     def mask_for(self, f: torch.Tensor) -> torch.Tensor:
         key = tuple(f.shape[-2:])
