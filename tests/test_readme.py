@@ -23,6 +23,7 @@ SHRINK = [
     ("size=1024, tile=256", "size=96, steps=1, tile=64"),
     ("size=512)", "size=32, steps=2)"),
     ('size=512, optimizer="adam"', 'size=32, steps=2, optimizer="adam"'),
+    ('size=512, style_loss="wasserstein"', 'size=32, steps=2, style_loss="wasserstein"'),
     ("input_size=224", "input_size=64"),
     ("evaluate=True)", "evaluate=True, evaluate_steps=2)"),
 ]
