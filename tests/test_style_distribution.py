@@ -278,3 +278,25 @@ def test_stylize_with_the_sliced_loss_is_reproducible_and_refuses_tiles(st):
     assert len(lbfgs.info["nstcam"]["history"]) == 25
     with pytest.raises(ValueError, match="style_loss='sliced' does not tile yet"):
         st.stylize(c, s, size=128, steps=1, style_loss="sliced", tile=64)
+
+
+def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypatch):
+    import nstcam.style._optimize as optimize_module
+
+    seen: list = []
+    real = optimize_module._resume
+
+    def spy(opt, x, moments):
+        seen.append((tuple(moments["exp_avg"].shape), int(moments["step"]), tuple(x.shape)))
+        real(opt, x, moments)
+        state = opt.state[x]
+        assert state["exp_avg"].shape == x.shape and (state["exp_avg_sq"] >= 0).all()
+
+    monkeypatch.setattr(optimize_module, "_resume", spy)
+    c, s = _img(11, 128, 96), _img(12, 64, 64)
+    kw = dict(size=128, scales=[64, 128], steps=[3, 2], seed=0, optimizer="adam")
+    st.stylize(c, s, average=0.9, **kw)
+    assert seen == [((1, 3, 48, 64), 3, (1, 3, 96, 128))]  # resized, the step count going on
+    seen.clear()
+    st.stylize(c, s, **kw)  # without averaging each scale starts afresh, as before
+    assert seen == []

@@ -182,6 +182,7 @@ def optimize(
     n_steps: int,
     progress: Progress,
     preview: Callable[[torch.Tensor], Image.Image],
+    moments: dict | None = None,
 ) -> torch.Tensor:
     """Runs exactly ``n_steps`` evaluations (forward + backward) of ``loss_fn`` (image batch ->
     (4, N) losses) and returns, for each image, the best iterate seen. Where ``loss_fn.recover``
@@ -192,10 +193,15 @@ def optimize(
     line search sees one consistent function; Adam's iterate is projected onto [0, 1] instead. The
     best iterate is tracked on the device (no synchronisation per step). With ``plan.average`` the
     result is instead the bias-corrected exponential moving average of the evaluated images (Adam:
-    its iterates; L-BFGS: also its line search's points), as crowsonkb/style-transfer-pytorch does.
+    its iterates; L-BFGS: also its line search's points), as crowsonkb/style-transfer-pytorch does,
+    and Adam resumes the previous scale's moment estimates from ``moments`` (resized) instead of
+    starting from zero; ``moments`` receives this scale's at the end.
     """
     lbfgs = plan.optimizer == "lbfgs"
     opt = _make_optimizer(x, plan, n_steps)
+    carry = moments is not None and plan.average is not None and not lbfgs
+    if carry and moments:
+        _resume(opt, x, moments)
     done = 0
     mean = torch.zeros_like(x) if plan.average else None  # the moving average of the iterates
     best_loss = torch.full((x.shape[0],), math.inf, device=x.device)
@@ -248,6 +254,21 @@ def optimize(
                 opt.step(closure)
     except BudgetSpent:
         pass
+    if carry:
+        moments.update(opt.state.get(x, {}))  # exp_avg, exp_avg_sq, step: the next scale resumes them
     if mean is not None and done:
         return mean / (1 - plan.average**done)  # bias-corrected: the average starts at zero
     return best
+
+
+def _resume(opt: torch.optim.Optimizer, x: torch.Tensor, moments: dict) -> None:
+    """Adam's state for ``x`` from the previous scale's: the moment estimates resized bilinearly
+    to this scale, the step count kept (its bias corrections go on where they were)."""
+    state = {}
+    for key, value in moments.items():
+        if isinstance(value, torch.Tensor) and value.ndim == 4:
+            up = F.interpolate(value, size=x.shape[-2:], mode="bilinear", align_corners=False)
+            state[key] = up.clamp_min(0) if key == "exp_avg_sq" else up
+        else:
+            state[key] = value.clone() if isinstance(value, torch.Tensor) else value
+    opt.state[x] = state

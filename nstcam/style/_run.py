@@ -103,6 +103,7 @@ def run_many(
     total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))
     progress = Progress(total, len(contents), callback, plan.preview_every, report_every, progress_bar)
     x: torch.Tensor | None = None
+    moments: dict = {}  # with average and Adam: its moment estimates, carried from scale to scale
     try:
         with VGGFeatureHooks(rt.net, plan.layers) as hooks:
             for si, (side, n_steps) in enumerate(zip(plan.scales, plan.steps, strict=True)):
@@ -124,7 +125,7 @@ def run_many(
                     return to_output(rt, best[:1], full[:1], plan)
 
                 loss_fn = with_anchors(_loss_fn(rt, hooks, targets, plan), rt, anchors, inputs.seen, plan)
-                x = optimize(loss_fn, x, plan, si, n_steps, progress, preview)
+                x = optimize(loss_fn, x, plan, si, n_steps, progress, preview, moments)
     except Cancelled as e:
         partial = e.image if isinstance(e.image, torch.Tensor) else x
         progress.close()

@@ -193,7 +193,7 @@ class StyleTransfer:
                 fitted to each layer's features) or ``"sliced"`` (of their distributions along random
                 directions, fresh each step from ``seed``; not with ``tile``). ``style/_distribution.py``.
             average: the result is the bias-corrected moving average of the iterates with this decay
-                (e.g. 0.99), not the best one; each scale starts from the average. False: off.
+                (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
