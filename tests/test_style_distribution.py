@@ -300,3 +300,16 @@ def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypat
     seen.clear()
     st.stylize(c, s, **kw)  # without averaging each scale starts afresh, as before
     assert seen == []
+
+
+def test_the_memory_check_counts_the_sliced_loss_and_never_tiles_it():
+    from nstcam.style._memory import _sliced_bytes
+    from nstcam.style._plan import make_plan
+
+    gram_plan = make_plan(**{**_defaults(), "size": 512})
+    sliced = make_plan(**{**_defaults(), "size": 512, "style_loss": "sliced"})
+    assert _sliced_bytes(gram_plan, 512, 384) == 0
+    small, big = _sliced_bytes(sliced, 256, 192), _sliced_bytes(sliced, 512, 384)
+    assert (
+        0 < small < big < 3 * 2 * 16384 * (64 + 128 + 256 + 512 + 512) * 4
+    )  # capped positions, + projections

@@ -112,7 +112,8 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     )  # fmt: skip
 
     def need(long_side: int, tile: int | None) -> int:
-        return estimate_run(rt, *long_side_size(content.size, long_side), tile=tile, **kw)
+        size = long_side_size(content.size, long_side)
+        return estimate_run(rt, *size, tile=tile, **kw) + _sliced_bytes(plan, *size)
 
     budget = int(free * 0.9)
     if need(plan.size, plan.tile) <= budget:
@@ -121,7 +122,7 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
         f"{plan.size} px{f' in tiles of {plan.tile} px' if plan.tile else ''} needs about "
         f"{need(plan.size, plan.tile) / 2**30:.1f} GiB on {rt.device.type}, {free / 2**30:.1f} GiB is free"
     )
-    if plan.tile is None and plan.extra["on_memory"] == "reduce":
+    if plan.tile is None and plan.extra["on_memory"] == "reduce" and plan.style_loss != "sliced":
         tile = _largest_tile(plan, need, budget)
         if tile is not None:
             logger.warning("%s: optimising in tiles of %d px", msg, tile)
@@ -138,6 +139,25 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     ratio = fits / plan.size
     plan.scales = [max(16, int(s * ratio)) for s in plan.scales]
     plan.size = plan.scales[-1]
+
+
+def _sliced_bytes(plan: Plan, width: int, height: int) -> int:
+    """What the sliced loss keeps and sorts beyond the model: each style layer's kept positions (at
+    most :data:`~nstcam.style._distribution.MAX_SAMPLES`) and, per step, their projections and the
+    output's, sorted (x 3, float32); 0 for the other losses."""
+    if plan.style_loss != "sliced":
+        return 0
+    from nstcam.style._distribution import MAX_SAMPLES
+
+    total = 0
+    style_pixels = width * height * plan.style_scale**2
+    for name in plan.style_layers:
+        block = int(name[4])  # reluB_I: channels and stride of VGG16's block B
+        c, stride = (64, 128, 256, 512, 512)[block - 1], 2 ** (block - 1)
+        kept = min(MAX_SAMPLES, int(style_pixels / stride**2)) * c
+        projected = (width * height // stride**2 + kept // c) * max(8, c // 4)
+        total += (kept + projected) * 4
+    return 3 * total
 
 
 def _largest_tile(plan: Plan, need, budget: int) -> int | None:
