@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,7 @@ __all__ = [
     "scorecam",
     "scorecam_pass",
     "upsample_maps",
+    "variant_masks",
 ]
 
 
@@ -49,6 +50,24 @@ def upsample_maps(raw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """(N, h, w) raw maps to (N, H, W) maps in [0, 1] at ``size`` (bilinear, normalised before and after)."""
     up = F.interpolate(normalize_maps(raw).unsqueeze(1), size=size, mode="bilinear", align_corners=False)
     return normalize_maps(up.squeeze(1))
+
+
+def variant_masks(
+    kind: str, masks: torch.Tensor, n_samples: int, std: float, gen: torch.Generator
+) -> Iterator[tuple[torch.Tensor, float]]:
+    """(masks, input scale) of each sample of SS-CAM (``masks`` plus Gaussian noise of ``std``,
+    drawn from ``gen`` for the whole batch at once) or IS-CAM (``masks``, the input scaled by the
+    running sum of ``s / n``), as torch-cam 0.5.0 computes them."""
+    coeff = 0.0
+    for s in range(n_samples):
+        if kind == "sscam":
+            yield (
+                masks + std * torch.randn(masks.shape, generator=gen, device=masks.device, dtype=masks.dtype),
+                1.0,
+            )
+        else:
+            coeff += (s + 1) / n_samples
+            yield masks, coeff
 
 
 @torch.no_grad()

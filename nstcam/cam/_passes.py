@@ -21,7 +21,7 @@ from nstcam.cam._fullgrad import fullgrad_pass
 from nstcam.cam._graphed import gradient_pass
 from nstcam.cam._guided import guided_backprop_pass, guided_gradcam_pass
 from nstcam.cam._legrad import legrad_pass
-from nstcam.cam._maps import ablationcam_pass, hooked_pass, minmax, read_nchw, scorecam_pass
+from nstcam.cam._maps import ablationcam_pass, hooked_pass, minmax, read_nchw, scorecam_pass, variant_masks
 from nstcam.cam._request import Outputs, Request
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods import (
@@ -233,16 +233,8 @@ def score_variant(kind: str) -> Callable[[Request], Outputs]:
         )
         gains = torch.zeros(n, c, k, device=x.device)
         total, done = n_samples * n * c, 0
-        gen = req.generator()
-        coeff = 0.0
         with torch.inference_mode(False), torch.no_grad():
-            for s in range(n_samples):
-                if kind == "sscam":
-                    noise = std * torch.randn(masks.shape, generator=gen, device=x.device, dtype=masks.dtype)
-                    m, scale = masks + noise, 1.0
-                else:
-                    coeff += (s + 1) / n_samples
-                    m, scale = masks, coeff
+            for m, scale in variant_masks(kind, masks, n_samples, std, req.generator()):
                 for i in range(n):
                     for lo in range(0, c, req.chunk):
                         batch = scale * (m[i, lo : lo + req.chunk, None] * x[i : i + 1])

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nstcam.cam._maps import minmax, normalize_maps
+from nstcam.cam._maps import minmax, normalize_maps, variant_masks
 from nstcam.cam._target_pass import PERTURBATION_TARGET_METHODS, model_output, reader, target_pass
 from nstcam.cam.methods import cam_from_weights
 from nstcam.cam.targets import Target
@@ -133,14 +133,7 @@ def _variant(method, model, x, a, chosen, base, options, counter) -> torch.Tenso
                           align_corners=False)  # fmt: skip
     gen = torch.Generator(device=x.device).manual_seed(options.seed)
     gains = torch.zeros(len(chosen), *masks.shape[:2], device=x.device)
-    coeff = 0.0
-    for s in range(n_samples):
-        if method == "sscam":
-            noise = std * torch.randn(masks.shape, generator=gen, device=x.device, dtype=masks.dtype)
-            m, scale = masks + noise, 1.0
-        else:
-            coeff += (s + 1) / n_samples
-            m, scale = masks, coeff
+    for m, scale in variant_masks(method, masks, n_samples, std, gen):
         for i in range(x.shape[0]):
             targets = [row[i] for row in chosen]
             y = _masked_scores(model, x[i : i + 1], m[i], targets, options.chunk, counter, scale)
