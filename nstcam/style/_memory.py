@@ -28,7 +28,7 @@ from nstcam.image import long_side_size
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import InsufficientMemoryError
-from nstcam.style.vgg import deepest_layer, layer_index
+from nstcam.style.vgg import deepest_layer, layer_channels, layer_index, layer_stride
 
 __all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
 
@@ -152,8 +152,7 @@ def _sliced_bytes(plan: Plan, width: int, height: int) -> int:
     total = 0
     style_pixels = width * height * plan.style_scale**2
     for name in plan.style_layers:
-        block = int(name[4])  # reluB_I: channels and stride of VGG16's block B
-        c, stride = (64, 128, 256, 512, 512)[block - 1], 2 ** (block - 1)
+        c, stride = layer_channels(name), layer_stride(name)
         kept = min(MAX_SAMPLES, int(style_pixels / stride**2)) * c
         projected = (width * height // stride**2 + kept // c) * max(8, c // 4)
         total += (kept + projected) * 4

@@ -19,6 +19,7 @@ from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._windows import starts
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.vgg import layer_stride
 
 __all__ = [
     "ScaleInputs",
@@ -205,10 +206,6 @@ def scale_inputs(
     return ScaleInputs(full, seen, targets)
 
 
-def _stride(layer: str) -> int:
-    return 2 ** (int(layer[4]) - 1)  # reluB_I: after B - 1 max-pools
-
-
 def tiled_grams(
     rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int, augment: bool = False
 ) -> dict[str, torch.Tensor]:
@@ -229,7 +226,7 @@ def tiled_grams(
             wy, wx = slice(y0, min(h, y0 + win)), slice(x0, min(w, x0 + win))
             feats = rt.features(hooks, s[..., wy, wx])
             for name in layers:
-                f, st = feats[name], _stride(name)
+                f, st = feats[name], layer_stride(name)
                 keep_y = _core(ys, iy, win, h, y0, st, f.shape[-2], f.device)
                 keep_x = _core(xs, ix, win, w, x0, st, f.shape[-1], f.device)
                 part = f[..., keep_y, :][..., keep_x]
@@ -240,10 +237,6 @@ def tiled_grams(
                 counts[name] += part.shape[-2] * part.shape[-1]
             del feats  # before the next window's forward pass: one set of features alive at a time
     return {name: sums[name] / max(1, counts[name]) for name in layers}
-
-
-def _stride(layer: str) -> int:
-    return 2 ** (int(layer[4]) - 1)  # reluB_I: after B - 1 max-pools
 
 
 def _core(

@@ -10,7 +10,7 @@ from torch import nn
 
 from nstcam.hooks import closest_names
 
-__all__ = ["VGG_LAYERS", "deepest_layer", "fold_batchnorm", "layer_index"]
+__all__ = ["VGG_LAYERS", "deepest_layer", "fold_batchnorm", "layer_channels", "layer_index", "layer_stride"]
 
 VGG_LAYERS: dict[str, int] = {
     "relu1_1": 2,
@@ -38,6 +38,18 @@ def layer_index(name: str) -> int:
         hint = closest_names(name, VGG_LAYERS)
         tip = f" (closest: {', '.join(hint)})" if hint else ""
         raise ValueError(f"unknown VGG16_bn layer {name!r}{tip}; valid: {', '.join(VGG_LAYERS)}") from None
+
+
+def layer_stride(name: str) -> int:
+    """The stride of layer ``name`` (``reluB_I``: after B - 1 max-pools)."""
+    layer_index(name)  # an unknown name is refused with the valid ones
+    return 2 ** (int(name[4]) - 1)
+
+
+def layer_channels(name: str) -> int:
+    """The channels of layer ``name`` (``reluB_I``: VGG16's block B)."""
+    layer_index(name)  # an unknown name is refused with the valid ones
+    return (64, 128, 256, 512, 512)[int(name[4]) - 1]
 
 
 def deepest_layer(names: Iterable[str]) -> str:

@@ -14,9 +14,9 @@ sliced loss' directions) are computed outside the timing, as a run computes them
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from bench_cam import timeit  # the median timing of the CAM benchmarks (CUDA synchronised)
 
 from nstcam.style._distribution import (
     feature_stats,
@@ -36,20 +36,6 @@ def _feats(side: int, device: torch.device, seed: int) -> list[torch.Tensor]:
     return [torch.relu(torch.randn(1, c, side // s, side // s, generator=g)).to(device) for c, s in LAYERS]
 
 
-def _median(fn, repeat: int, device: torch.device) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
-
-
 def row(side: int, device: torch.device, repeat: int) -> dict[str, float]:
     style, out = _feats(side, device, 0), _feats(side, device, 1)
     names = [f"l{i}" for i in range(len(LAYERS))]
@@ -64,7 +50,7 @@ def row(side: int, device: torch.device, repeat: int) -> dict[str, float]:
             xs = [f.clone().requires_grad_(True) for f in out]
             loss_of(xs).sum().backward()
 
-        return _median(once, repeat, device)
+        return timeit(once, repeat, device)
 
     def w2(method: str):
         def loss(xs):
