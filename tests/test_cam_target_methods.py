@@ -246,3 +246,33 @@ def test_a_box_outside_the_input_is_refused_before_any_work():
     with pytest.raises(ValueError, match="RegionTarget box .* is outside the 128x96 px input"):
         check_boxes([RegionTarget(1, (-5, 0, 20, 20))], 128, 96)
     check_boxes([BoxTarget(1, (0, 0, 128, 96)), RegionTarget(1, None), ClassTarget(2)], 128, 96)
+
+
+@pytest.mark.parametrize("method", ["scorecam", "ablationcam", "guided-gradcam", "smoothgradcam++"])
+def test_target_methods_from_threads_equal_sequential_calls(res, method):
+    """The perturbation passes (a private twin for ablation) and the one-column model (a private
+    twin per call): threads sharing one engine get what they get alone."""
+    import threading
+
+    x = _x()
+    cam = GradCAM(
+        model=res, target_layer="layer4", method=method, device="cpu", n_samples=2, scorecam_batch=64
+    )
+    targets = [
+        [ClassTarget(3, softmax=True), ClassTarget(9, softmax=True)],
+        [ClassTarget(7, softmax=True)] * 2,
+    ]
+    alone = [cam.compute(x, targets=t, raw=True) for t in targets]
+    got: dict[int, torch.Tensor] = {}
+
+    def work(i: int) -> None:
+        got[i] = cam.compute(x, targets=targets[i % 2], raw=True)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        torch.testing.assert_close(got[i], alone[i % 2], rtol=1e-5, atol=1e-7)
+    assert count_hooks(res) == 0
