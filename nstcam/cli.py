@@ -178,7 +178,16 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         return 1
     _warn_random(st.weights)
     contents = args.content[0] if len(args.content) == 1 else args.content
-    style_mask = args.mask
+    masks, style_mask, regions = args.mask or [], None, {}
+    if len(masks) == 1:
+        style_mask = masks[0]
+    elif masks and len(masks) != len(args.style):
+        logger.error(
+            "give one --mask, or one --mask per --style (%d styles, %d masks)", len(args.style), len(masks)
+        )
+        return 2
+    elif masks:
+        regions["style_masks"] = [None if m.lower() in ("rest", "none", "-") else m for m in masks]
     segmenting = bool(args.subject_aware and args.segment)
     try:  # the classifier only where asked (Grad-CAM's subject, the report); the segmenter for --segment
         cam = (
@@ -212,6 +221,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
             ext=args.ext,
             style_mask=style_mask,
             mask_mode=args.mask_mode,
+            **regions,
             **params,
         )
     except (ValueError, FileNotFoundError) as e:
@@ -621,7 +631,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")
     s.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
-    s.add_argument("--mask", help="style mask image (white = styled, black = content kept), any size")
+    s.add_argument(
+        "--mask",
+        action="append",
+        help="style mask image (white = styled, black = content kept), any size; one --mask after each "
+        "--style gives each style its own region ('rest': the style of what the other masks leave)",
+    )
     s.add_argument(
         "--mask-mode",
         choices=["optimize", "blend"],

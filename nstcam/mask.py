@@ -15,12 +15,13 @@ __all__ = ["MaskSource", "heatmap_to_mask", "load_mask", "resize_mask"]
 MaskSource = np.ndarray | Image.Image | torch.Tensor | str | os.PathLike
 
 
-def load_mask(src: MaskSource) -> np.ndarray:
+def load_mask(src: MaskSource, name: str = "style_mask") -> np.ndarray:
     """Returns a float32 H x W mask in [0, 1].
 
     Args:
         src: an H x W (or H x W x 1) array or tensor of floats in [0, 1], bools, or uint8 0-255; a PIL
             image (any mode; converted to greyscale, 255 -> 1); or a path to an image file.
+        name: the argument's name in error messages.
 
     Raises:
         ValueError: wrong shape, NaN or infinite values, or floats outside [0, 1].
@@ -28,7 +29,7 @@ def load_mask(src: MaskSource) -> np.ndarray:
     if isinstance(src, (str, os.PathLike)):
         path = Path(src)
         if not path.is_file():
-            raise FileNotFoundError(f"mask file not found: {path}")
+            raise FileNotFoundError(f"{name}: mask file not found: {path}")
         with Image.open(path) as im:
             src = im.convert("L")
     if isinstance(src, Image.Image):
@@ -39,16 +40,16 @@ def load_mask(src: MaskSource) -> np.ndarray:
     if a.ndim == 3 and a.shape[-1] == 1:
         a = a[..., 0]
     if a.ndim != 2:
-        raise ValueError(f"style_mask must be H x W, got shape {a.shape}")
+        raise ValueError(f"{name} must be H x W, got shape {a.shape}")
     if a.dtype == np.bool_:
         return a.astype(np.float32)
     if a.dtype == np.uint8:
         return a.astype(np.float32) / 255.0
     a = a.astype(np.float32)
     if not np.isfinite(a).all():
-        raise ValueError("style_mask contains NaN or infinite values")
+        raise ValueError(f"{name} contains NaN or infinite values")
     if a.min() < 0 or a.max() > 1:
-        raise ValueError(f"style_mask values must lie in [0, 1], got [{a.min():.3g}, {a.max():.3g}]")
+        raise ValueError(f"{name} values must lie in [0, 1], got [{a.min():.3g}, {a.max():.3g}]")
     return a
 
 

@@ -192,6 +192,30 @@ def test_stylize_cli_mask_file(tmp_path):
     assert meta["params"]["mask_mode"] == "blend" and meta["params"]["style_mask"] == "10x10"
 
 
+def test_stylize_cli_a_mask_per_style_gives_each_style_its_region(tmp_path, caplog):
+    a, b, c = _img(tmp_path / "a.png", 1), _img(tmp_path / "b.png", 2), _img(tmp_path / "c.png", 3)
+    left = np.zeros((20, 30), np.uint8)
+    left[:, :15] = 255
+    Image.fromarray(left).save(tmp_path / "left.png")
+    base = [str(a), "-o", str(tmp_path / "o"), "--size", "32", "--steps", "1", "--weights", "random"]
+    style_args = [
+        "--style",
+        str(b),
+        "--mask",
+        str(tmp_path / "left.png"),
+        "--style",
+        str(c),
+        "--mask",
+        "rest",
+    ]
+    assert main(["stylize", *base, *style_args]) == 0
+    meta = json.loads((tmp_path / "o" / "a_stylized.json").read_text())
+    assert meta["params"]["style_masks"] == ["30x20", None]
+    rc = main(["stylize", *base, "--overwrite", "--style", str(b), "--style", str(c), "--style", str(a),
+               "--mask", str(tmp_path / "left.png"), "--mask", "rest"])  # fmt: skip
+    assert rc == 2 and "one --mask per --style (3 styles, 2 masks)" in caplog.text
+
+
 def test_cam_cli_evaluate_writes_metrics_to_json_and_csv(tmp_path, capsys):
     import csv
 

@@ -20,6 +20,7 @@ from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
 from nstcam.mask import load_mask
 from nstcam.style._plan import Plan, make_plan
+from nstcam.style._regions import load_regions
 from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
@@ -112,6 +113,7 @@ def many_call(
     masks = [None] * n
     if params.pop("style_mask", None) is not None:
         raise ValueError("stylize_many takes no style_mask; call stylize for a masked image")
+    regions = _regions(params, len(style_imgs))
     if params.get("init") == "image" or not isinstance(params.get("init", ""), str):
         raise ValueError("stylize_many takes its start images as inits=[...], one per content")
     given = next((i for i in starts if i is not None), None)
@@ -122,7 +124,7 @@ def many_call(
         raise ValueError("stylize_many needs contents of one size; group them by size first")
     return run_many(
         rt, images, style_imgs, plan, callback, bar, {}, masks, inits=starts,
-        anchors=[list(a) for a in anchors] if anchors is not None else None,
+        anchors=[list(a) for a in anchors] if anchors is not None else None, regions=regions,
     )  # fmt: skip
 
 
@@ -151,11 +153,18 @@ def batch_call(
     callback = params.pop("progress", None)
     params.pop("progress_bar", None)
     style_mask = params.pop("style_mask", None)
+    regions = _regions(params, len(style_imgs))
     plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params})
     return run_batch(
         rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
-        callback=callback, progress_bar=progress_bar, batch_size=batch_size,
+        callback=callback, progress_bar=progress_bar, batch_size=batch_size, regions=regions,
     )  # fmt: skip
+
+
+def _regions(params: dict[str, Any], n_styles: int) -> list | None:
+    """``style_masks`` popped from ``params`` and loaded (one per style, for every image), or None."""
+    given = params.pop("style_masks", None)
+    return None if given is None else load_regions(given, n_styles)
 
 
 def run_batch(
@@ -171,6 +180,7 @@ def run_batch(
     callback: Callable[[StepInfo], bool | None] | None,
     progress_bar: bool | None,
     batch_size: int = 1,
+    regions: list | None = None,
 ) -> BatchResult:
     """Stylises ``items`` into ``out_dir`` with one style-target cache; see ``stylize_batch``.
 
@@ -211,7 +221,7 @@ def run_batch(
     try:
         for chunk in chunks:
             for group in _load_chunk(chunk, style_mask, fixed_mask, plan, result):
-                _stylize_group(rt, group, styles, plan, callback, cache, result, progress_bar)
+                _stylize_group(rt, group, styles, plan, callback, cache, result, progress_bar, regions)
             bar.update(len(chunk))
     finally:
         bar.close()
@@ -253,11 +263,13 @@ def _stylize_group(
     cache: dict,
     result: BatchResult,
     steps_bar: bool = False,
+    regions: list | None = None,
 ) -> None:
     try:
         images = run_many(
-            rt, [e[2] for e in group], styles, plan, callback, steps_bar, cache, [e[3] for e in group]
-        )
+            rt, [e[2] for e in group], styles, plan, callback, steps_bar, cache, [e[3] for e in group],
+            regions=regions,
+        )  # fmt: skip
     except Cancelled:
         raise
     except (InsufficientMemoryError, OSError) as e:

@@ -122,7 +122,15 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
         f"{plan.size} px{f' in tiles of {plan.tile} px' if plan.tile else ''} needs about "
         f"{need(plan.size, plan.tile) / 2**30:.1f} GiB on {rt.device.type}, {free / 2**30:.1f} GiB is free"
     )
-    if plan.tile is None and plan.extra["on_memory"] == "reduce" and plan.style_loss != "sliced":
+    masked = plan.extra.get("style_masks") or (
+        plan.extra.get("style_mask") and plan.extra["mask_mode"] == "optimize"
+    )
+    if (
+        plan.tile is None
+        and plan.extra["on_memory"] == "reduce"
+        and plan.style_loss != "sliced"
+        and not masked
+    ):
         tile = _largest_tile(plan, need, budget)
         if tile is not None:
             logger.warning("%s: optimising in tiles of %d px", msg, tile)

@@ -141,7 +141,13 @@ def loss_terms(
         x, targets.pixels, mask=1 - targets.mask, reduction="none"
     )
     c = c / len(plan.content_layers)
-    s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs)
+    if targets.regions:  # a style per region: each reads its own region's features
+        s = sum(
+            r.weight * style_term(feats, r.style, plan.style_layers, plan.style_loss, r.mask_for, dirs)
+            for r in targets.regions
+        )
+    else:
+        s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs)
     return c, s, total_variation(x, reduction="none")
 
 

@@ -47,15 +47,17 @@ def run(
     *,
     init: Image.Image | None = None,
     anchors: list[PixelAnchor] | None = None,
+    regions: list[np.ndarray | None] | None = None,
 ) -> Image.Image:
-    """Stylises ``content`` as ``plan`` says; see :meth:`nstcam.StyleTransfer.stylize`.
+    """Stylises ``content`` as ``plan`` says; see :meth:`nstcam.StyleTransfer.stylize`
+    (``regions``: one mask per style, :mod:`nstcam.style._regions`).
 
     Raises:
         Cancelled: ``callback`` returned False; holds the partial result as an image.
     """
     return run_many(
         rt, [content], styles, plan, callback, progress_bar, cache, [mask], inits=[init],
-        anchors=[anchors or []],
+        anchors=[anchors or []], regions=regions,
     )[0]  # fmt: skip
 
 
@@ -71,11 +73,13 @@ def run_many(
     *,
     inits: list[Image.Image | None] | None = None,
     anchors: list[list[PixelAnchor]] | None = None,
+    regions: list[np.ndarray | None] | None = None,
 ) -> list[Image.Image]:
     """Stylises same-size ``contents`` together: one forward and backward pass per step for all,
     each image with its own targets and losses (so each gets what a run of its own gives, up to
     float noise, with Adam; L-BFGS's shared line search would couple them). ``inits`` are start
-    images (``plan.init == "image"``), ``anchors`` each image's pixel anchors.
+    images (``plan.init == "image"``), ``anchors`` each image's pixel anchors, ``regions`` one mask
+    per style (for every image) where each style has its own region.
 
     Raises:
         Cancelled: ``callback`` returned False; holds the first image's partial result.
@@ -89,6 +93,12 @@ def run_many(
     plan.extra["style_mask"] = next((f"{m.shape[1]}x{m.shape[0]}" for m in masks if m is not None), None)
     if len(shapes - {None}) > 1:
         plan.extra["style_mask"] = "per image"
+    if regions:
+        plan.extra["style_masks"] = [None if m is None else f"{m.shape[1]}x{m.shape[0]}" for m in regions]
+        if plan.tile is not None or plan.extra["mask_mode"] != "optimize" or plan.extra["style_mask"]:
+            raise ValueError(
+                "style_masks take neither tile, mask_mode='blend' nor a style_mask; leave those unset"
+            )
     if plan.tile is not None and plan.extra["style_mask"] and plan.extra["mask_mode"] == "optimize":
         raise ValueError(
             "tile does not combine with a style_mask in mask_mode='optimize'; use mask_mode='blend'"
@@ -113,7 +123,7 @@ def run_many(
                         lambda targets: _loss_fn(rt, hooks, targets, plan),
                     )  # fmt: skip
                     continue
-                inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks)
+                inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks, regions)
                 targets = inputs.targets
                 start = start_images(rt, inits, inputs.seen, plan) if x is None else None
                 x = init_image(rt, x, inputs.seen, styles, plan, start)

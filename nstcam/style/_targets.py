@@ -16,6 +16,7 @@ from nstcam.style._color import color_stats, luminance_only, match_color, match_
 from nstcam.style._distribution import augmented, sliced_target, w2_target
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
+from nstcam.style._regions import Region, region_masks, region_plan, region_weights
 from nstcam.style._runtime import Runtime
 from nstcam.style._windows import starts
 from nstcam.style.hooks import VGGFeatureHooks
@@ -43,6 +44,7 @@ class Targets:
     layer_masks: dict = field(default_factory=dict)  # feature shape -> masks resized to it
     draws: int = 0  # evaluations so far (the sliced loss draws its directions from it)
     block: int = 0  # L-BFGS's blocks of evaluations, each with its own directions
+    regions: list = field(default_factory=list)  # a style per region (_regions.Region); style unused
 
     def next_draw(self) -> int:
         """The number of this evaluation (1, 2, ...)."""
@@ -184,15 +186,27 @@ def scale_inputs(
     side: int,
     cache: dict,
     masks: list[np.ndarray | None],
+    regions: list[np.ndarray | None] | None = None,
 ) -> ScaleInputs:
-    """The contents (all of one size) at long side ``side`` and every target the losses need there."""
+    """The contents (all of one size) at long side ``side`` and every target the losses need there
+    (``regions``: a style per region, :mod:`nstcam.style._regions`)."""
     full, seen = scale_images(rt, contents, plan, side)
     in_loss = any(m is not None for m in masks) and plan.extra["mask_mode"] == "optimize"
-    style = batch_style_targets(rt, hooks, styles, plan, side, seen, cache)
+    parts: list[Region] = []
+    if regions:
+        region_ms, union = region_masks(regions, tuple(seen.shape[-2:]), len(seen), rt.device)
+        for i, (m, wt) in enumerate(zip(region_ms, region_weights(plan), strict=True)):
+            own = batch_style_targets(rt, hooks, styles, region_plan(plan, i), side, seen, cache)
+            parts.append(Region(own, m, wt))
+        style = parts[0].style
+    else:
+        style = batch_style_targets(rt, hooks, styles, plan, side, seen, cache)
     with torch.no_grad():
         feats = rt.features(hooks, seen)
         mask = None
-        if in_loss:
+        if regions:
+            mask, in_loss = union, True
+        elif in_loss:
             ones = np.ones(seen.shape[-2:], np.float32)
             mask = torch.cat(
                 [resize_mask(ones if m is None else m, tuple(seen.shape[-2:]), rt.device) for m in masks]
@@ -202,6 +216,7 @@ def scale_inputs(
             style=style,
             mask=mask,
             pixels=seen if in_loss else None,
+            regions=parts,
         )
     return ScaleInputs(full, seen, targets)
 

@@ -33,6 +33,7 @@ from nstcam.style._batch import BatchResult, batch_call, load_styles, many_call
 from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._plan import make_plan
+from nstcam.style._regions import load_regions
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime, prepare_features
 from nstcam.style._types import StepInfo
@@ -140,6 +141,7 @@ class StyleTransfer:
         tile_overlap: int | None = None,
         style_loss: str = "gram",
         average: float | bool = False,
+        style_masks: Sequence[MaskSource | None] | None = None,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -194,6 +196,9 @@ class StyleTransfer:
                 directions, fresh each step from ``seed``; not with ``tile``). ``style/_distribution.py``.
             average: the result is the bias-corrected moving average of the iterates with this decay
                 (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
+            style_masks: a style per region: one mask per style (as ``style_mask`` takes them; one may
+                be None: the rest). Each style's loss reads its own region; where no mask reaches, the
+                content is kept. ``style_weights`` weigh the regions' losses. ``style/_regions.py``.
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -205,15 +210,13 @@ class StyleTransfer:
             InsufficientMemoryError: the run does not fit in memory and ``on_memory="error"``.
             ValueError: a parameter is out of range.
         """
-        params = dict(locals())
-        for k in ("self", "content", "style", "progress", "progress_bar", "style_mask", "anchors"):
-            params.pop(k)
-        content_img = load_image(content)
-        style_imgs = load_styles(style)
+        params = {k: v for k, v in locals().items() if k not in _NOT_PLANNED}
+        content_img, style_imgs = load_image(content), load_styles(style)
         mask = load_mask(style_mask) if style_mask is not None else None
         start = None if isinstance(init, str) else load_image(init)
         plan = make_plan(n_styles=len(style_imgs), **{**params, "init": init if start is None else start})
-        extra = {"init": start, "anchors": list(anchors or [])}
+        regions = None if style_masks is None else load_regions(style_masks, len(style_imgs))
+        extra = {"init": start, "anchors": list(anchors or []), "regions": regions}
         return self._rt.call(
             run, self._rt, content_img, style_imgs, plan, progress, progress_bar, {}, mask, **extra
         )
@@ -304,13 +307,24 @@ def _vgg_features(model: nn.Module) -> nn.Sequential:
     return features
 
 
+_NOT_PLANNED = (
+    "self",
+    "content",
+    "style",
+    "progress",
+    "progress_bar",
+    "style_mask",
+    "anchors",
+    "style_masks",
+)
+
+
 def _stylize_defaults() -> dict[str, Any]:
     sig = inspect.signature(StyleTransfer.stylize)
     return {
         k: p.default
         for k, p in sig.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-        and k not in ("progress", "progress_bar", "style_mask", "anchors")
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in _NOT_PLANNED
     }
 
 
