@@ -123,6 +123,30 @@ def test_stylize_blend_and_errors(models, files):
     assert img is not None
 
 
+def test_stylize_with_a_painted_mask_per_style_gives_each_style_its_region(models, files):
+    from nstcam.app.files import editor_mask
+
+    c, s, _ = files
+    strokes = np.zeros((30, 45, 4), np.uint8)  # painted on a layer at any size: alpha is the region
+    strokes[:, :20, 3] = 255
+    painted = {"background": np.zeros((30, 45, 3), np.uint8), "layers": [strokes], "composite": None}
+    uploaded = {"background": np.full((30, 45, 3), 255, np.uint8), "layers": [], "composite": None}
+    m = editor_mask(painted, "mask A")
+    assert m.shape == (30, 45) and m[:, :20].min() == 1 and m[:, 20:].max() == 0
+    assert editor_mask(uploaded, "mask B").min() == 1  # nothing painted: the background is the mask
+    kw = dict(size=64, steps=1, seed=0)
+    *_, (img, status, _) = stylize_handler(models, str(c), str(s), str(c), 0.0, mask_a=painted, **kw)
+    assert status.startswith("done") and img.info["nstcam"]["params"]["style_masks"] == ["45x30", None]
+    want = models.style().stylize(load_image(c), [load_image(s), load_image(c)], style_masks=[m, None], **kw)
+    assert np.array_equal(np.asarray(img), np.asarray(want))
+    *_, (img, _, _) = stylize_handler(models, str(c), str(s), None, 0.0, mask_a=painted, **kw)
+    assert img.info["nstcam"]["params"]["style_mask"] == "45x30"  # style A alone: its style_mask
+    with pytest.raises(gr.Error, match="Mask B is style B's region: upload style B too"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, mask_b=painted, **kw))
+    with pytest.raises(gr.Error, match="Bad mask A: send an image editor value"):
+        list(stylize_handler(models, str(c), str(s), str(c), 0.0, mask_a="mask.png", **kw))
+
+
 def test_stylize_cancel_stops_worker(models, files):
     c, s, _ = files
     gen = stylize_handler(models, str(c), str(s), None, 0.0, 64, 20, preview_every=1)

@@ -97,6 +97,31 @@ def test_uploads_are_read_as_the_python_api_reads_them(server, tmp_path):
     assert served[:, 40:].mean() > 200  # the transparent half reads as white, not red or black
 
 
+def test_a_mask_per_style_over_the_api_equals_the_python_api(server, tmp_path):
+    from gradio_client import Client, handle_file
+
+    from nstcam import StyleTransfer
+
+    rng = np.random.default_rng(3)
+    paths = []
+    for name in ("c", "a", "b"):
+        paths.append(tmp_path / f"{name}.png")
+        Image.fromarray((rng.random((48, 72, 3)) * 255).astype(np.uint8)).save(paths[-1])
+    left = np.zeros((48, 72), np.uint8)
+    left[:, :36] = 255
+    Image.fromarray(left).save(tmp_path / "left.png")
+    editor = {"background": handle_file(str(tmp_path / "left.png")), "layers": [], "composite": None}
+    img_path, status, _ = Client(server, verbose=False).predict(
+        content=handle_file(str(paths[0])), style=handle_file(str(paths[1])),
+        style_b=handle_file(str(paths[2])), mask_a=editor, size=64, steps=2, seed=0, api_name="/stylize",
+    )  # fmt: skip
+    local = StyleTransfer("random", device="cpu").stylize(
+        paths[0], [paths[1], paths[2]], style_masks=[left > 0, None], size=64, steps=2, seed=0
+    )
+    served = np.asarray(Image.open(img_path).convert("RGB"), dtype=np.float32)
+    assert status.startswith("done") and np.abs(served - np.asarray(local, np.float32)).mean() < 1.0
+
+
 def test_api_parameters_are_named_with_defaults(server):
     from gradio_client import Client
 
@@ -105,6 +130,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
+            "mask_a", "mask_b",
         ],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",

@@ -11,13 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import numpy as np
 from gradio.utils import get_upload_folder
 from PIL import Image
 
 from nstcam.app.errors import logger, refuse
-from nstcam.image import ImageError, load_image, save_image
+from nstcam.image import ImageError, load_image, probe_image, save_image
 
-__all__ = ["NOT_AN_UPLOAD", "Outbox", "SafeImage", "SafeVideo", "load_upload", "upload_path"]
+__all__ = [
+    "NOT_AN_UPLOAD",
+    "Outbox",
+    "SafeEditor",
+    "SafeImage",
+    "SafeVideo",
+    "editor_mask",
+    "load_upload",
+    "upload_path",
+]
 
 NOT_AN_UPLOAD = (
     "only files uploaded to this server are read: send the file itself "
@@ -160,3 +170,48 @@ def load_upload(path: Any, what: str) -> Image.Image:
         return load_image(path, name=name)
     except (ImageError, FileNotFoundError) as e:
         raise refuse(f"Bad image ({what}): {e}") from None
+
+
+def SafeEditor(**kwargs: Any) -> gr.ImageEditor:  # noqa: N802 - reads like the component it builds
+    """A ``gr.ImageEditor`` (RGBA arrays, PNG layers) whose files pass :func:`upload_path` and the
+    header check of :func:`nstcam.image.probe_image` before Gradio decodes them."""
+    comp = gr.ImageEditor(type="numpy", image_mode="RGBA", format="png", **kwargs)
+    gradio_preprocess = comp.preprocess
+
+    def preprocess(payload: Any) -> Any:
+        if payload is None:
+            return None
+        for part in [getattr(payload, "background", None), *(getattr(payload, "layers", None) or [])]:
+            if getattr(part, "path", None):
+                path = upload_path(part, "mask")
+                try:
+                    probe_image(path, name=Path(path).name)
+                except (ImageError, FileNotFoundError) as e:
+                    raise refuse(f"Bad image (mask): {e}") from None
+        return gradio_preprocess(payload)
+
+    comp.preprocess = preprocess
+    return comp
+
+
+def editor_mask(value: Any, what: str) -> np.ndarray | None:
+    """A mask from an image editor's value: what was painted on its layers (alpha; painted = 1),
+    else its background (an uploaded mask, grey levels: white = 1), else None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise refuse(f"Bad {what}: send an image editor value (background, layers)")
+    painted = [np.asarray(layer) for layer in value.get("layers") or [] if layer is not None]
+    painted = [a for a in painted if a.ndim == 3 and a.shape[-1] == 4 and a[..., 3].any()]
+    if painted:
+        shape = painted[0].shape[:2]
+        return np.max([a[..., 3] for a in painted if a.shape[:2] == shape], axis=0).astype(np.float32) / 255
+    bg = value.get("background")
+    if bg is None:
+        return None
+    bg = np.asarray(bg, np.float32)
+    if bg.ndim == 3:
+        bg = bg[..., :3].mean(-1)
+    if min(bg.shape) < 1:
+        raise refuse(f"Bad {what}: the image is empty")
+    return bg / 255

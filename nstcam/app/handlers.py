@@ -16,7 +16,7 @@ from PIL import Image
 
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import load_upload
+from nstcam.app.files import editor_mask, load_upload
 from nstcam.app.found import check_found, explain_found, found_caption, found_row, kind_of
 from nstcam.app.plots import curves_figure
 from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
@@ -160,10 +160,15 @@ def stylize_handler(
     style_loss: str = "gram",
     init: str = "content",
     average: float = 0.0,
+    mask_a: Any = None,
+    mask_b: Any = None,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
-    ``blend`` is the weight of ``style_b`` (0 = only ``style``); ``tile`` > 0 optimises scales
+    ``blend`` is the weight of ``style_b`` (0 = only ``style``). ``mask_a`` and ``mask_b`` (image
+    editor values: painted strokes, or an uploaded mask) give each style its region
+    (``style_masks``; a missing one takes the rest, and ``blend`` is not used), or with style A
+    alone its ``style_mask``. ``tile`` > 0 optimises scales
     above that many px window by window (0: whole images); ``average`` 0 is off. Setting ``stop`` (the Cancel
     button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
     its PNG; closing the generator stops it too.
@@ -180,9 +185,16 @@ def stylize_handler(
             _check(tile, "tile", 64, cfg.max_size)
         content_img = load_upload(content, "content")
         styles, weights = [load_upload(style, "style")], [1.0]
-        if style_b is not None and blend > 0:
+        masks = {"style_masks": [editor_mask(mask_a, "mask A"), editor_mask(mask_b, "mask B")]}
+        if all(m is None for m in masks["style_masks"]):
+            masks = {}
+        elif style_b is None:
+            if masks["style_masks"][1] is not None:
+                raise refuse("Mask B is style B's region: upload style B too, or clear mask B.")
+            masks = {"style_mask": masks["style_masks"][0]}
+        if style_b is not None and (blend > 0 or "style_masks" in masks):
             styles.append(load_upload(style_b, "style B"))
-            weights = [1.0 - blend, blend]
+            weights = [1.0 - blend, blend] if "style_masks" not in masks else [0.5, 0.5]
         st = models.style()
     except Exception as e:
         raise _fail(e) from e
@@ -214,6 +226,7 @@ def stylize_handler(
                 init=init,
                 average=float(average) if average else False,
                 progress=on_step,
+                **masks,
                 preview_every=max(1, int(preview_every)),
             )
         except Cancelled as c:

@@ -60,6 +60,8 @@ Args:
     style_loss: "gram" (default, Gatys), "wasserstein" (each layer's features matched as a Gaussian: mean and covariance) or "sliced" (their whole distribution, compared along random directions; not with tile).
     init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
+    mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
+    mask_b: style_b's region, as mask_a; or null.
 
 Returns:
     result: the stylised image (PNG).

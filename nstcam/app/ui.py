@@ -11,7 +11,7 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload
 from nstcam.app.found import class_choices, kind_of
 from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
@@ -187,6 +187,18 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 run = gr.Button("Stylise", variant="primary", elem_id="st-run")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
             blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
+            with gr.Accordion("Regions: a mask per style (optional)", open=False):
+                gr.Markdown(
+                    "Paint where each style goes, or upload a black and white mask (white = styled). "
+                    "With style B, each style keeps its own region (blend is not used) and a style "
+                    "without a mask takes the rest; where no mask reaches, the content is kept."
+                )
+                with gr.Row():
+                    mask_a, mask_b = (
+                        SafeEditor(label=f"Mask {k}", sources=["upload", "clipboard"], height=260,
+                                   elem_id=f"st-mask-{k.lower()}", brush=gr.Brush(colors=["#ffffff"]))
+                        for k in "AB"
+                    )  # fmt: skip
             size, steps = _size_steps(config)
             with gr.Accordion("Advanced", open=False):
                 style_strength = gr.Number(50.0, label="Style strength", minimum=0)
@@ -254,6 +266,8 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         style_loss: str = "gram",
         init: str = "content",
         average: float = 0.0,
+        mask_a: dict | None = None,
+        mask_b: dict | None = None,
         request: gr.Request = None,
     ):
         stop = runs.start("stylize", request)
@@ -262,7 +276,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
             for item in stylize_handler(
                 models, content, style, style_b, blend, size, steps, style_weight, content_weight,
                 tv_weight, preserve_color, seed, optimizer, tile, stop=stop, style_loss=style_loss, init=init,
-                average=average,
+                average=average, mask_a=mask_a, mask_b=mask_b,
             ):  # fmt: skip
                 image, status, png = item  # the result's PNG, when there is one, is shown as is
                 yield png or _as_files(models.outbox, image, saved), status, png
@@ -274,7 +288,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     listen(
         run,
         stylize,
-        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average],
+        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b],
         [result, status, download],
         status,
         api_name="stylize",
