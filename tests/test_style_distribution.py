@@ -264,7 +264,7 @@ def test_sliced_style_loss_is_the_reference_distance_relative_and_weighs_masks_a
     torch.testing.assert_close(loss(out, mix), loss(out, whole), rtol=1e-4, atol=1e-6)
 
 
-def test_stylize_with_the_sliced_loss_is_reproducible_and_refuses_tiles(st):
+def test_stylize_with_the_sliced_loss_is_reproducible_and_tiles(st):
     c, s = _img(9), _img(10, 48, 48)
     kw = dict(size=64, steps=4, seed=0, style_loss="sliced", optimizer="adam")
     a, b = st.stylize(c, s, **kw), st.stylize(c, s, **kw)
@@ -276,8 +276,31 @@ def test_stylize_with_the_sliced_loss_is_reproducible_and_refuses_tiles(st):
     # L-BFGS: directions fixed per block of 20 evaluations (its line search needs one objective)
     lbfgs = st.stylize(c, s, size=64, steps=25, seed=0, style_loss="sliced")
     assert len(lbfgs.info["nstcam"]["history"]) == 25
-    with pytest.raises(ValueError, match="style_loss='sliced' does not tile yet"):
-        st.stylize(c, s, size=128, steps=1, style_loss="sliced", tile=64)
+    tiled = st.stylize(c, s, size=128, steps=2, seed=0, style_loss="sliced", tile=64)
+    assert tiled.size == (128, 96) and tiled.info["nstcam"]["params"]["tiles_per_scale"] == [6]
+
+
+def test_tiled_style_positions_have_the_whole_images_distribution(st):
+    from nstcam.image import image_to_tensor
+    from nstcam.style._targets import tiled_positions
+    from nstcam.style.hooks import VGGFeatureHooks
+
+    layers = ["relu1_1", "relu3_1"]
+    s = image_to_tensor(_img(13, 256, 192))
+    with torch.no_grad(), VGGFeatureHooks(st.net, layers) as hooks:
+        whole = st._rt.features(hooks, s)
+        parts = tiled_positions(st._rt, hooks, s, layers, 128, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    for n in layers:
+        c = whole[n].shape[1]
+        want = min(16384, whole[n][0, 0].numel())  # the cap, or all positions where fewer
+        assert parts[n].shape[:3] == (1, c, 1) and abs(parts[n].shape[-1] - want) <= 0.1 * want
+        d = random_directions(c, 16, gen)
+        q = torch.linspace(0.05, 0.95, 19)
+        a = torch.quantile(d.T @ whole[n][0].flatten(1), q, dim=1)
+        b = torch.quantile(d.T @ parts[n][0, :, 0], q, dim=1)
+        spread = (a[-1] - a[0]).abs().mean()
+        assert (a - b).abs().mean() < 0.1 * spread, (n, float((a - b).abs().mean() / spread))
 
 
 def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypatch):
@@ -302,14 +325,18 @@ def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypat
     assert seen == []
 
 
-def test_the_memory_check_counts_the_sliced_loss_and_never_tiles_it():
-    from nstcam.style._memory import _sliced_bytes
-    from nstcam.style._plan import make_plan
+def test_the_memory_check_counts_the_sliced_loss_and_its_tiles():
+    from nstcam.style._memory import sliced_bytes
+    from nstcam.style._plan import DEFAULT_STYLE_LAYERS
 
-    gram_plan = make_plan(**{**_defaults(), "size": 512})
-    sliced = make_plan(**{**_defaults(), "size": 512, "style_loss": "sliced"})
-    assert _sliced_bytes(gram_plan, 512, 384) == 0
-    small, big = _sliced_bytes(sliced, 256, 192), _sliced_bytes(sliced, 512, 384)
+    small, big = sliced_bytes(256, 192, DEFAULT_STYLE_LAYERS), sliced_bytes(512, 384, DEFAULT_STYLE_LAYERS)
     assert (
         0 < small < big < 3 * 2 * 16384 * (64 + 128 + 256 + 512 + 512) * 4
     )  # capped positions, + projections
+    huge = sliced_bytes(4096, 3072, DEFAULT_STYLE_LAYERS)
+    assert sliced_bytes(4096, 3072, DEFAULT_STYLE_LAYERS, tile=256) < 0.5 * huge  # a window's projections
+    from nstcam.style import StyleTransfer
+
+    st = StyleTransfer("random", device="cpu")
+    gram, sliced = st.estimate_memory(512, 384), st.estimate_memory(512, 384, style_loss="sliced")
+    assert sliced - gram == big

@@ -57,7 +57,7 @@ Args:
     seed: random seed, >= 0; the same inputs and seed give the same image.
     optimizer: "lbfgs" (default, fewer steps) or "adam".
     tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
-    style_loss: "gram" (default, Gatys), "wasserstein" (each layer's features matched as a Gaussian: mean and covariance) or "sliced" (their whole distribution, compared along random directions; not with tile).
+    style_loss: "gram" (default, Gatys), "wasserstein" (each layer's features matched as a Gaussian: mean and covariance) or "sliced" (their whole distribution, compared along random directions).
     init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.

@@ -19,6 +19,7 @@ Calibration (``tests/test_tiles.py`` checks it; ``bench_style.py --calibrate`` a
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from PIL import Image
 from torch import nn
@@ -30,7 +31,7 @@ from nstcam.style._runtime import Runtime
 from nstcam.style._types import InsufficientMemoryError
 from nstcam.style.vgg import deepest_layer, layer_channels, layer_index, layer_stride
 
-__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
+__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled", "sliced_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +90,21 @@ def estimate_run(
     height: int,
     *,
     tile: int | None = None,
+    style_loss: str = "gram",
     **kw: object,
 ) -> int:
     """:func:`estimate_memory` (or, with ``tile`` below the long side, :func:`estimate_tiled`) on
-    the engine's network and device."""
+    the engine's network and device; with ``style_loss="sliced"`` plus :func:`sliced_bytes` of the
+    default style layers."""
     kw = {"amp": rt.amp, "device": rt.device.type, **kw}
+    extra = 0
+    if style_loss == "sliced":
+        from nstcam.style._plan import DEFAULT_STYLE_LAYERS
+
+        extra = sliced_bytes(width, height, DEFAULT_STYLE_LAYERS, 1.0, tile)
     if tile is not None and max(width, height) > tile:
-        return estimate_tiled(rt.net, width, height, tile, **kw)
-    return estimate_memory(rt.net, width, height, **kw)  # type: ignore[arg-type]
+        return estimate_tiled(rt.net, width, height, tile, **kw) + extra
+    return estimate_memory(rt.net, width, height, **kw) + extra  # type: ignore[arg-type]
 
 
 def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) -> None:
@@ -113,7 +121,12 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
 
     def need(long_side: int, tile: int | None) -> int:
         size = long_side_size(content.size, long_side)
-        return estimate_run(rt, *size, tile=tile, **kw) + _sliced_bytes(plan, *size)
+        extra = (
+            sliced_bytes(*size, plan.style_layers, plan.style_scale, tile)
+            if plan.style_loss == "sliced"
+            else 0
+        )
+        return estimate_run(rt, *size, tile=tile, **kw) + extra
 
     budget = int(free * 0.9)
     if need(plan.size, plan.tile) <= budget:
@@ -125,12 +138,7 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     masked = plan.extra.get("style_masks") or (
         plan.extra.get("style_mask") and plan.extra["mask_mode"] == "optimize"
     )
-    if (
-        plan.tile is None
-        and plan.extra["on_memory"] == "reduce"
-        and plan.style_loss != "sliced"
-        and not masked
-    ):
+    if plan.tile is None and plan.extra["on_memory"] == "reduce" and not masked:
         tile = _largest_tile(plan, need, budget)
         if tile is not None:
             logger.warning("%s: optimising in tiles of %d px", msg, tile)
@@ -149,20 +157,21 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     plan.size = plan.scales[-1]
 
 
-def _sliced_bytes(plan: Plan, width: int, height: int) -> int:
+def sliced_bytes(
+    width: int, height: int, style_layers: Iterable[str], style_scale: float = 1.0, tile: int | None = None
+) -> int:
     """What the sliced loss keeps and sorts beyond the model: each style layer's kept positions (at
     most :data:`~nstcam.style._distribution.MAX_SAMPLES`) and, per step, their projections and the
-    output's, sorted (x 3, float32); 0 for the other losses."""
-    if plan.style_loss != "sliced":
-        return 0
+    output's (of one window when tiled), sorted (x 3, float32)."""
     from nstcam.style._distribution import MAX_SAMPLES
 
     total = 0
-    style_pixels = width * height * plan.style_scale**2
-    for name in plan.style_layers:
+    style_pixels = width * height * style_scale**2
+    out_pixels = width * height if tile is None else min(width, tile) * min(height, tile)
+    for name in style_layers:
         c, stride = layer_channels(name), layer_stride(name)
         kept = min(MAX_SAMPLES, int(style_pixels / stride**2)) * c
-        projected = (width * height // stride**2 + kept // c) * max(8, c // 4)
+        projected = (out_pixels // stride**2 + kept // c) * max(8, c // 4)
         total += (kept + projected) * 4
     return 3 * total
 

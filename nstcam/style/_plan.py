@@ -233,11 +233,6 @@ def make_plan(
         plan.extra["progress_every"] = whole("progress_every", progress_every, minimum=1)
     plan.extra["mask_mode"] = mask_mode
     plan.style_loss = style_loss
-    if style_loss == "sliced" and plan.tile is not None:
-        raise ValueError(
-            "style_loss='sliced' does not tile yet (it reads the style's features, not its Grams): "
-            "use style_loss='wasserstein' or 'gram' with tile"
-        )
     if average is not False and average is not None:
         plan.average = finite("average", average)
         if not 0 < plan.average < 1:

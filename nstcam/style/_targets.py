@@ -13,7 +13,7 @@ from PIL import Image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
 from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
-from nstcam.style._distribution import augmented, sliced_target, w2_target
+from nstcam.style._distribution import MAX_SAMPLES, augmented, sliced_target, w2_target
 from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._regions import Region, region_masks, region_plan, region_weights
@@ -30,6 +30,7 @@ __all__ = [
     "scale_inputs",
     "style_targets",
     "tiled_grams",
+    "tiled_positions",
 ]
 
 
@@ -118,7 +119,10 @@ def style_targets(
                 s = match_color(s, content_t)
             w2 = plan.style_loss == "wasserstein"  # Grams of augmented features: moments and means
             if plan.style_loss == "sliced":
-                feats = rt.features(hooks, s)
+                if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
+                    feats = tiled_positions(rt, hooks, s, list(plan.style_layers), plan.tile, plan.seed)
+                else:
+                    feats = rt.features(hooks, s)
                 for n in plan.style_layers:
                     parts[n].append((feats[n], w))
                 rt.style_targets.add()
@@ -221,21 +225,15 @@ def scale_inputs(
     return ScaleInputs(full, seen, targets)
 
 
-def tiled_grams(
-    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int, augment: bool = False
-) -> dict[str, torch.Tensor]:
-    """Gram matrices of ``s`` (1, 3, H, W) read window by window: equal windows of ``tile`` px (so
-    the memory follows the tile), neighbours overlapping by twice a margin of context
-    (``min(64, tile // 4)`` px), each feature position counted by the one window whose core holds
-    its centre (cores split the overlaps in the middle); equal to :func:`gram` of the whole image
-    up to context beyond the margin (``tests/test_tiles.py`` bounds the difference at 5 %).
-    ``augment``: of :func:`~nstcam.style._distribution.augmented` features (W2's moments)."""
+def _window_cores(rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int):
+    """Yields ``(layer, features)`` of ``s`` (1, 3, H, W) read window by window: equal windows of
+    ``tile`` px (so the memory follows the tile), neighbours overlapping by twice a margin of context
+    (``min(64, tile // 4)`` px), each feature position given by the one window whose core holds its
+    centre (cores split the overlaps in the middle)."""
     h, w = s.shape[-2:]
     margin = min(64, tile // 4)
     win = tile
     ys, xs = starts(h, win, 2 * margin), starts(w, win, 2 * margin)
-    sums: dict[str, torch.Tensor] = {}
-    counts = dict.fromkeys(layers, 0)
     for iy, y0 in enumerate(ys):
         for ix, x0 in enumerate(xs):
             wy, wx = slice(y0, min(h, y0 + win)), slice(x0, min(w, x0 + win))
@@ -245,13 +243,43 @@ def tiled_grams(
                 keep_y = _core(ys, iy, win, h, y0, st, f.shape[-2], f.device)
                 keep_x = _core(xs, ix, win, w, x0, st, f.shape[-1], f.device)
                 part = f[..., keep_y, :][..., keep_x]
-                if part.numel() == 0:
-                    continue
-                g = gram(augmented(part) if augment else part) * (part.shape[-2] * part.shape[-1])
-                sums[name] = sums[name] + g if name in sums else g
-                counts[name] += part.shape[-2] * part.shape[-1]
+                if part.numel():
+                    yield name, part
             del feats  # before the next window's forward pass: one set of features alive at a time
+
+
+def tiled_grams(
+    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int, augment: bool = False
+) -> dict[str, torch.Tensor]:
+    """Gram matrices of ``s`` (1, 3, H, W) read window by window (:func:`_window_cores`); equal to
+    :func:`gram` of the whole image up to context beyond the margin (``tests/test_tiles.py`` bounds
+    the difference at 5 %). ``augment``: of :func:`~nstcam.style._distribution.augmented` features
+    (W2's moments)."""
+    sums: dict[str, torch.Tensor] = {}
+    counts = dict.fromkeys(layers, 0)
+    for name, part in _window_cores(rt, hooks, s, layers, tile):
+        g = gram(augmented(part) if augment else part) * (part.shape[-2] * part.shape[-1])
+        sums[name] = sums[name] + g if name in sums else g
+        counts[name] += part.shape[-2] * part.shape[-1]
     return {name: sums[name] / max(1, counts[name]) for name in layers}
+
+
+def tiled_positions(
+    rt: Runtime, hooks: VGGFeatureHooks, s: torch.Tensor, layers: list[str], tile: int, seed: int
+) -> dict[str, torch.Tensor]:
+    """The sliced loss' style positions of ``s`` read window by window (:func:`_window_cores`):
+    each window keeps a share of its positions (drawn from ``seed``) so that about
+    :data:`~nstcam.style._distribution.MAX_SAMPLES` are kept in all, as ``(1, C, 1, M)``."""
+    h, w = s.shape[-2:]
+    gen = torch.Generator().manual_seed(seed)
+    kept: dict[str, list[torch.Tensor]] = {n: [] for n in layers}
+    for name, part in _window_cores(rt, hooks, s, layers, tile):
+        st = layer_stride(name)
+        share = min(1.0, MAX_SAMPLES / max(1, (h // st) * (w // st)))
+        x = part[0].flatten(1)
+        take = torch.randperm(x.shape[1], generator=gen)[: max(1, round(x.shape[1] * share))]
+        kept[name].append(x[:, take.to(x.device)].float())
+    return {n: torch.cat(kept[n], dim=1)[None, :, None] for n in layers}
 
 
 def _core(

@@ -193,7 +193,7 @@ class StyleTransfer:
             tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
             style_loss: ``"gram"`` (Gatys), ``"wasserstein"`` (the squared W2 distance of Gaussians
                 fitted to each layer's features) or ``"sliced"`` (of their distributions along random
-                directions, fresh each step from ``seed``; not with ``tile``). ``style/_distribution.py``.
+                directions, fresh each step from ``seed``). ``style/_distribution.py``.
             average: the result is the bias-corrected moving average of the iterates with this decay
                 (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
             style_masks: a style per region: one mask per style (as ``style_mask`` takes them; one may
@@ -285,12 +285,13 @@ class StyleTransfer:
 
     def estimate_memory(self, width: int, height: int, *, optimizer: str = "lbfgs", history_size: int = 50,
                         deepest: str = "relu5_1", steps: int | None = None, batch: int = 1,
-                        tile: int | None = None) -> int:  # fmt: skip
+                        tile: int | None = None, style_loss: str = "gram") -> int:  # fmt: skip
         """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``) needs beyond the loaded
-        engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``)."""
+        engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``);
+        ``style_loss="sliced"`` adds its kept and sorted projections."""
         return estimate_run(
             self._rt, width, height, optimizer=optimizer, history_size=history_size, deepest=deepest,
-            steps=steps, batch=batch, tile=tile,
+            steps=steps, batch=batch, tile=tile, style_loss=style_loss,
         )  # fmt: skip
 
     def __repr__(self) -> str:
