@@ -168,3 +168,42 @@ def test_the_app_compiles_its_common_sizes_at_start_where_steps_compile(monkeypa
     thread = models.warm()
     thread.join(120)
     assert not thread.is_alive() and models.style().compile_stats["shapes"] == 4
+
+
+def test_the_distribution_losses_compile_and_equal_eager(recorded):
+    """CPU inductor (about 20 s each on 2 cores): the W2 and sliced losses through the compiled
+    step give eager's losses at every step (sliced: the same directions, drawn once per step)."""
+    threads, _ = recorded
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    eager = StyleTransfer("random", device="cpu")
+    engine = StyleTransfer(model=eager.model, device="cpu", compile=True)
+    for loss in ("sliced", "wasserstein"):
+        kw = {**KW, "steps": 4, "style_loss": loss}
+        got, want = (
+            engine.stylize(content, style, size=32, **kw),
+            eager.stylize(content, style, size=32, **kw),
+        )
+        for g, w in zip(got.info["nstcam"]["history"], want.info["nstcam"]["history"], strict=True):
+            assert g["style"] == pytest.approx(w["style"], rel=1e-3), (loss, g, w)
+        d = np.abs(np.asarray(got, np.int16) - np.asarray(want, np.int16))
+        assert d.mean() < 1.0, (loss, d.mean())  # W2: eigh's float noise, which Adam's step amplifies
+    assert engine.compile_stats == {"shapes": 2, "eager_shapes": 0, "failures": 0}
+    assert len(threads) >= 8  # probe + 4 steps per loss ran compiled
+
+
+def test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions(recorded, monkeypatch):
+    threads, fail = recorded
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)  # no inductor: the contract only
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    for optimizer in ("adam", "lbfgs"):
+        kw = {**KW, "steps": 25, "style_loss": "sliced", "optimizer": optimizer}
+        want = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **kw)
+        engine = StyleTransfer("random", device="cpu", compile=True)
+        n = len(
+            threads
+        )  # calls so far (probe: n + 1); the second step's forward and the fourth's backward fail
+        fail[:] = [n + 3, -(n + 5 + 100)]
+        got = engine.stylize(content, style, size=32, **kw)
+        assert engine.compile_stats["failures"] == 2
+        h, w = got.info["nstcam"]["history"], want.info["nstcam"]["history"]
+        assert [r["style"] for r in h] == pytest.approx([r["style"] for r in w], rel=1e-5)

@@ -45,7 +45,8 @@ def with_anchors(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``loss_fn`` ((4, N) losses) plus a fifth row, each image's weighted anchor terms, added to
     the total; ``loss_fn`` itself when no image has an anchor. ``loss_fn.recover`` (the compiled
-    step's fallback after a failed backward pass) is kept, with the anchors added."""
+    step's fallback after a failed backward pass) is kept, with the anchors added, and so is
+    ``loss_fn.new_block``."""
     if not any(anchors):
         return loss_fn
     size = tuple(seen.shape[-2:])
@@ -71,4 +72,6 @@ def with_anchors(
     inner = getattr(loss_fn, "recover", None)
     if inner is not None:  # the compiled step's fallback after a failed backward, anchors added
         loss.recover = lambda x, e: add(inner(x, e), x)
+    if hasattr(loss_fn, "new_block"):  # L-BFGS with the sliced loss: new directions between blocks
+        loss.new_block = loss_fn.new_block
     return loss

@@ -22,13 +22,13 @@ from torch import nn
 
 from nstcam.hooks import twin
 from nstcam.image import normalize
-from nstcam.style._optimize import unmasked_terms, weighted
+from nstcam.style._optimize import step_directions, unmasked_terms, weighted
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets
 from nstcam.style.vgg import layer_index
 
-__all__ = ["MAX_FAILURES", "compile_stats", "compiled_loss", "recompile_limit", "tap_features"]
+__all__ = ["MAX_FAILURES", "compile_stats", "compiled_loss", "recompile_limit", "sqrt_method", "tap_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,22 +44,34 @@ def tap_features(net: nn.Sequential, x: torch.Tensor, taps: dict[int, str]) -> d
     return out
 
 
-def _build(rt: Runtime, content_layers: tuple[str, ...], style_layers: tuple[tuple[str, float], ...]):
+def _build(
+    rt: Runtime,
+    content_layers: tuple[str, ...],
+    style_layers: tuple[tuple[str, float], ...],
+    kind: str = "gram",
+):
     taps = {layer_index(n): n for n in dict.fromkeys([n for n, _ in style_layers] + list(content_layers))}
     styles = dict(style_layers)
     contents = list(content_layers)
     net = twin(rt.net)  # same weights, its own (always empty) hook tables: stable guards
+    sqrt = sqrt_method(rt.device)
 
-    def step(x: torch.Tensor, content: dict, style: dict) -> torch.Tensor:
+    def step(x: torch.Tensor, content: dict, style: dict, directions: dict | None = None) -> torch.Tensor:
         xn = normalize(x)
         if rt.channels_last:
             xn = xn.contiguous(memory_format=torch.channels_last)
         with torch.autocast(rt.device.type, dtype=torch.bfloat16, enabled=rt.amp):
             feats = tap_features(net, xn, taps)
-        return torch.stack(unmasked_terms(feats, x, content, style, contents, styles))
+        return torch.stack(unmasked_terms(feats, x, content, style, contents, styles, kind, directions, sqrt))
 
     mode = "reduce-overhead" if rt.device.type == "cuda" else "default"
     return torch.compile(step, mode=mode, dynamic=False)
+
+
+def sqrt_method(device: torch.device) -> str:
+    """The W2 loss' square root in the compiled step: Newton-Schulz on CUDA (matrix products only;
+    eigh checks its result on the host, which a CUDA graph cannot capture), eigh elsewhere."""
+    return "newton-schulz" if device.type == "cuda" else "eigh"
 
 
 MAX_FAILURES = 3
@@ -90,20 +102,24 @@ def _admit(fn: Callable, shape: tuple[int, ...]) -> bool:
 
 
 def compiled_loss(
-    rt: Runtime, targets: Targets, plan: Plan, eager: Callable[[torch.Tensor], torch.Tensor]
+    rt: Runtime,
+    targets: Targets,
+    plan: Plan,
+    eager_step: Callable[[torch.Tensor, dict | None], torch.Tensor],
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's (4, N) weighted losses through the engine's compiled function for these layers.
 
     The first step at each image shape is a probe: one forward and backward pass of the compiled
     function on a copy of the image. Every call is guarded: a failure (a compiler error at the
     probe, running out of memory while recording a graph, anything later) is logged and counted,
-    and that step runs eagerly (``eager``) with the same result; after :data:`MAX_FAILURES`
+    and that step runs eagerly (``eager_step(x, directions)``: the same sliced directions) with the
+    same result; after :data:`MAX_FAILURES`
     failures at a shape, that shape runs eagerly for good. A new shape beyond torch.compile's
     recompile limit runs eagerly too, said once, rather than silently uncompiled inside torch.
     The backward pass runs later, in the optimiser: a failure there is handed to ``loss.recover``,
     which counts it likewise and gives the step's losses eagerly, and the step runs again eagerly.
     """
-    key = (tuple(plan.content_layers), tuple(plan.style_layers.items()))
+    key = (tuple(plan.content_layers), tuple(plan.style_layers.items()), plan.style_loss)
     with rt.lock:
         fn = rt.compiled.get(key)
         if fn is None:
@@ -114,7 +130,7 @@ def compiled_loss(
                 rt.compile_failures.add()
                 fn = rt.compiled[key] = False
     if fn is False:
-        return eager
+        return lambda x: eager_step(x, step_directions(targets, plan, x.device))
 
     def failed(shape_key: tuple, e: BaseException) -> None:
         rt.compile_failures.add()
@@ -128,7 +144,14 @@ def compiled_loss(
             f" at {shape_key[1]} from now on" if final else " for this step",
         )  # fmt: skip
 
+    last: dict = {}  # this step's sliced directions, for recover
+
     def loss(x: torch.Tensor) -> torch.Tensor:
+        directions = last["directions"] = step_directions(targets, plan, x.device)  # once per step
+
+        def eager(x: torch.Tensor) -> torch.Tensor:
+            return eager_step(x, directions)
+
         shape_key = (key, tuple(x.shape))
         state = rt.compiled_shapes.get(shape_key)  # None: not compiled yet (or its probe failed)
         if state is False:
@@ -146,14 +169,15 @@ def compiled_loss(
                 return eager(x)
             try:
                 probe = x.detach().clone().requires_grad_(True)
-                fn(probe, targets.content, targets.style).sum().backward()
+                dirs = None if directions is None else {n: d.clone() for n, d in directions.items()}
+                fn(probe, targets.content, targets.style, dirs).sum().backward()
             except Exception as e:  # noqa: BLE001 - any compiler failure: this step runs eagerly
                 failed(shape_key, e)
                 return eager(x)
             with rt.lock:
                 rt.compiled_shapes[shape_key] = True
         try:
-            terms = fn(x, targets.content, targets.style).clone()  # CUDA graph outputs are reused
+            terms = fn(x, targets.content, targets.style, directions).clone()  # CUDA graph outputs are reused
         except Exception as e:  # noqa: BLE001 - after the probe too: eager for this step, counted
             failed(shape_key, e)
             return eager(x)
@@ -163,9 +187,10 @@ def compiled_loss(
         """After the compiled step's backward pass failed: counted as a failure at this shape (three
         make it eager for good), and this step's losses computed eagerly."""
         failed((key, tuple(x.shape)), e)
-        return eager(x)
+        return eager_step(x, last.get("directions"))
 
     loss.recover = recover
+    loss.new_block = targets.new_block  # L-BFGS with the sliced loss: new directions between blocks
     return loss
 
 

@@ -188,16 +188,19 @@ def w2_style_loss(
     stats: dict[str, tuple[torch.Tensor, torch.Tensor]],
     targets: dict[str, tuple[torch.Tensor, ...]],
     weights: dict[str, float],
+    method: str = "eigh",
 ) -> torch.Tensor:
     """Weighted mean over layers of each image's squared W2 distance to the style's Gaussian,
-    divided by the style's mean squared feature norm (relative, as the Gram loss is): (N,)."""
+    divided by the style's mean squared feature norm (relative, as the Gram loss is): (N,).
+    ``method``: the square root's (:func:`psd_sqrt`; the compiled CUDA step takes Newton-Schulz,
+    which never waits for the host as eigh's error check does, so CUDA graphs can capture it)."""
     total = sum(weights.values())
     loss = 0.0
     for name, w in weights.items():
         mu_t, cov_t, root, scale, ridge = targets[name]
         mu, cov = stats[name]
         cov = cov + ridge[:, None, None] * torch.eye(cov.shape[-1], device=cov.device, dtype=cov.dtype)
-        d = gaussian_w2(mu, cov, mu_t, cov_t, root)
+        d = gaussian_w2(mu, cov, mu_t, cov_t, root, method=method)
         loss = loss + w * d / scale.clamp_min(1e-8)
     return loss / total
 

@@ -91,11 +91,12 @@ def style_term(
     kind: str = "gram",
     mask_for: Callable[[torch.Tensor], torch.Tensor] | None = None,
     directions: Mapping[str, torch.Tensor] | None = None,
+    sqrt: str = "eigh",
 ) -> torch.Tensor:
     """Each image's style loss (N,) of ``kind``: ``"gram"`` (:func:`style_loss`), ``"wasserstein"``
-    (:func:`nstcam.style._distribution.w2_style_loss`) or ``"sliced"`` (on each layer's
-    ``directions``, :func:`~nstcam.style._distribution.sliced_style_loss`); ``mask_for(f)`` weighs
-    positions."""
+    (:func:`nstcam.style._distribution.w2_style_loss`, its square roots by ``sqrt``) or ``"sliced"``
+    (on each layer's ``directions``, :func:`~nstcam.style._distribution.sliced_style_loss`);
+    ``mask_for(f)`` weighs positions."""
 
     def mask(f: torch.Tensor) -> torch.Tensor | None:
         return None if mask_for is None else mask_for(f)
@@ -106,4 +107,5 @@ def style_term(
     if kind == "sliced":
         masks = None if mask_for is None else {n: mask_for(feats[n]) for n in weights}
         return sliced_style_loss(feats, targets, weights, directions, masks)
-    return w2_style_loss({n: feature_stats(feats[n], mask(feats[n])) for n in weights}, targets, weights)
+    stats = {n: feature_stats(feats[n], mask(feats[n])) for n in weights}
+    return w2_style_loss(stats, targets, weights, sqrt)

@@ -19,8 +19,9 @@ from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets
 from nstcam.style._types import BudgetSpent
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.vgg import layer_channels
 
-__all__ = ["compute_losses", "init_image", "loss_terms", "optimize", "weighted"]
+__all__ = ["compute_losses", "init_image", "loss_terms", "optimize", "step_directions", "weighted"]
 
 REDRAW = 20
 """L-BFGS with the sliced loss: evaluations per block of fixed directions (Adam: new each step)."""
@@ -105,23 +106,35 @@ def unmasked_terms(
     style_layers: dict[str, float],
     kind: str = "gram",
     directions: dict[str, torch.Tensor] | None = None,
+    sqrt: str = "eigh",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`loss_terms` without a mask, on plain arguments (what the compiled step traces)."""
     c = sum(content_loss(feats[n], content[n], reduction="none") for n in content_layers) / len(
         content_layers
     )
-    s = style_term(feats, style, style_layers, kind, directions=directions)
+    s = style_term(feats, style, style_layers, kind, directions=directions, sqrt=sqrt)
     return c, s, total_variation(x, reduction="none")
 
 
+def step_directions(targets: Targets, plan: Plan, device: torch.device) -> dict[str, torch.Tensor] | None:
+    """The sliced loss' directions of this evaluation (None for the other losses): fresh at each
+    Adam step, one set per block of L-BFGS evaluations, drawn from the run's seed."""
+    if plan.style_loss != "sliced":
+        return None
+    draw = targets.next_draw() if plan.optimizer == "adam" else -targets.block
+    return {n: directions_for(layer_channels(n), plan.seed, draw, device) for n in plan.style_layers}
+
+
 def loss_terms(
-    feats: dict[str, torch.Tensor], x: torch.Tensor, targets: Targets, plan: Plan
+    feats: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    targets: Targets,
+    plan: Plan,
+    directions: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Unweighted content, style and total-variation losses of each image (three (N,) tensors)."""
-    dirs = None
-    if plan.style_loss == "sliced":  # fresh directions at each evaluation, from the run's seed
-        draw = targets.next_draw() if plan.optimizer == "adam" else -targets.block  # L-BFGS: per block
-        dirs = {n: directions_for(feats[n].shape[1], plan.seed, draw, x.device) for n in plan.style_layers}
+    """Unweighted content, style and total-variation losses of each image (three (N,) tensors);
+    the sliced loss on ``directions``, else on this evaluation's (:func:`step_directions`)."""
+    dirs = step_directions(targets, plan, x.device) if directions is None else directions
     if targets.mask is None:
         return unmasked_terms(
             feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss,
@@ -159,10 +172,15 @@ def weighted(terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor], plan: Plan)
 
 
 def compute_losses(
-    rt: Runtime, hooks: VGGFeatureHooks, x: torch.Tensor, targets: Targets, plan: Plan
+    rt: Runtime,
+    hooks: VGGFeatureHooks,
+    x: torch.Tensor,
+    targets: Targets,
+    plan: Plan,
+    directions: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """The eager step: features through the hooks, then :func:`weighted` losses, (4, N)."""
-    return weighted(loss_terms(rt.features(hooks, x), x, targets, plan), plan)
+    return weighted(loss_terms(rt.features(hooks, x), x, targets, plan, directions), plan)
 
 
 def _make_optimizer(x: torch.Tensor, plan: Plan, n_steps: int) -> torch.optim.Optimizer:

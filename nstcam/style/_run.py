@@ -156,11 +156,11 @@ def _loss_fn(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's losses: compiled where the engine compiles (no mask), else eager through hooks."""
 
-    def eager(x: torch.Tensor) -> torch.Tensor:
-        return compute_losses(rt, hooks, x, targets, plan)
+    def eager(x: torch.Tensor, directions: dict | None = None) -> torch.Tensor:
+        return compute_losses(rt, hooks, x, targets, plan, directions)
 
     eager.new_block = targets.new_block  # L-BFGS with the sliced loss: new directions between blocks
 
-    if rt.compile and targets.mask is None and plan.style_loss == "gram":  # W2: eager until measured on a GPU
+    if rt.compile and targets.mask is None:
         return compiled_loss(rt, targets, plan, eager)
     return eager
