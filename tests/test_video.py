@@ -256,6 +256,21 @@ def test_temporal_consistency_at_least_halves_the_true_warping_error(st, tmp_pat
     assert errs[200.0] <= 0.5 * errs[0.0], errs
 
 
+@pytest.mark.parametrize("loss", ["wasserstein", "sliced"])
+def test_the_distribution_losses_keep_a_clip_steady_too(st, tmp_path, loss):
+    frames = panning(4, 2)
+    clip = write_frames(tmp_path / "in", frames)
+    errs = {}
+    for tw in (0.0, 200.0):
+        out = tmp_path / f"out{int(tw)}"
+        r = st.stylize_video(clip, STYLE, out, size=W, temporal_weight=tw, style_loss=loss, **FAST)
+        assert r.params["style_loss"] == loss and r.frames == 4
+        errs[tw] = warping_error(
+            [np.asarray(Image.open(p)) for p in sorted(r.path.iterdir())], flows=true_flows(4, 2)
+        )
+    assert errs[200.0] <= 0.5 * errs[0.0], errs
+
+
 def test_multipass_refines_every_frame_against_both_neighbours(tmp_path):
     eng = FakeEngine()
     clip = write_frames(tmp_path / "in", panning(4, 2))
