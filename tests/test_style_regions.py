@@ -73,9 +73,16 @@ def test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run(st, ima
     kw = dict(size=96, steps=20, seed=0)
     two = st.stylize(content, [brick, hubble], style_masks=[left, np.zeros_like(left)], **kw)
     one = st.stylize(content, brick, style_mask=left, **kw)
-    # the empty region's loss is a constant: the same gradients as style_mask with style a alone
-    d = np.abs(np.asarray(two, np.int16) - np.asarray(one, np.int16))
-    assert d.max() <= 1, d.max()
+    # the empty region's loss is a constant: the same losses and gradients as style_mask with style a
+    # alone, up to float noise (a region's loss reads only the positions it reaches: another sum order)
+    h2, h1 = two.info["nstcam"]["history"], one.info["nstcam"]["history"]
+    assert h2[0]["style"] - h1[0]["style"] == pytest.approx(50.0, rel=1e-4)  # the empty region: loss 1
+    assert [r["content"] for r in h2[:5]] == pytest.approx([r["content"] for r in h1[:5]], rel=1e-3)
+    adam = dict(size=96, steps=6, seed=0, optimizer="adam")  # L-BFGS's line search amplifies float noise
+    a2 = st.stylize(content, [brick, hubble], style_masks=[left, np.zeros_like(left)], **adam)
+    a1 = st.stylize(content, brick, style_mask=left, **adam)
+    d = np.abs(np.asarray(a2, np.int16) - np.asarray(a1, np.int16))
+    assert d.max() <= 2, (d.mean(), d.max())
     c = np.asarray(content, np.float32)
     o = np.asarray(two, np.float32)
     assert np.abs(o[:, 64:] - c[:, 64:]).mean() < 3  # no style away from the edge

@@ -92,20 +92,23 @@ def style_term(
     mask_for: Callable[[torch.Tensor], torch.Tensor] | None = None,
     directions: Mapping[str, torch.Tensor] | None = None,
     sqrt: str = "eigh",
+    masks: Mapping[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Each image's style loss (N,) of ``kind``: ``"gram"`` (:func:`style_loss`), ``"wasserstein"``
     (:func:`nstcam.style._distribution.w2_style_loss`, its square roots by ``sqrt``) or ``"sliced"``
     (on each layer's ``directions``, :func:`~nstcam.style._distribution.sliced_style_loss`);
-    ``mask_for(f)`` weighs positions."""
+    ``mask_for(f)``, or each layer's ``masks[name]``, weighs positions."""
 
-    def mask(f: torch.Tensor) -> torch.Tensor | None:
-        return None if mask_for is None else mask_for(f)
+    def mask(n: str) -> torch.Tensor | None:
+        if masks is not None:
+            return masks[n]
+        return None if mask_for is None else mask_for(feats[n])
 
     if kind == "gram":
-        grams = {n: gram(feats[n], mask(feats[n])) for n in weights}
+        grams = {n: gram(feats[n], mask(n)) for n in weights}
         return style_loss(grams, targets, weights, reduction="none")
     if kind == "sliced":
-        masks = None if mask_for is None else {n: mask_for(feats[n]) for n in weights}
-        return sliced_style_loss(feats, targets, weights, directions, masks)
-    stats = {n: feature_stats(feats[n], mask(feats[n])) for n in weights}
+        by_layer = None if mask_for is None and masks is None else {n: mask(n) for n in weights}
+        return sliced_style_loss(feats, targets, weights, directions, by_layer)
+    stats = {n: feature_stats(feats[n], mask(n)) for n in weights}
     return w2_style_loss(stats, targets, weights, sqrt)

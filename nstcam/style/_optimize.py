@@ -140,25 +140,29 @@ def loss_terms(
             feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss,
             dirs,
         )  # fmt: skip
-    # style where the mask is 1; content kept KEEP times harder where it is 0
-    c = sum(
-        content_loss(
-            feats[n],
-            targets.content[n],
-            mask=1 + (_KEEP - 1) * (1 - targets.mask_for(feats[n])),
-            reduction="none",
+    # style where the mask is 1; content kept KEEP times harder where it is 0 (if it is anywhere)
+    if targets.covered:
+        c = sum(content_loss(feats[n], targets.content[n], reduction="none") for n in plan.content_layers)
+    else:
+        c = sum(
+            content_loss(
+                feats[n],
+                targets.content[n],
+                mask=1 + (_KEEP - 1) * (1 - targets.mask_for(feats[n])),
+                reduction="none",
+            )
+            for n in plan.content_layers
         )
-        for n in plan.content_layers
-    )
-    c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
-        x, targets.pixels, mask=1 - targets.mask, reduction="none"
-    )
+        c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
+            x, targets.pixels, mask=1 - targets.mask, reduction="none"
+        )
     c = c / len(plan.content_layers)
     if targets.regions:  # a style per region: each reads its own region's features
-        s = sum(
-            r.weight * style_term(feats, r.style, plan.style_layers, plan.style_loss, r.mask_for, dirs)
-            for r in targets.regions
-        )
+        s = 0
+        for r in targets.regions:  # on the positions the region reaches: its share of the cost
+            sel = {n: r.select(feats[n]) for n in plan.style_layers}
+            f, m = {n: v[0] for n, v in sel.items()}, {n: v[1] for n, v in sel.items()}
+            s = s + r.weight * style_term(f, r.style, plan.style_layers, plan.style_loss, None, dirs, masks=m)
     else:
         s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs)
     return c, s, total_variation(x, reduction="none")

@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from nstcam.mask import MaskSource, load_mask, resize_mask
 from nstcam.style._plan import Plan
 
+SELECT_BELOW = 0.75
+"""A region reaching fewer than this share of a layer's positions has its loss read on those alone."""
+
 __all__ = ["Region", "load_regions", "region_masks", "region_plan", "region_weights"]
 
 
@@ -30,6 +33,24 @@ class Region:
     mask: torch.Tensor
     weight: float = 1.0
     resized: dict = dataclasses.field(default_factory=dict)
+
+    def select(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The positions of features ``f`` (N, C, h, w) this region reaches (mask > 0), as
+        ``(N, C, 1, K)``, and their mask weights ``(N, 1, 1, K)``: a region's loss then costs its
+        share of the image, not all of it (all positions where it reaches most of them)."""
+        m = self.mask_for(f)
+        key = ("select", *f.shape[-2:])
+        if key not in self.resized:
+            reach = m[0].flatten() > 0
+            self.resized[key] = (
+                None if reach.float().mean() > SELECT_BELOW else torch.nonzero(reach).flatten()
+            )
+        idx = self.resized[key]
+        if idx is None:
+            return f, m
+        n, c = f.shape[:2]
+        picked = f.reshape(n, c, -1).index_select(2, idx)  # backward: index_add, not index_put
+        return picked[:, :, None], m.reshape(m.shape[0], 1, -1).index_select(2, idx)[:, :, None]
 
     def mask_for(self, f: torch.Tensor) -> torch.Tensor:
         """The mask at the size of features ``f`` (area when shrinking), cached."""

@@ -46,6 +46,7 @@ class Targets:
     draws: int = 0  # evaluations so far (the sliced loss draws its directions from it)
     block: int = 0  # L-BFGS's blocks of evaluations, each with its own directions
     regions: list = field(default_factory=list)  # a style per region (_regions.Region); style unused
+    covered: bool = False  # the mask is 1 everywhere (regions that cover the image): no content kept
 
     def next_draw(self) -> int:
         """The number of this evaluation (1, 2, ...)."""
@@ -221,6 +222,7 @@ def scale_inputs(
             mask=mask,
             pixels=seen if in_loss else None,
             regions=parts,
+            covered=mask is not None and bool((mask == 1).all()),
         )
     return ScaleInputs(full, seen, targets)
 

@@ -340,9 +340,27 @@ def main():
         action="store_true",
         help="print the memory estimate against measured peaks of untiled runs (256-768 px, both optimisers)",
     )
+    p.add_argument(
+        "--losses", action="store_true", help="only the time-to-quality race, one row per style loss"
+    )
+    p.add_argument("--regions", action="store_true", help="only the style-per-region table")
+    p.add_argument("--region-size", type=int, default=128)
+    p.add_argument("--region-steps", type=int, default=60)
+    p.add_argument(
+        "--gallery", type=Path, metavar="DIR", help="only the gallery: content x style x loss, one PNG"
+    )
+    p.add_argument("--gallery-size", type=int, default=256)
+    p.add_argument("--gallery-steps", type=int, default=100)
     a = p.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
+    if a.losses or a.regions or a.gallery:
+        return quality_tables(a, device)
+    if a.weights != "random":
+        import _style_quality
+
+        if _style_quality.engine_or_advice(a.weights, device) is None:
+            return 1
     if a.tile:
         tile_table(a, device)
         return
@@ -423,6 +441,53 @@ def main():
             json.dump({"per_step": rows, "quality": q, "wall": wall}, fh, indent=2, default=str)
 
 
+def quality_tables(a, device) -> int:
+    """``--losses``, ``--regions`` and ``--gallery`` (``_style_quality.py``)."""
+    import _style_quality as q
+
+    st = q.engine_or_advice(a.weights, device)
+    if st is None:
+        return 1
+    hw = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"device: {device} ({hw}), torch {torch.__version__}, weights: {a.weights}")
+    if a.losses:
+        qsize = a.quality_size or (512 if device.type == "cuda" else 256)
+        rows = q.loss_race(st, a.weights, qsize, a.ref_steps, device)
+        print(f"\ntime to quality per loss at {qsize} px: the judge's distance (second VGG16_bn) of the "
+              f"reference (Gram, Adam, {a.ref_steps} steps, {rows[0]['ref_s']:.1f} s), reached by each loss "
+              "(L-BFGS, two scales):\n")  # fmt: skip
+        print(
+            "| style_loss | judge distance | reference | nstcam s | steps | speed-up |\n| --- | --- | --- | --- | --- | --- |"
+        )
+        for r in rows:
+            got = (f"{r['s']:.1f} | {r['steps']} | {r['ref_s'] / r['s']:.1f}x" if r["reached"]
+                   else f"not reached in {r['s']:.1f} s | | ")  # fmt: skip
+            print(f"| {r['loss']} | {r['metric']} | {r['ref']:.4f} | {got} |")
+    if a.regions:
+        r = q.region_rows(st, a.weights, a.region_size, a.region_steps, device)
+        print(f"\na style per region at {a.region_size} px, {a.region_steps} steps (L-BFGS): brick left, "
+              "hubble right; judge distances of each half to each style (lower is closer):\n")  # fmt: skip
+        print("| half | to brick (w2) | to hubble (w2) | to brick (sliced) | to hubble (sliced) | nearer |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for half, own in (("left", "brick"), ("right", "hubble")):
+            b, h = r["dist"][(half, "brick")], r["dist"][(half, "hubble")]
+            near = "brick" if b["w2"] < h["w2"] and b["sliced"] < h["sliced"] else "hubble" if (
+                h["w2"] < b["w2"] and h["sliced"] < b["sliced"]) else "mixed"  # fmt: skip
+            print(
+                f"| {half} ({own}) | {b['w2']:.4f} | {h['w2']:.4f} | {b['sliced']:.4f} | {h['sliced']:.4f} | {near} |"
+            )
+        print(f"\nright mask of zeros: the right half moved {r['zero_right']:.2f} grey levels from the content "
+              f"(styled everywhere: {r['styled_right']:.2f})")  # fmt: skip
+        print("\ncost per step (Adam, eager, marginal): one style against two styles in two regions\n")
+        print("| size | one style s | two regions s | ratio |\n| --- | --- | --- | --- |")
+        for c in q.region_cost(st):
+            print(f"| {c['size']} | {c['one']:.3f} | {c['two']:.3f} | {c['two'] / c['one']:.2f} |")
+    if a.gallery:
+        path = q.gallery(st, a.gallery, a.gallery_size, a.gallery_steps)
+        print(f"\ngallery: {path}" + (" (RANDOM weights: not meaningful)" if st.weights.is_random else ""))
+    return 0
+
+
 def _probe(args):
     probe = Path(__file__).resolve().parent.parent / "_tile_probe.py"
     out = subprocess.run([sys.executable, str(probe), *args], capture_output=True, text=True, check=True)
@@ -495,4 +560,4 @@ def tile_table(a, device):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
