@@ -24,6 +24,7 @@ SHRINK = [
     ("size=512)", "size=32, steps=2)"),
     ('size=512, optimizer="adam"', 'size=32, steps=2, optimizer="adam"'),
     ('size=512, style_loss="wasserstein"', 'size=32, steps=2, style_loss="wasserstein"'),
+    ('size=512, style_loss="sliced"', 'size=32, steps=2, style_loss="sliced"'),
     ("input_size=224", "input_size=64"),
     ("evaluate=True)", "evaluate=True, evaluate_steps=2)"),
 ]

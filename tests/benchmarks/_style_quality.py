@@ -149,14 +149,14 @@ def gallery(st: StyleTransfer, out_dir: Path, size: int, steps: int) -> Path:
     (L-BFGS, ``steps`` at ``size`` px); random weights are written on it."""
     contents = [_load("chelsea.png", 512), _load("astronaut.png", 512)]
     styles = {"hubble": _load("hubble_deep_field.jpg", 512), "brick": _load("brick.png", 512)}
-    cell, pad, top = size, 4, 22
+    cell, pad, top = size, 4, 36
     cols = 2 + len(LOSSES)
     rows = [(c, name, s) for c in contents for name, s in styles.items()]
     grid = Image.new("RGB", (cols * (cell + pad), top + len(rows) * (cell + pad)), "white")
     draw = ImageDraw.Draw(grid)
-    note = " (RANDOM weights: not meaningful)" if st.weights.is_random else ""
     for j, title in enumerate(["content", "style", *LOSSES]):
-        draw.text((j * (cell + pad) + 4, 4), title + (note if j == 2 else ""), fill="black")
+        draw.text((j * (cell + pad) + 4, 4), title, fill="black")
+    draw.text((4, 20), st.weights.notice, fill="red" if st.weights.is_random else "black")
     for i, (c, _, s) in enumerate(rows):
         outs = [
             st.stylize(c, s, size=size, steps=steps, seed=0, style_loss=loss, progress_bar=False)

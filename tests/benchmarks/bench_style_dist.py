@@ -12,7 +12,8 @@ Rows:
 - ``average=0.99`` against the last iterate (Adam): the result's total variation (pixel noise) and
   the judge's distances;
 - ``init="style_stats"``: the start image's channel means against the style's;
-- cost per step at 256 and 512 px (eager, ``--cost-steps`` each, median), each loss against Gram.
+- cost per step at 256 and 512 px (eager, ``--cost-steps`` each, median), each loss against Gram;
+  ``--compiled``: only this table, of the compiled step (``torch.compile``, inductor on a CPU).
 
 Random weights unless ``--weights imagenet``: then the distances mean what they say.
 """
@@ -139,9 +140,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--cost-steps", type=int, default=4)
+    p.add_argument("--compiled", action="store_true", help="only the cost table, of the compiled step")
     a = p.parse_args(argv)
     device = torch.device(a.device)
     st = StyleTransfer(a.weights, device=device)
+    if a.compiled:  # torch.compile on this device too (inductor; CUDA graphs on CUDA)
+        st = StyleTransfer(a.weights, device=device, compile=True)
+        content, style = _load("chelsea.png", 512), _load("hubble_deep_field.jpg", 512)
+        print(f"device: {device}, torch {torch.__version__}; compiled step, cost per step "
+              f"(Adam, marginal over {a.cost_steps} steps; compilation in the warm-up):")  # fmt: skip
+        _cost_table(cost_rows(st, content, style, a.cost_steps))
+        print("compile_stats:", st.compile_stats)
+        return
     content, style = _load("chelsea.png", 512), _load("hubble_deep_field.jpg", 512)
     s = image_to_tensor(style.resize((a.size, round(a.size * style.height / style.width))), device)
     judge = Judge(a.weights, s, device)
@@ -166,9 +176,13 @@ def main(argv: list[str] | None = None) -> None:
     print("\ninit=style_stats: start channel means", [round(v, 3) for v in init["start"]],
           "style's", [round(v, 3) for v in init["style"]])  # fmt: skip
     print(f"\ncost per step (Adam, eager, marginal over {a.cost_steps} steps):")
+    _cost_table(cost_rows(st, content, style, a.cost_steps))
+
+
+def _cost_table(rows: list[dict]) -> None:
     print("| size | gram s | wasserstein s | sliced s | wasserstein / gram | sliced / gram |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for r in cost_rows(st, content, style, a.cost_steps):
+    for r in rows:
         print(f"| {r['size']} | {r['gram']:.3f} | {r['wasserstein']:.3f} | {r['sliced']:.3f} | "
               f"{r['wasserstein'] / r['gram']:.2f} | {r['sliced'] / r['gram']:.2f} |")  # fmt: skip
 
