@@ -286,9 +286,8 @@ class StyleTransfer:
     def estimate_memory(self, width: int, height: int, *, optimizer: str = "lbfgs", history_size: int = 50,
                         deepest: str = "relu5_1", steps: int | None = None, batch: int = 1,
                         tile: int | None = None, style_loss: str = "gram") -> int:  # fmt: skip
-        """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``) needs beyond the loaded
-        engine on its device, calibrated against measured peaks (``nstcam/style/_memory.py``);
-        ``style_loss="sliced"`` adds its kept and sorted projections."""
+        """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``; ``style_loss="sliced"``: with its
+        projections) needs beyond the engine, calibrated on measured peaks (``style/_memory.py``)."""
         return estimate_run(
             self._rt, width, height, optimizer=optimizer, history_size=history_size, deepest=deepest,
             steps=steps, batch=batch, tile=tile, style_loss=style_loss,
