@@ -54,9 +54,11 @@ def load_mask(src: MaskSource, name: str = "style_mask") -> np.ndarray:
 
 
 def resize_mask(mask: np.ndarray | torch.Tensor, size: tuple[int, int], device=None) -> torch.Tensor:
-    """Resizes a mask to ``size`` = (H, W) as a (1, 1, H, W) float tensor (area when shrinking)."""
+    """Resizes a mask to ``size`` = (H, W) as a (1, 1, H, W) float tensor (area when shrinking,
+    else bilinear); a batch of masks ``(N, 1, h, w)`` stays a batch."""
     t = torch.as_tensor(mask, dtype=torch.float32, device=device)
-    t = t.view(1, 1, *t.shape[-2:])
+    if t.ndim != 4:
+        t = t.view(1, 1, *t.shape[-2:])
     if tuple(t.shape[-2:]) == tuple(size):
         return t
     shrink = size[0] <= t.shape[-2] and size[1] <= t.shape[-1]

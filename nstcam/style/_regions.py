@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from nstcam.mask import MaskSource, load_mask, resize_mask
 from nstcam.style._plan import Plan
@@ -32,20 +31,21 @@ class Region:
     style: dict
     mask: torch.Tensor
     weight: float = 1.0
-    resized: dict = dataclasses.field(default_factory=dict)
+    resized: dict = dataclasses.field(default_factory=dict)  # feature size -> the mask at it
+    reached: dict = dataclasses.field(default_factory=dict)  # feature size -> positions reached, or None
 
     def select(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The positions of features ``f`` (N, C, h, w) this region reaches (mask > 0), as
         ``(N, C, 1, K)``, and their mask weights ``(N, 1, 1, K)``: a region's loss then costs its
         share of the image, not all of it (all positions where it reaches most of them)."""
         m = self.mask_for(f)
-        key = ("select", *f.shape[-2:])
-        if key not in self.resized:
+        key = tuple(f.shape[-2:])
+        if key not in self.reached:
             reach = m[0].flatten() > 0
-            self.resized[key] = (
+            self.reached[key] = (
                 None if reach.float().mean() > SELECT_BELOW else torch.nonzero(reach).flatten()
             )
-        idx = self.resized[key]
+        idx = self.reached[key]
         if idx is None:
             return f, m
         n, c = f.shape[:2]
@@ -56,13 +56,7 @@ class Region:
         """The mask at the size of features ``f`` (area when shrinking), cached."""
         key = tuple(f.shape[-2:])
         if key not in self.resized:
-            m = self.mask
-            if key[0] <= m.shape[-2] and key[1] <= m.shape[-1]:
-                self.resized[key] = F.interpolate(m, size=key, mode="area")
-            else:
-                self.resized[key] = F.interpolate(m, size=key, mode="bilinear", align_corners=False).clamp(
-                    0, 1
-                )
+            self.resized[key] = resize_mask(self.mask, key)
         return self.resized[key]
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from nstcam.image import image_to_tensor, resize_long_side
@@ -60,14 +59,7 @@ class Targets:
     def mask_for(self, f: torch.Tensor) -> torch.Tensor:
         key = tuple(f.shape[-2:])
         if key not in self.layer_masks:
-            m = self.mask
-            shrink = key[0] <= m.shape[-2] and key[1] <= m.shape[-1]
-            if shrink:
-                self.layer_masks[key] = F.interpolate(m, size=key, mode="area")
-            else:
-                self.layer_masks[key] = F.interpolate(
-                    m, size=key, mode="bilinear", align_corners=False
-                ).clamp(0, 1)
+            self.layer_masks[key] = resize_mask(self.mask, key)
         return self.layer_masks[key]
 
 
