@@ -133,27 +133,20 @@ def sorted_projections(f: torch.Tensor, directions: torch.Tensor) -> torch.Tenso
     return (directions.T.to(f.dtype) @ f.reshape(n, c, -1)).sort(dim=-1).values
 
 
-def _at_quantiles(sorted_t: torch.Tensor, m: int) -> torch.Tensor:
-    """Sorted values (B, K, M_t) read at the ``m`` quantile levels ``(i + 0.5) / m`` by linear
-    interpolation between the target's own levels ``(j + 0.5) / M_t``: (B, K, m)."""
-    mt = sorted_t.shape[-1]
-    if mt == m:
-        return sorted_t
-    pos = ((torch.arange(m, device=sorted_t.device, dtype=sorted_t.dtype) + 0.5) * mt / m - 0.5).clamp(
-        0, mt - 1
-    )
-    lo = pos.floor().long()
-    hi = (lo + 1).clamp_max(mt - 1)
-    frac = pos - lo.to(pos.dtype)
-    return sorted_t[..., lo] * (1 - frac) + sorted_t[..., hi] * frac
-
-
 def sliced_w2(f: torch.Tensor, target_sorted: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
     """Sliced squared Wasserstein-2 distance of features (N, C, H, W) to a target's sorted
     projections (1 or N, K, M_t) on the same ``directions`` (C, K): the mean over directions and
     quantiles of the squared difference of sorted values, (N,)."""
     mine = sorted_projections(_wide(f), _wide(directions))
-    theirs = _at_quantiles(_wide(target_sorted), mine.shape[-1])
+    theirs = _wide(target_sorted)
+    if theirs.shape[-1] != mine.shape[-1]:  # read at the output's levels (i + 0.5) / m
+        m, mt = mine.shape[-1], theirs.shape[-1]
+        levels = ((torch.arange(m, device=mine.device, dtype=mine.dtype) + 0.5) / m).expand(
+            *mine.shape[:2], m
+        )
+        theirs = _weighted_quantiles(
+            theirs, torch.full(theirs.shape[::2], 1 / mt, dtype=theirs.dtype, device=theirs.device), levels
+        )
     return (mine - theirs).pow(2).mean(dim=(1, 2))
 
 
