@@ -99,3 +99,12 @@ def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
     base = rng.random((h // 8, w // 8, 3))
     a = np.kron(base, np.ones((8, 8, 1))) * 0.7 + rng.random((h, w, 3)) * 0.3
     return Image.fromarray((a * 255).astype(np.uint8))
+
+
+def in_threads(fn, n: int) -> list:
+    """``[fn(0), ..., fn(n - 1)]``, each call on a thread of its own, all running at once; an
+    exception in any call is raised here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(fn, range(n)))

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from torch import nn
 from torchvision.models import resnet18, vit_b_16
 
@@ -87,16 +88,7 @@ def test_four_threads_equal_sequential_runs_and_leave_the_model_alone(res, vit, 
     xs = [batch(side, seed=s) for s in range(4)]
     before = snapshot(model)
     want = [cam.compute(x, targets=[1, 2]) for x in xs]
-    got: dict[int, torch.Tensor] = {}
-
-    def work(i: int) -> None:
-        got[i] = cam.compute(xs[i], targets=[1, 2])
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(lambda i: cam.compute(xs[i], targets=[1, 2]), 4)
     for i in range(4):
         assert torch.equal(got[i], want[i]), method
         assert got[i].shape == (2, side, side) and 0 <= float(got[i].min()) and float(got[i].max()) == 1

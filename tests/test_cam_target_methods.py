@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import in_threads
 from PIL import Image
 from torch import nn
 from torchvision.models import resnet18
@@ -252,7 +253,6 @@ def test_a_box_outside_the_input_is_refused_before_any_work():
 def test_target_methods_from_threads_equal_sequential_calls(res, method):
     """The perturbation passes (a private twin for ablation) and the one-column model (a private
     twin per call): threads sharing one engine get what they get alone."""
-    import threading
 
     x = _x()
     cam = GradCAM(
@@ -263,16 +263,7 @@ def test_target_methods_from_threads_equal_sequential_calls(res, method):
         [ClassTarget(7, softmax=True)] * 2,
     ]
     alone = [cam.compute(x, targets=t, raw=True) for t in targets]
-    got: dict[int, torch.Tensor] = {}
-
-    def work(i: int) -> None:
-        got[i] = cam.compute(x, targets=targets[i % 2], raw=True)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(lambda i: cam.compute(x, targets=targets[i % 2], raw=True), 4)
     for i in range(4):
         torch.testing.assert_close(got[i], alone[i % 2], rtol=1e-5, atol=1e-7)
     assert count_hooks(res) == 0

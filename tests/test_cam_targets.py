@@ -4,11 +4,10 @@ SemanticSegmentationTarget and the embeddings tutorial's similarity target), r >
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from torch import nn
 from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large, lraspp_mobilenet_v3_large
@@ -151,16 +150,7 @@ def test_targets_from_threads_equal_sequential_runs(res):
     cam = GradCAM(model=res, device="cpu")
     jobs = [ClassTarget(k, softmax=bool(k % 2)) for k in range(6)]
     alone = [cam.compute(x, targets=t) for t in jobs]
-    out: dict[int, torch.Tensor] = {}
-
-    def run(k: int) -> None:
-        out[k] = cam.compute(x, targets=jobs[k])
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    out = in_threads(lambda k: cam.compute(x, targets=jobs[k]), 6)
     assert all(torch.equal(out[k], alone[k]) for k in range(6))
     assert count_hooks(res) == 0 and not res.training
 
@@ -358,16 +348,7 @@ def test_detections_from_threads_equal_sequential_runs(named_detector):
     img = _photo()
     cam = GradCAM(model=named_detector, device="cpu")
     alone = cam.explain(img, score_threshold=0.0, max_detections=2)
-    out: dict[int, list] = {}
-
-    def run(k: int) -> None:
-        out[k] = cam.explain(img, score_threshold=0.0, max_detections=2)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    out = in_threads(lambda k: cam.explain(img, score_threshold=0.0, max_detections=2), 3)
     for k in range(3):
         assert [r.box for r in out[k]] == [r.box for r in alone]
         assert all(np.array_equal(a.raw, b.raw) for a, b in zip(out[k], alone, strict=True))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from PIL import Image
 
 from nstcam.style._distribution import (
@@ -144,7 +145,6 @@ def test_w2_targets_from_augmented_grams_are_the_features_stats_and_blend_as_a_m
 
 
 def test_stylize_with_the_wasserstein_loss_lowers_it_and_threads_equal_sequential(st):
-    import threading
 
     c, s = _img(1), _img(2, 48, 48)
     kw = dict(size=64, steps=6, seed=0, style_loss="wasserstein")
@@ -152,16 +152,7 @@ def test_stylize_with_the_wasserstein_loss_lowers_it_and_threads_equal_sequentia
     h = out.info["nstcam"]["history"]
     assert out.info["nstcam"]["params"]["style_loss"] == "wasserstein"
     assert h[-1]["style"] < 0.7 * h[0]["style"]
-    results: dict[int, np.ndarray] = {}
-
-    def work(i: int) -> None:
-        results[i] = np.asarray(st.stylize(c, s, **kw))
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = in_threads(lambda i: np.asarray(st.stylize(c, s, **kw)), 2)
     assert all(np.array_equal(results[i], np.asarray(out)) for i in range(2))
 
 

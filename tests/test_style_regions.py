@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from PIL import Image
 
 from nstcam import load_image
@@ -119,16 +119,9 @@ def test_regions_from_threads_equal_sequential_runs(st, images):
     left, _ = _halves()
     kw = dict(size=64, steps=4, seed=0, style_loss="wasserstein")
     want = np.asarray(st.stylize(content, [brick, hubble], style_masks=[left, None], **kw))
-    got: dict[int, np.ndarray] = {}
-
-    def work(i: int) -> None:
-        got[i] = np.asarray(st.stylize(content, [brick, hubble], style_masks=[left, None], **kw))
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(
+        lambda i: np.asarray(st.stylize(content, [brick, hubble], style_masks=[left, None], **kw)), 3
+    )
     assert all(np.array_equal(got[i], want) for i in range(3))
 
 
