@@ -137,6 +137,7 @@ def test_stylize_with_a_painted_mask_per_style_gives_each_style_its_region(model
     kw = dict(size=64, steps=1, seed=0)
     *_, (img, status, _) = stylize_handler(models, str(c), str(s), str(c), 0.0, mask_a=painted, **kw)
     assert status.startswith("done") and img.info["nstcam"]["params"]["style_masks"] == ["45x30", None]
+    assert "seed 0, a style per region" in status
     want = models.style().stylize(load_image(c), [load_image(s), load_image(c)], style_masks=[m, None], **kw)
     assert np.array_equal(np.asarray(img), np.asarray(want))
     *_, (img, _, _) = stylize_handler(models, str(c), str(s), None, 0.0, mask_a=painted, **kw)

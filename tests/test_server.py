@@ -742,3 +742,38 @@ def test_browser_explains_the_classes_picked_of_a_segmenter(server, images, brow
         page.screenshot(path=str(ARTIFACTS / "browser_gradcam_segmenter.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
+    """The Regions accordion: a brush stroke on mask A's canvas (over an uploaded guide), style B
+    given: the run takes a style per region (its status says so) and finishes."""
+    c, _ = images
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    try:
+        page.goto(server, wait_until="networkidle")
+        for sel in ("#st-content", "#st-style", "#st-style-b"):
+            page.locator(f"{sel} input[type=file]").set_input_files(str(c))
+            page.locator(f"{sel} img").first.wait_for(timeout=30_000)
+        page.get_by_text("Regions: a mask per style (optional)").click()
+        editor = page.locator("#st-mask-a")
+        editor.locator("input[type=file]").first.set_input_files(str(c))  # a guide to paint over
+        canvas = editor.locator("canvas").first
+        canvas.wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.5)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5, steps=10)
+        page.mouse.up()
+        page.screenshot(path=str(ARTIFACTS / "browser_regions_painted.png"), full_page=True)
+        record_statuses(page, "#st-status textarea")
+        page.locator("#st-run").click()
+        page.wait_for_function(
+            "() => window.seen.length && /^(done|Error|Bad)/.test(window.seen[window.seen.length - 1])",
+            timeout=120_000,
+        )
+        seen = page.evaluate("() => window.seen")
+        page.screenshot(path=str(ARTIFACTS / "browser_regions_done.png"), full_page=True)
+        assert seen[-1].startswith("done:") and "a style per region" in seen[-1], seen
+    finally:
+        page.close()

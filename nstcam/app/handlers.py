@@ -247,7 +247,9 @@ def stylize_handler(
     meta = img.info["nstcam"]
     status = (
         f"done: {img.width}x{img.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s, "
-        f"seed {meta['params']['seed']}" + note
+        f"seed {meta['params']['seed']}"
+        + (", a style per region" if meta["params"].get("style_masks") else "")
+        + note
     )
     yield img, status, models.outbox.save(img, "stylized.png")
 

@@ -182,7 +182,12 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         with gr.Column():
             with gr.Row():
                 content, style_a = _pickers("st", "Style A")
-                style_b = SafeImage(label="Style B (optional)", sources=["upload", "clipboard"], height=200)
+                style_b = SafeImage(
+                    label="Style B (optional)",
+                    sources=["upload", "clipboard"],
+                    height=200,
+                    elem_id="st-style-b",
+                )
             with gr.Row():
                 run = gr.Button("Stylise", variant="primary", elem_id="st-run")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
