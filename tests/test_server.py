@@ -759,12 +759,16 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         editor.locator("input[type=file]").first.set_input_files(str(c))  # a guide to paint over
         canvas = editor.locator("canvas").first
         canvas.wait_for(timeout=30_000)
-        page.wait_for_timeout(1000)
+        page.wait_for_load_state("networkidle")
+        editor.get_by_role("button", name="Brush", exact=True).click()  # the brush, whatever the state
+        page.wait_for_timeout(500)
         box = canvas.bounding_box()
         page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.5)
         page.mouse.down()
         page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5, steps=10)
         page.mouse.up()
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "browser_regions_painted.png"), full_page=True)
         record_statuses(page, "#st-status textarea")
         page.locator("#st-run").click()
