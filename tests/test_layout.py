@@ -16,6 +16,7 @@ BASE = {
     "nstcam._checks",
     "nstcam._files",
     "nstcam._terminal",
+    "nstcam._lapack",
     "nstcam.layouts",
     "nstcam.hooks",
     "nstcam.image",

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from nstcam._lapack import eigh, single_threaded
+
 __all__ = [
     "ACTIVATION_METHODS",
     "GRADIENT_METHODS",
@@ -46,7 +48,8 @@ def first_component(terms: torch.Tensor, sign: str = "sum") -> torch.Tensor:
     n, c, h, w = terms.shape
     flat = terms.reshape(n, c, h * w).transpose(1, 2)
     flat = torch.nan_to_num(flat) - torch.nan_to_num(flat).mean(dim=1, keepdim=True)
-    _, _, vh = torch.linalg.svd(flat, full_matrices=False)
+    with single_threaded():  # MKL's LAPACK is 2-4x slower in a worker thread otherwise (nstcam/_lapack.py)
+        _, _, vh = torch.linalg.svd(flat, full_matrices=False)
     proj = (flat @ vh[:, 0, :].unsqueeze(-1)).squeeze(-1)  # (N, h*w)
     if sign == "extreme":
         flip = proj.amin(1, keepdim=True).abs() > proj.amax(1, keepdim=True).abs()
@@ -191,7 +194,7 @@ def kernel_pca(a: torch.Tensor, gamma: float | None = None, coef0: float = 1.0) 
     m = kernel.shape[1]
     ones = torch.full((m, m), 1.0 / m, dtype=kernel.dtype, device=kernel.device)
     centred = kernel - ones @ kernel - kernel @ ones + ones @ kernel @ ones
-    values, vectors = torch.linalg.eigh(centred)  # ascending
+    values, vectors = eigh(centred)  # ascending; one MKL thread (nstcam/_lapack.py)
     v, lam = vectors[:, :, -1], values[:, -1].clamp(min=0)
     big = v.gather(1, v.abs().argmax(dim=1, keepdim=True))
     v = v * torch.where(big < 0, -torch.ones_like(big), torch.ones_like(big))

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import torch
 
+from nstcam._lapack import eigh
+from nstcam.style._trace_sqrt import trace_sqrt
+
 __all__ = [
     "STYLE_LOSSES",
     "augmented",
@@ -73,7 +76,7 @@ def psd_sqrt(a: torch.Tensor, method: str = "eigh", iters: int = 20) -> torch.Te
         iters: Newton-Schulz iterations.
     """
     if method == "eigh":
-        vals, vecs = torch.linalg.eigh(a)
+        vals, vecs = eigh(a)  # as fast from any thread (nstcam/_lapack.py)
         return (vecs * vals.clamp_min(0).sqrt()[..., None, :]) @ vecs.transpose(-1, -2)
     if method != "newton-schulz":
         raise ValueError(f"method must be one of {', '.join(SQRTS)}, got {method!r}")
@@ -89,7 +92,7 @@ def psd_sqrt(a: torch.Tensor, method: str = "eigh", iters: int = 20) -> torch.Te
 def _trace_sqrt(m: torch.Tensor, method: str) -> torch.Tensor:
     """tr(m^1/2) of symmetric PSD ``m`` (N, C, C)."""
     if method == "eigh":
-        return torch.linalg.eigvalsh(m).clamp_min(1e-12).sqrt().sum(-1)
+        return trace_sqrt(m)  # as fast from any thread (_trace_sqrt.py)
     return psd_sqrt(m, method).diagonal(dim1=-2, dim2=-1).sum(-1)
 
 

@@ -2,6 +2,7 @@
 optimised, and what a step of each costs.
 
     python tests/benchmarks/bench_style_dist.py [--device cpu] [--size 128] [--steps 60] [--weights random]
+        [--average-steps 60,200,500,1000] [--thread] [--compiled]
 
 Judge: a second VGG16_bn (seed 1; the engine's is seed 0), its relu1_1 ... relu5_1 features of the
 result against the style's, three ways: the Gram loss, the Gaussian W2 distance and the sliced W2
@@ -10,10 +11,13 @@ Rows:
 
 - each ``style_loss`` at the same steps (L-BFGS, from the content): the judge's three distances;
 - ``average=0.99`` against the last iterate (Adam): the result's total variation (pixel noise) and
-  the judge's distances;
+  the judge's distances, at ``--steps`` and at each of ``--average-steps`` (the ratios: how the
+  average's lag behind a still-descending run shrinks with its length);
 - ``init="style_stats"``: the start image's channel means against the style's;
 - cost per step at 256 and 512 px (eager, ``--cost-steps`` each, median), each loss against Gram;
-  ``--compiled``: only this table, of the compiled step (``torch.compile``, inductor on a CPU).
+  ``--compiled``: only this table, of the compiled step (``torch.compile``, inductor on a CPU; its
+  calls run on the engine's owner thread); ``--thread``: only this table, the eager step called from
+  a worker thread, as the app's and a thread pool's calls are.
 
 Random weights unless ``--weights imagenet``: then the distances mean what they say.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -141,9 +146,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--cost-steps", type=int, default=4)
     p.add_argument("--compiled", action="store_true", help="only the cost table, of the compiled step")
+    p.add_argument("--thread", action="store_true", help="only the cost table, called from a worker thread")
+    p.add_argument("--average-steps", default="", help="comma-separated run lengths for the averaging curve")
     a = p.parse_args(argv)
     device = torch.device(a.device)
     st = StyleTransfer(a.weights, device=device)
+    if a.thread:
+        content, style = _load("chelsea.png", 512), _load("hubble_deep_field.jpg", 512)
+        print(f"device: {device}, torch {torch.__version__}; eager step called from a worker thread, cost per "
+              f"step (Adam, marginal over {a.cost_steps} steps):")  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            _cost_table(pool.submit(cost_rows, st, content, style, a.cost_steps).result())
+        return
     if a.compiled:  # torch.compile on this device too (inductor; CUDA graphs on CUDA)
         st = StyleTransfer(a.weights, device=device, compile=True)
         content, style = _load("chelsea.png", 512), _load("hubble_deep_field.jpg", 512)
@@ -172,6 +186,16 @@ def main(argv: list[str] | None = None) -> None:
     for r in av:
         print(f"| {r['run']} | {r['tv']:.5f} | {r['gram']:.4f} | {r['w2']:.4f} | {r['sliced']:.4f} |")
     print(f"tv: average / last = {av[1]['tv'] / av[0]['tv']:.2f}; judge w2: {av[1]['w2'] / av[0]['w2']:.2f}")
+    if a.average_steps:
+        print("\naverage / last iterate by run length (Adam, same judge):")
+        print("| steps | tv | judge gram | judge w2 | judge sliced |\n| --- | --- | --- | --- | --- |")
+        for n in (int(v) for v in a.average_steps.split(",")):
+            last, avg = average_rows(st, judge, content, style, a.size, n, device)
+            print(
+                f"| {n} | "
+                + " | ".join(f"{avg[k] / last[k]:.3f}" for k in ("tv", "gram", "w2", "sliced"))
+                + " |"
+            )
     init = init_row(content, style)
     print("\ninit=style_stats: start channel means", [round(v, 3) for v in init["start"]],
           "style's", [round(v, 3) for v in init["style"]])  # fmt: skip
