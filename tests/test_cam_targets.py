@@ -300,6 +300,7 @@ def test_a_detector_explains_each_detection_kept_with_its_box(named_detector, ca
     with caplog.at_level("WARNING"):
         assert cam.explain(img, score_threshold=0.99) == []
     assert "found no detection scoring 0.99 or more (random weights find nothing" in caplog.text
+    assert "--score-threshold in the CLI" in caplog.text
     with pytest.raises(ValueError, match="top_k: a detector explains boxes"):
         cam.explain(img, top_k=3)
     with pytest.raises(ValueError, match="classes: unknown class name 'unicorn'"):

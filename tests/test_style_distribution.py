@@ -203,6 +203,15 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
     assert (xd.detach().double().mean((0, 2, 3)) - want).abs().max() < 0.005
     again = init_image(_Rt(), None, torch.zeros(1, 3, 48, 64), [style], plan)
     assert torch.equal(x, again)  # seeded
+    batch = init_image(_Rt(), None, torch.zeros(3, 3, 48, 64), [style], plan)  # the style's moments once
+    assert batch.shape == (3, 3, 48, 64) and all(torch.equal(batch[i : i + 1], x) for i in range(3))
+    recolour = make_plan(**{**_defaults(), "init": "style_stats", "size": 64, "steps": 1, "seed": 3,
+                            "preserve_color": "histogram"})  # fmt: skip
+    contents = torch.stack([torch.full((3, 48, 64), 0.2), torch.full((3, 48, 64), 0.2)])
+    contents[1, 0] = 0.9  # a red content: its noise is the style recoloured to it
+    each = init_image(_Rt(), None, contents, [style], recolour)
+    means = each.detach().mean((2, 3))
+    assert float(means[1, 0] - means[0, 0]) > 0.3 and torch.allclose(means[:, 1:], means[:1, 1:], atol=0.02)
 
 
 def _defaults() -> dict:

@@ -103,7 +103,8 @@ def _detections(cam, img, x, classes, threshold, most, smooth, progress) -> list
 
     raws, _ = _explained(cam, x, rows, smooth, progress)
     if not kept:
-        why = " (random weights find nothing: lower score_threshold)" if _random(cam) else ""
+        lower = " (random weights find nothing: lower score_threshold, --score-threshold in the CLI)"
+        why = lower if _random(cam) else ""
         logger.warning("%s found no detection scoring %.2f or more%s", cam.arch, threshold, why)
         return []
     grid = _unpadded(cam.model, x, raws.shape[-2:]) if raws.shape[-2:] != x.shape[-2:] else x.shape[-2:]

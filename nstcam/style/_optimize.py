@@ -71,30 +71,39 @@ def _style_noise(rt: Runtime, styles: list[Image.Image], plan: Plan, c_in: torch
     """Gaussian noise with the styles' RGB mean and covariance (their blend's: a mixture's moments;
     recoloured to each content with "histogram", grey with "luminance"), drawn per image from a
     generator seeded with ``plan.seed``, clamped to [0, 1] (and shifted so that the clamped channel
-    means stay the style's)."""
+    means stay the style's). The styles' moments are read once, or once per image with "histogram"."""
     n, _, h, w = c_in.shape
-    out = []
-    for i in range(n):
-        mu, second = torch.zeros(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)
-        for img, wt in zip(styles, plan.blend, strict=True):
-            s = image_to_tensor(img, rt.device)
-            s = (
-                match_color(s, c_in[i : i + 1])
-                if plan.histogram
-                else luminance_only(s)
-                if plan.luminance
-                else s
-            )
-            m, c = color_stats(s)
-            mu, second = mu + wt * m.cpu(), second + wt * (c.cpu() + torch.outer(m.cpu(), m.cpu()))
-        cov = second - torch.outer(mu, mu)
-        root = torch.linalg.cholesky(cov + 1e-6 * torch.eye(3, dtype=torch.float64))
-        z = torch.randn((3, h * w), generator=torch.Generator().manual_seed(plan.seed), dtype=torch.float64)
-        noise, shift = mu[:, None] + root @ z, torch.zeros(3, 1, dtype=torch.float64)
-        for _ in range(4):  # clamping to [0, 1] moves a dark or bright style's means: moved back
-            shift += mu[:, None] - (noise + shift).clamp(0, 1).mean(1, keepdim=True)
-        out.append((noise + shift).clamp(0, 1).reshape(1, 3, h, w).float())
+    if not plan.histogram:  # the same for every image
+        noise = _noise_for(_moments(rt, styles, plan, None), h, w, plan.seed)
+        return noise.expand(n, -1, -1, -1).to(rt.device)
+    out = [_noise_for(_moments(rt, styles, plan, c_in[i : i + 1]), h, w, plan.seed) for i in range(n)]
     return torch.cat(out).to(rt.device)
+
+
+def _moments(
+    rt: Runtime, styles: list[Image.Image], plan: Plan, content: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The blended styles' RGB mean and second moment (float64, CPU), recoloured to ``content``
+    with "histogram"."""
+    mu, second = torch.zeros(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)
+    for img, wt in zip(styles, plan.blend, strict=True):
+        s = image_to_tensor(img, rt.device)
+        s = match_color(s, content) if content is not None else luminance_only(s) if plan.luminance else s
+        m, c = color_stats(s)
+        mu, second = mu + wt * m.cpu(), second + wt * (c.cpu() + torch.outer(m.cpu(), m.cpu()))
+    return mu, second
+
+
+def _noise_for(moments: tuple[torch.Tensor, torch.Tensor], h: int, w: int, seed: int) -> torch.Tensor:
+    """(1, 3, h, w) float32 noise of these moments from ``seed``, clamped, its means kept."""
+    mu, second = moments
+    cov = second - torch.outer(mu, mu)
+    root = torch.linalg.cholesky(cov + 1e-6 * torch.eye(3, dtype=torch.float64))
+    z = torch.randn((3, h * w), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    noise, shift = mu[:, None] + root @ z, torch.zeros(3, 1, dtype=torch.float64)
+    for _ in range(4):  # clamping to [0, 1] moves a dark or bright style's means: moved back
+        shift += mu[:, None] - (noise + shift).clamp(0, 1).mean(1, keepdim=True)
+    return (noise + shift).clamp(0, 1).reshape(1, 3, h, w).float()
 
 
 def unmasked_terms(
@@ -109,11 +118,14 @@ def unmasked_terms(
     sqrt: str = "eigh",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`loss_terms` without a mask, on plain arguments (what the compiled step traces)."""
-    c = sum(content_loss(feats[n], content[n], reduction="none") for n in content_layers) / len(
-        content_layers
-    )
+    c = _content_term(feats, content, content_layers)
     s = style_term(feats, style, style_layers, kind, directions=directions, sqrt=sqrt)
     return c, s, total_variation(x, reduction="none")
+
+
+def _content_term(feats: dict[str, torch.Tensor], content: dict[str, torch.Tensor], layers) -> torch.Tensor:
+    """Each image's content loss (N,), the mean over ``layers``."""
+    return sum(content_loss(feats[n], content[n], reduction="none") for n in layers) / len(layers)
 
 
 def step_directions(targets: Targets, plan: Plan, device: torch.device) -> dict[str, torch.Tensor] | None:
@@ -142,7 +154,7 @@ def loss_terms(
         )  # fmt: skip
     # style where the mask is 1; content kept KEEP times harder where it is 0 (if it is anywhere)
     if targets.covered:
-        c = sum(content_loss(feats[n], targets.content[n], reduction="none") for n in plan.content_layers)
+        c = _content_term(feats, targets.content, plan.content_layers)
     else:
         c = sum(
             content_loss(
@@ -156,7 +168,7 @@ def loss_terms(
         c = c + _PIXEL_KEEP * len(plan.content_layers) * content_loss(
             x, targets.pixels, mask=1 - targets.mask, reduction="none"
         )
-    c = c / len(plan.content_layers)
+        c = c / len(plan.content_layers)
     if targets.regions:  # a style per region: each reads its own region's features
         s = 0
         for r in targets.regions:  # on the positions the region reaches: its share of the cost

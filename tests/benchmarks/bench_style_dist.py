@@ -2,7 +2,7 @@
 optimised, and what a step of each costs.
 
     python tests/benchmarks/bench_style_dist.py [--device cpu] [--size 128] [--steps 60] [--weights random]
-        [--average-steps 60,200,500,1000] [--thread] [--compiled]
+        [--average-steps 60,200,500,1000] [--average-only] [--average-loss gram] [--thread] [--compiled]
 
 Judge: a second VGG16_bn (seed 1; the engine's is seed 0), its relu1_1 ... relu5_1 features of the
 result against the style's, three ways: the Gram loss, the Gaussian W2 distance and the sliced W2
@@ -12,7 +12,8 @@ Rows:
 - each ``style_loss`` at the same steps (L-BFGS, from the content): the judge's three distances;
 - ``average=0.99`` against the last iterate (Adam): the result's total variation (pixel noise) and
   the judge's distances, at ``--steps`` and at each of ``--average-steps`` (the ratios: how the
-  average's lag behind a still-descending run shrinks with its length);
+  average's lag behind a still-descending run shrinks with its length); ``--average-only``: only
+  that curve, of ``--average-loss``, at ``--size`` (64 px converges within 1000 steps, 128 px not);
 - ``init="style_stats"``: the start image's channel means against the style's;
 - cost per step at 256 and 512 px (eager, ``--cost-steps`` each, median), each loss against Gram;
   ``--compiled``: only this table, of the compiled step (``torch.compile``, inductor on a CPU; its
@@ -93,11 +94,11 @@ def effect_rows(st, judge, content, style, size, steps, device) -> list[dict]:
     return rows
 
 
-def average_rows(st, judge, content, style, size, steps, device) -> list[dict]:
+def average_rows(st, judge, content, style, size, steps, device, loss: str = "gram") -> list[dict]:
     rows = []
     for avg in (False, 0.99):
         out = st.stylize(content, style, size=size, steps=steps, seed=0, optimizer="adam", average=avg,
-                         progress_bar=False)  # fmt: skip
+                         style_loss=loss, progress_bar=False)  # fmt: skip
         x = image_to_tensor(out, device)
         rows.append({"run": f"adam, average={avg}", "tv": float(total_variation(x)), **judge(x)})
     return rows
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compiled", action="store_true", help="only the cost table, of the compiled step")
     p.add_argument("--thread", action="store_true", help="only the cost table, called from a worker thread")
     p.add_argument("--average-steps", default="", help="comma-separated run lengths for the averaging curve")
+    p.add_argument("--average-only", action="store_true", help="only the averaging curve")
+    p.add_argument("--average-loss", default="gram", help="the style loss of the averaging curve")
     a = p.parse_args(argv)
     device = torch.device(a.device)
     st = StyleTransfer(a.weights, device=device)
@@ -172,6 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}, weights: {a.weights}"
     )
+    if a.average_only:
+        _average_curve(st, judge, content, style, a, device)
+        return
     print(f"\n{a.size} px, {a.steps} steps, L-BFGS; judge distances to the style (lower is closer):")
     print("| run | judge gram | judge w2 | judge sliced |\n| --- | --- | --- | --- |")
     eff = effect_rows(st, judge, content, style, a.size, a.steps, device)
@@ -187,20 +193,23 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {r['run']} | {r['tv']:.5f} | {r['gram']:.4f} | {r['w2']:.4f} | {r['sliced']:.4f} |")
     print(f"tv: average / last = {av[1]['tv'] / av[0]['tv']:.2f}; judge w2: {av[1]['w2'] / av[0]['w2']:.2f}")
     if a.average_steps:
-        print("\naverage / last iterate by run length (Adam, same judge):")
-        print("| steps | tv | judge gram | judge w2 | judge sliced |\n| --- | --- | --- | --- | --- |")
-        for n in (int(v) for v in a.average_steps.split(",")):
-            last, avg = average_rows(st, judge, content, style, a.size, n, device)
-            print(
-                f"| {n} | "
-                + " | ".join(f"{avg[k] / last[k]:.3f}" for k in ("tv", "gram", "w2", "sliced"))
-                + " |"
-            )
+        _average_curve(st, judge, content, style, a, device)
     init = init_row(content, style)
     print("\ninit=style_stats: start channel means", [round(v, 3) for v in init["start"]],
           "style's", [round(v, 3) for v in init["style"]])  # fmt: skip
     print(f"\ncost per step (Adam, eager, marginal over {a.cost_steps} steps):")
     _cost_table(cost_rows(st, content, style, a.cost_steps))
+
+
+def _average_curve(st, judge, content, style, a, device) -> None:
+    print(
+        f"\naverage / last iterate by run length ({a.size} px, Adam, style_loss={a.average_loss}, same judge):"
+    )
+    print("| steps | tv | judge gram | judge w2 | judge sliced |\n| --- | --- | --- | --- | --- |")
+    for n in (int(v) for v in a.average_steps.split(",")):
+        last, avg = average_rows(st, judge, content, style, a.size, n, device, a.average_loss)
+        ratios = " | ".join(f"{avg[k] / last[k]:.3f}" for k in ("tv", "gram", "w2", "sliced"))
+        print(f"| {n} | {ratios} |")
 
 
 def _cost_table(rows: list[dict]) -> None:
