@@ -61,8 +61,6 @@ def single_threaded() -> Iterator[None]:
 
 
 def eigh(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.linalg.eigh(m)`` (differentiable as it is), with one MKL thread on the CPU."""
-    if m.device.type != "cpu":
-        return torch.linalg.eigh(m)
+    """``torch.linalg.eigh(m)`` (differentiable as it is), with one MKL thread (only the CPU's uses MKL)."""
     with single_threaded():
         return torch.linalg.eigh(m)

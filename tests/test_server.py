@@ -441,6 +441,19 @@ def record_statuses(page, selector: str) -> None:
     )
 
 
+def run_and_watch(page, tab: str, last: str, timeout: int = 120_000) -> list[str]:
+    """Clicks ``#{tab}-run``, waits until the last status ``#{tab}-status`` showed matches the
+    JavaScript regular expression ``last``, and returns every status it showed."""
+    record_statuses(page, f"#{tab}-status textarea")
+    page.locator(f"#{tab}-run").click()
+    page.wait_for_function(
+        "(re) => window.seen.length && new RegExp(re).test(window.seen[window.seen.length - 1])",
+        arg=last,
+        timeout=timeout,
+    )
+    return page.evaluate("() => window.seen")
+
+
 def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, browser):
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -568,13 +581,7 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         page.locator("#vid-style input[type=file]").set_input_files(str(c))
         page.locator("#vid-input video").first.wait_for(timeout=30_000)
         page.locator("#vid-style img").first.wait_for(timeout=30_000)
-        record_statuses(page, "#vid-status textarea")
-        page.locator("#vid-run").click()
-        page.wait_for_function(
-            "() => window.seen.length && window.seen[window.seen.length - 1].startsWith('done:')",
-            timeout=120_000,
-        )
-        seen = page.evaluate("() => window.seen")
+        seen = run_and_watch(page, "vid", "^done:")
         frames = {m.group(1) for t in seen if (m := re.match(r"frame (\d)/4 · step", t))}
         assert len(frames) >= 3, "\n".join(seen)  # streamed frame by frame, step by step
         assert page.locator("#vid-preview img").count() == 1
@@ -770,13 +777,7 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         page.wait_for_load_state("networkidle")
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "browser_regions_painted.png"), full_page=True)
-        record_statuses(page, "#st-status textarea")
-        page.locator("#st-run").click()
-        page.wait_for_function(
-            "() => window.seen.length && /^(done|Error|Bad)/.test(window.seen[window.seen.length - 1])",
-            timeout=120_000,
-        )
-        seen = page.evaluate("() => window.seen")
+        seen = run_and_watch(page, "st", "^(done|Error|Bad)")
         page.screenshot(path=str(ARTIFACTS / "browser_regions_done.png"), full_page=True)
         assert seen[-1].startswith("done:") and "a style per region" in seen[-1], seen
     finally:

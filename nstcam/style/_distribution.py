@@ -1,5 +1,5 @@
-"""Style losses that match feature distributions, not only their Gram matrices (issue 27; not yet
-wired into :meth:`nstcam.StyleTransfer.stylize`).
+"""Style losses that match feature distributions, not only their Gram matrices
+(:meth:`nstcam.StyleTransfer.stylize`'s ``style_loss="wasserstein"`` and ``"sliced"``).
 
 - **Gaussian Wasserstein-2** (as crowsonkb/style-transfer-pytorch): each layer's features are taken
   as a Gaussian of mean ``mu`` and covariance ``S``; the squared distance to the style's is
