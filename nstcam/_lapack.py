@@ -1,17 +1,19 @@
 """Symmetric eigendecompositions that cost the same, and give the same bits, from any thread.
 
-torch's CPU ``eigh`` (MKL's LAPACK) runs as thousands of small OpenMP regions. From the main thread
-they are cheap. From any other thread (the app's workers, an API user's thread pool, a compiling
-style engine's owner thread) the process holds more OpenMP threads than cores, libgomp stops
-spinning between regions, and each region waits for a wake-up: a 512 x 512 ``eigh`` took 59-64 ms
-in a worker thread against 8-17 ms on the main thread (2 cores), and 11-12 ms from either with one
-MKL thread. :func:`eigh` gives the calling thread one MKL thread for the call: MKL's thread-local
+torch's CPU ``eigh`` (MKL's LAPACK) runs as thousands of small OpenMP regions. Once a second thread
+has run OpenMP work (the app's workers, an API user's thread pool, a compiling style engine's owner
+thread), the process holds more OpenMP threads than cores, libgomp stops spinning between regions,
+and each region waits for a wake-up. ``bench_style_losses.py --eigh`` (2 cores): a 256 x 256
+``eigh`` took 1.9 ms on the main thread and 23.1 ms in a worker; a 512 x 512 one, after the worker
+had run, 55.7 ms on the main thread and 62.4 ms in the worker; with one MKL thread 2.4 and 11 ms
+from either. :func:`eigh` gives the calling thread one MKL thread for the call: MKL's thread-local
 count, the one ``torch.set_num_threads`` sets for its calling thread (torch exposes it only with a
 process-wide side effect). On the main thread too, since the count of threads changes the rounding
 and a run's result must not depend on the thread that computed it (threads equal sequential).
 
 NumPy's LAPACK (OpenBLAS) was as fast alone, but its own spinning threads slowed the convolutions
-around it: a W2 step took 2x longer. Without MKL (or its symbol) this is torch's ``eigh``, as is.
+around it (in a trial, not kept here) by more than it saved. Without MKL (or its symbol) this is
+torch's ``eigh``, as is.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ The W2 loss needs the trace of a matrix square root each step, and its gradient
 As a custom operator (``torch.library``) it is computed in the forward pass with the
 eigendecomposition it already has, and a compiled step calls it as one kernel, like ``eigh``
 itself. What the operator adds is how ``eigh`` runs on the CPU: :func:`nstcam._lapack.eigh`, with
-one MKL thread, as fast from a worker thread as from the main one. Plain ``eigh`` took 5x longer in
-a worker thread, which made the W2 step 1.8x the Gram step in the app's threads and in a compiling
-engine's owner thread (README, ``bench_style_dist.py``); inside a compiled graph only an operator
-can choose its threads.
+one MKL thread, as fast from a worker thread as from the main one. Plain ``eigh`` took up to 10x
+longer in a worker thread, which made the W2 step 1.74x the Gram step there and in a compiling
+engine's owner thread (README, ``bench_style_dist.py --thread --plain-eigh``); inside a compiled
+graph only an operator can choose its threads.
 """
 
 from __future__ import annotations

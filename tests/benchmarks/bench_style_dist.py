@@ -18,7 +18,8 @@ Rows:
 - cost per step at 256 and 512 px (eager, ``--cost-steps`` each, median), each loss against Gram;
   ``--compiled``: only this table, of the compiled step (``torch.compile``, inductor on a CPU; its
   calls run on the engine's owner thread); ``--thread``: only this table, the eager step called from
-  a worker thread, as the app's and a thread pool's calls are.
+  a worker thread, as the app's and a thread pool's calls are; ``--plain-eigh``: either, with
+  ``eigh`` as torch runs it (``nstcam/_lapack.py`` disabled: what its one MKL thread fixes).
 
 Random weights unless ``--weights imagenet``: then the distances mean what they say.
 """
@@ -148,10 +149,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cost-steps", type=int, default=4)
     p.add_argument("--compiled", action="store_true", help="only the cost table, of the compiled step")
     p.add_argument("--thread", action="store_true", help="only the cost table, called from a worker thread")
+    p.add_argument("--plain-eigh", action="store_true",
+                   help="eigh as torch runs it, without nstcam._lapack's one MKL thread (what it fixes)")  # fmt: skip
     p.add_argument("--average-steps", default="", help="comma-separated run lengths for the averaging curve")
     p.add_argument("--average-only", action="store_true", help="only the averaging curve")
     p.add_argument("--average-loss", default="gram", help="the style loss of the averaging curve")
     a = p.parse_args(argv)
+    if a.plain_eigh:  # single_threaded() finds no MKL symbol: a no-op
+        import nstcam._lapack
+
+        nstcam._lapack._mkl_set_local = lambda: None
+        print("--plain-eigh: eigh as torch runs it (nstcam._lapack disabled)")
     device = torch.device(a.device)
     st = StyleTransfer(a.weights, device=device)
     if a.thread:

@@ -2,6 +2,7 @@
 feature sizes of a 256 px and a 512 px image (the network's own passes not counted).
 
     python tests/benchmarks/bench_style_losses.py [--device cpu] [--repeat 5]
+    python tests/benchmarks/bench_style_losses.py --eigh      # eigh by thread, with and without one MKL thread
 
 Gram (the engine's loss today) against the Gaussian Wasserstein-2 distance with the trace of the
 square root by an eigendecomposition (``eigh``) or by 20 Newton-Schulz iterations, and the sliced
@@ -80,13 +81,41 @@ def row(side: int, device: torch.device, repeat: int) -> dict[str, float]:
     return r
 
 
+def eigh_rows(repeat: int) -> list[dict]:
+    """Milliseconds of a CPU ``eigh`` of (C, C) covariances, called from the main thread and from a
+    worker thread, as torch runs it and with one MKL thread (``nstcam._lapack.eigh``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nstcam._lapack import eigh
+
+    cpu, rows = torch.device("cpu"), []
+    with ThreadPoolExecutor(1) as pool:
+        for c in (256, 512):
+            a = torch.randn(1, c, c + 88, generator=torch.Generator().manual_seed(c))
+            m = a @ a.transpose(1, 2) / a.shape[-1]
+            r = {"c": c}
+            for name, fn in (("torch", torch.linalg.eigh), ("one MKL thread", eigh)):
+                r[f"{name}, main"] = 1000 * timeit(lambda fn=fn: fn(m), repeat, cpu)
+                r[f"{name}, worker"] = 1000 * pool.submit(timeit, lambda fn=fn: fn(m), repeat, cpu).result()
+            rows.append(r)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--eigh", action="store_true", help="only the eigh-by-thread table (CPU)")
     a = p.parse_args(argv)
     device = torch.device(a.device)
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
+    if a.eigh:
+        rows = eigh_rows(a.repeat)
+        keys = [k for k in rows[0] if k != "c"]
+        print("| C | " + " | ".join(f"{k} (ms)" for k in keys) + " |\n" + "| --- " * (1 + len(keys)) + "|")
+        for r in rows:
+            print(f"| {r['c']} | " + " | ".join(f"{r[k]:.1f}" for k in keys) + " |")
+        return
     rows = [row(side, device, a.repeat) for side in (256, 512)]
     keys = ["gram", "w2 eigh", "w2 newton-schulz", "sliced"]
     print(
