@@ -10,7 +10,6 @@ import argparse
 import importlib.metadata
 import logging
 import os
-import signal
 import sys
 
 PAIR = "pip install torch==2.14.1 torchvision==0.29.1"
@@ -86,15 +85,17 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     check_torch_pair()
     from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
+    from nstcam.app.shutdown import stop_on_signals
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # stopped by a signal (a Space restarting, kill), the process still exits normally: the results
-    # folder (Outbox, a temporary directory) is removed as on Ctrl+C
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
+    # stopped by a signal (a Space restarting, kill, Ctrl+C) at any moment, the process exits 0 with
+    # its runs stopped and its uploads, cached results and results folder removed
+    holder: dict = {}
+    stop_on_signals(models, holder)
     models.preload()  # once per process: weights are fetched at start-up, never per request
-    demo = build_demo(config, models)
+    demo = holder["demo"] = build_demo(config, models)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(config, mcp=args.mcp))
 
 

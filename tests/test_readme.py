@@ -31,7 +31,9 @@ SHRINK = [
 
 
 def python_blocks() -> list[str]:
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    """The Python blocks of README and of every page in ``docs/``, in that order."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
     return [b for b in blocks if "gradio_client" not in b]
 
 
@@ -48,6 +50,7 @@ def readme_files(tmp_path, monkeypatch):
 
     write_clip(tmp_path / "walk.mp4", panning(3, 2, w=48, h=32), fps=8, audio=True)
     write_frames(tmp_path / "frames", panning(3, 2, w=48, h=32))
+    (tmp_path / "playlist.mp4").write_text("#EXTM3U\n#EXTINF:1.0,\n/srv/private.ts\n#EXT-X-ENDLIST\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -73,7 +76,7 @@ def test_readme_has_the_snippets_it_should():
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_readme_python_snippet_runs(index, readme_files):
+def test_readme_python_snippet_runs(index, readme_files, capsys):
     code = python_blocks()[index]
     for old, new in SHRINK:
         code = code.replace(old, new)
@@ -101,5 +104,7 @@ def test_readme_python_snippet_runs(index, readme_files):
         assert scope["res"].frames == 3 and scope["res"].warping_error is not None
         assert (readme_files / "walk_starry.mp4").is_file()
         assert len(list((readme_files / "frames_out").glob("frame_*.png"))) == 3
+    if "check_media(" in code:
+        assert "playlist.mp4 is not a video file nstcam opens" in capsys.readouterr().out
     if "feature_maps(" in code:
         assert (readme_files / "relu3_1.png").is_file() and scope["fm"].activations.shape[0] == 256

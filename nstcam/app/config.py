@@ -132,6 +132,7 @@ class Models:
     def __init__(self, config: AppConfig) -> None:
         self.config = config
         self.outbox = Outbox()
+        self.runs = Runs()
         self._lock = threading.Lock()
         self._style: StyleTransfer | None = None
         self._nets: dict[str, torch.nn.Module] = {}
@@ -193,8 +194,8 @@ class Models:
             try:
                 load()
             except WeightsUnavailableError as e:
-                self.errors[name] = e.explain(RANDOM_HINT)
-                logger.error("could not load %s: %s", name, self.errors[name])
+                self.errors[name] = e.explain(RANDOM_HINT, show_folder=False)  # the page: no server path
+                logger.error("could not load %s: %s", name, e.explain(RANDOM_HINT))
         if "vgg16_bn" not in self.errors:
             self.warm()
 
@@ -218,6 +219,14 @@ class Runs:
         if stop is not None:
             stop.set()
         return stop is not None
+
+    def cancel_all(self) -> int:
+        """Stops every run in progress at its next step (the server is stopping); how many."""
+        with self._lock:
+            stops = list(self._stops.values())
+        for stop in stops:
+            stop.set()
+        return len(stops)
 
     def finish(self, kind: str, request: gr.Request | None, stop: threading.Event) -> None:
         with self._lock:

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import gradio as gr
 
-__all__ = ["refuse"]
+from nstcam.app.limits import MAX_ECHO
+
+__all__ = ["refuse", "shorten"]
 
 logger = logging.getLogger("nstcam.app")
+
+_LONG_QUOTE = re.compile(r"""(['"])([^'"\n]{N})[^'"\n]+\1""".replace("N", str(MAX_ECHO)))
+_LONG_RUN = re.compile(r"\S{N}\S+".replace("N", str(2 * MAX_ECHO)))
+
+
+def shorten(message: str) -> str:
+    """``message`` with every quoted value over :data:`MAX_ECHO` characters cut there (a request's
+    bad value is never echoed whole, to the client or the log), and any unbroken run of more than
+    twice that cut too."""
+    message = _LONG_QUOTE.sub(lambda m: f"{m[1]}{m[2]}…{m[1]}", message)
+    return _LONG_RUN.sub(lambda m: m[0][: 2 * MAX_ECHO] + "…", message)
 
 
 def refuse(message: str) -> gr.Error:
     """The error to raise for an ordinary mistake (no upload, a bad layer, a size over the limit).
 
-    Gradio shows ``message`` to the user; the server log gets one line, not a traceback.
+    Gradio shows ``message`` to the user; the server log gets one line, not a traceback. A bad value
+    it quotes is cut at :data:`nstcam.app.limits.MAX_ECHO` characters (:func:`shorten`).
     """
+    message = shorten(message)
     logger.info("request refused: %s", message)
     return gr.Error(message, print_exception=False)

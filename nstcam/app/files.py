@@ -17,6 +17,7 @@ from PIL import Image
 
 from nstcam.app.errors import logger, refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
+from nstcam.video import MediaError, check_media
 
 __all__ = [
     "NOT_AN_UPLOAD",
@@ -92,6 +93,10 @@ class Outbox:
     def __len__(self) -> int:
         return sum(1 for _ in self.root.iterdir())
 
+    def close(self) -> None:
+        """Removes the folder and every result in it (the app is stopping)."""
+        self._dir.cleanup()
+
 
 VIDEO_UPLOAD = (
     "A video file (mp4, webm, mov, mkv, avi, gif) sent as an upload: gradio_client.handle_file(path)."
@@ -145,7 +150,10 @@ def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the compone
 
 
 def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the component it builds
-    """A ``gr.Video`` whose input passes :func:`upload_path` before Gradio's own preprocessing."""
+    """A ``gr.Video`` whose input passes :func:`upload_path`; Gradio's own preprocessing (which may
+    run FFmpeg) sees it only if :func:`nstcam.video.check_media` finds one of the allowed containers
+    in its bytes (never a playlist, whatever its name). Anything else goes to the handler as it is,
+    whose :func:`nstcam.video.probe_video` refuses it with the same check, in the tab's Status."""
     comp = gr.Video(**kwargs)
     gradio_preprocess = comp.preprocess
     schema = {**comp.api_info(), "additional_description": VIDEO_UPLOAD}
@@ -154,7 +162,11 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
     def preprocess(payload: Any) -> str | None:
         if payload is None:
             return None
-        upload_path(payload, "video")
+        path = upload_path(payload, "video")
+        try:  # the container from its own bytes, before Gradio (or its FFmpeg) reads it: no playlists
+            check_media(path)
+        except (MediaError, FileNotFoundError):
+            return path  # the handler refuses it (probe_video, the same check) in the tab's Status
         return gradio_preprocess(payload)
 
     comp.preprocess = preprocess
@@ -188,7 +200,11 @@ def SafeEditor(**kwargs: Any) -> gr.ImageEditor:  # noqa: N802 - reads like the 
                     probe_image(path, name=Path(path).name)
                 except (ImageError, FileNotFoundError) as e:
                     raise refuse(f"Bad image (mask): {e}") from None
-        return gradio_preprocess(payload)
+        try:
+            return gradio_preprocess(payload)
+        except (OSError, ValueError, SyntaxError) as e:  # PIL: truncated or corrupt after its header
+            logger.debug("mask not decoded: %s", e)
+            raise refuse("Bad image (mask): it cannot be decoded (truncated or corrupt)") from None
 
     comp.preprocess = preprocess
     return comp

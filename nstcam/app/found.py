@@ -14,6 +14,7 @@ from typing import Any
 from PIL import Image
 
 from nstcam.app.errors import refuse
+from nstcam.app.limits import MAX_CLASSES
 from nstcam.cam import TARGET_METHODS, CamResult, GradCAM
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 from nstcam.cam.methods import PERTURBATION_METHODS
@@ -40,7 +41,8 @@ def class_choices(arch: str) -> list[str]:
 
 def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[str]:
     """Refuses what a detector or a segmenter cannot do, before any model is built; returns the
-    classes asked, checked against the model's names."""
+    classes asked, each once, checked against the model's names and capped at
+    :data:`nstcam.app.limits.MAX_CLASSES` (never more than the model knows)."""
     kind = kind_of(arch)
     if method not in TARGET_METHODS:
         raise refuse(
@@ -53,7 +55,12 @@ def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[s
             f"second each here); on this server a {kind} takes a gradient or activation method such as "
             "gradcam, layercam or eigencam (the Python API runs it: GradCAM(..., method=...))"
         )
-    asked = [c.strip() for c in (classes or []) if c and c.strip()]
+    asked = list(dict.fromkeys(c.strip() for c in (classes or []) if c and c.strip()))  # once each
+    most = min(MAX_CLASSES, len(class_choices(arch)))
+    if len(asked) > most:
+        raise refuse(
+            f"classes: at most {most} different classes per request on this server, got {len(asked)}"
+        )
     unknown = [c for c in asked if c not in class_choices(arch)]
     if unknown:
         known = ", ".join(class_choices(arch))

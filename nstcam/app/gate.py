@@ -1,17 +1,22 @@
 """The gate every request to the app passes before Gradio acts on it: files named by a path must be
-uploads to this server, numbers must be within their input's range; a refusal names the argument
-and is one line in the log (Gradio's own range errors log a traceback and name no argument)."""
+uploads to this server and of the input's kind, numbers finite and within their input's range,
+texts and lists within :mod:`nstcam.app.limits`; a refusal names the argument and the limit, quotes
+at most :data:`~nstcam.app.limits.MAX_ECHO` characters of the value, and is one line in the log
+(Gradio's own errors log a traceback, dump pydantic's report and name no argument)."""
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
+from pydantic import ValidationError
 
 from nstcam.app.errors import refuse
 from nstcam.app.files import upload_path
+from nstcam.app.limits import MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
 
 __all__ = ["guard_requests"]
 
@@ -22,6 +27,9 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     It covers every endpoint, public or not (the browser calls hidden steps, such as the before/after
     slider's, by index), every component, with or without Gradio's ``meta`` field:
 
+    - every text at most :data:`MAX_TEXT` characters (paths :data:`MAX_PATH`), no NUL character;
+      every list at most :data:`MAX_ITEMS` items; every number finite (JSON's ``1e999`` is infinity);
+    - a file input's value must be a file (not a text or a number where an image belongs);
     - every server path a value names (``{"path": ...}``, at any depth) must pass
       :func:`nstcam.app.files.upload_path`: a regular file inside Gradio's upload folder;
     - a number sent to a ``Slider`` or ``Number`` with bounds must be within them.
@@ -29,15 +37,77 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     validate = demo.validate_inputs
 
     def checked(block_fn: Any, inputs: list[Any]) -> None:
-        validate(block_fn, inputs)
         names = _input_names(block_fn.fn, len(block_fn.inputs))
-        for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):  # extras unread
+        for name, value in zip(names, inputs, strict=False):  # extras unread
+            _check_contents(name, value)
+        validate(block_fn, inputs)
+        for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):
             for path in _named_paths(value):
                 upload_path(path, f"{type(block).__name__.lower()} ({name})")
+            _check_file_value(block, name, value)
             _check_bounds(block, name, value)
+            _check_choice(block, name, value)
 
     demo.validate_inputs = checked
     return demo
+
+
+_PATH_KEYS = ("path", "url", "orig_name")
+
+
+def _check_contents(name: str, value: Any, key: str = "") -> None:
+    """Texts, lists and numbers at any depth of a request's value, before anything reads them."""
+    if isinstance(value, str):
+        cap = MAX_PATH if key in _PATH_KEYS else MAX_TEXT
+        path = key in _PATH_KEYS  # a path is never echoed
+        if "\x00" in value:
+            raise refuse(f"{name} must not hold a NUL character" + ("" if path else f", got {shown(value)}"))
+        if len(value) > cap:
+            got = f"{len(value):,} characters" if path else shown(value)
+            raise refuse(f"{name} may be at most {cap} characters on this server, got {got}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise refuse(f"{name} must be a finite number, got {value}")
+    elif isinstance(value, dict):
+        if len(value) > MAX_ITEMS:
+            raise refuse(f"{name} may hold at most {MAX_ITEMS} fields on this server, got {len(value)}")
+        for k, v in value.items():
+            _check_contents(name, v, str(k))
+    elif isinstance(value, (list, tuple)):
+        if len(value) > MAX_ITEMS:
+            raise refuse(f"{name} may hold at most {MAX_ITEMS} items on this server, got {len(value)}")
+        for v in value:
+            _check_contents(name, v, key)
+
+
+_FILE_HINT = "send the file itself (the browser's upload box, or gradio_client's handle_file(path))"
+
+
+def _check_file_value(block: Any, name: str, value: Any) -> None:
+    """A file input's value must be what Gradio reads as one: a file (``{"path": ..., "meta":
+    {"_type": "gradio.FileData"}}``), or an image editor's files; else one line, not pydantic's
+    report."""
+    model = getattr(block, "data_model", None)
+    if value is None or model is None or not _is_file_input(block):
+        return
+    if not isinstance(value, dict):
+        raise refuse(f"{name} must be an uploaded file, got {shown(value)}: {_FILE_HINT}")
+    try:
+        model.model_validate(value, context={"validate_meta": True})
+    except (ValidationError, ValueError, TypeError) as e:
+        where = _first_field(e)
+        raise refuse(f"{name} is not a file value Gradio reads{where}: {_FILE_HINT}") from None
+
+
+def _is_file_input(block: Any) -> bool:
+    return isinstance(block, (gr.Image, gr.Video, gr.ImageEditor, gr.File, gr.Audio, gr.Gallery, gr.Model3D))
+
+
+def _first_field(e: Exception) -> str:
+    if not isinstance(e, ValidationError) or not e.errors():
+        return ""
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "root")
+    return f" ({loc + ': ' if loc else ''}{err.get('msg', 'invalid')})"
 
 
 def _named_paths(value: Any) -> Iterator[str]:
@@ -57,11 +127,11 @@ def _named_paths(value: Any) -> Iterator[str]:
 def _check_bounds(block: Any, name: str, value: Any) -> None:
     if not isinstance(block, (gr.Slider, gr.Number)) or isinstance(value, bool):
         return
+    if not isinstance(value, (int, float)) and value is not None:
+        raise refuse(f"{name} must be a number, got {shown(value)}")
     lo, hi = getattr(block, "minimum", None), getattr(block, "maximum", None)
     if lo is None and hi is None:
         return
-    if not isinstance(value, (int, float)) and value is not None:
-        raise refuse(f"{name} must be a number, got {value!r}")
     if value is None or (lo is not None and value < lo) or (hi is not None and value > hi):
         span = (
             f"between {lo:g} and {hi:g}"
@@ -69,6 +139,18 @@ def _check_bounds(block: Any, name: str, value: Any) -> None:
             else (f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
         )
         raise refuse(f"{name} must be {span} on this server, got {value}")
+
+
+def _check_choice(block: Any, name: str, value: Any) -> None:
+    """A fixed list's value (a ``Dropdown`` or ``Radio`` that takes no other value) must be one of its
+    choices: said here in one line, where Gradio's own check logs a traceback."""
+    if not isinstance(block, (gr.Dropdown, gr.Radio)) or getattr(block, "allow_custom_value", False):
+        return
+    choices = [c[1] if isinstance(c, (tuple, list)) else c for c in block.choices or ()]
+    values = value if isinstance(value, list) and getattr(block, "multiselect", False) else [value]
+    bad = next((v for v in values if v is not None and v not in choices), None)
+    if bad is not None:
+        raise refuse(f"{name} must be one of {', '.join(map(str, choices))}, got {shown(bad)}")
 
 
 def _input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:

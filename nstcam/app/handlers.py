@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
-from nstcam.app.errors import refuse
+from nstcam.app.errors import refuse, shorten
 from nstcam.app.files import editor_mask, load_upload
 from nstcam.app.found import check_found, explain_found, found_caption, found_row, kind_of
 from nstcam.app.plots import curves_figure
@@ -57,13 +57,13 @@ def _fail(e: BaseException) -> gr.Error:
     if isinstance(e, (ImageError, FileNotFoundError)):
         return refuse(f"Bad image: {e}")
     if isinstance(e, WeightsUnavailableError):
-        return refuse(f"Model weights are missing: {e.explain(RANDOM_HINT)}")
+        return refuse(f"Model weights are missing: {e.explain(RANDOM_HINT, show_folder=False)}")
     if isinstance(e, (InsufficientMemoryError, torch.cuda.OutOfMemoryError, MemoryError)):
         return refuse(f"Out of memory: {e}. Try a smaller size.")
     if isinstance(e, ValueError):
         return refuse(str(e))
     logger.exception("unexpected error in a request")
-    return gr.Error(f"Internal error ({type(e).__name__}): {e}", print_exception=False)
+    return gr.Error(shorten(f"Internal error ({type(e).__name__}): {e}"), print_exception=False)
 
 
 def _check(value: float | None, name: str, lo: float, hi: float) -> None:
@@ -97,8 +97,10 @@ def _color_mode(value: bool | str | None) -> bool | str:
 def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event) -> Iterator[Any]:
     """Runs ``fn(put)`` in a worker thread and yields whatever it puts; returns what ``fn`` returns.
 
-    If the consumer stops early (Gradio's cancel, a disconnect), ``stop`` is set, the engine stops
-    at its next step, and the worker is joined: no run outlives its request.
+    If the consumer stops early (Gradio's cancel, a dropped connection), ``stop`` is set and the
+    engine stops at its next step, by itself: nothing waits for it here, because Gradio closes a
+    cancelled generator on its event loop, where a join would stall every user's requests for the
+    rest of the step.
     """
     updates: queue.Queue = queue.Queue()
     outcome: dict[str, Any] = {}
@@ -118,9 +120,8 @@ def _in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event
         while (item := updates.get()) is not _DONE:
             yield item
     finally:
-        if worker.is_alive():
-            stop.set()
-        worker.join()
+        stop.set()  # a no-op once the run is done; else it ends at its next step
+    worker.join()  # it has put _DONE: returns at once
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from fastapi.exceptions import RequestValidationError
 from PIL import Image
+from starlette.middleware import Middleware
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload
@@ -25,6 +27,7 @@ from nstcam.app.handlers import (
     stylize_handler,
     subject_handler,
 )
+from nstcam.app.limits import RequestLimits, validation_error_handler
 from nstcam.app.listen import listen
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import method_choices, method_note, tool_doc
@@ -96,15 +99,22 @@ def _sample(name: str) -> str:
 
 
 def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
-    """What ``demo.launch`` needs besides host and port: the upload cap, errors shown, and with
-    ``mcp`` the endpoints served as Model Context Protocol tools (``/gradio_api/mcp/``)."""
+    """What ``demo.launch`` needs besides host and port: the upload cap, the caps on every request
+    (:class:`nstcam.app.limits.RequestLimits`: body size, uploads in all, the event named; malformed
+    requests answered in one line), errors shown, and with ``mcp`` the endpoints served as Model
+    Context Protocol tools (``/gradio_api/mcp/``)."""
     if mcp:
         enable_mcp()
+    upload_bytes = int(config.max_upload_mb * 1024 * 1024)
     return {
-        "max_file_size": int(config.max_upload_mb * 1024 * 1024),
+        "max_file_size": upload_bytes,
         "show_error": True,
         "css": CSS,
         "mcp_server": bool(mcp),
+        "app_kwargs": {
+            "middleware": [Middleware(RequestLimits, upload_bytes=upload_bytes)],
+            "exception_handlers": {RequestValidationError: validation_error_handler},
+        },
     }
 
 
@@ -125,7 +135,7 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
     """
     config = config or AppConfig()
     models = models or Models(config)
-    runs = Runs()
+    runs = models.runs
     with gr.Blocks(title="nstcam — style transfer and Grad-CAM", delete_cache=(600, 1800)) as demo:
         gr.Markdown(
             "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on torchvision classifiers, detectors "

@@ -17,6 +17,7 @@ from PIL import Image
 
 from nstcam._files import atomic_file
 from nstcam.image import save_image
+from nstcam.video._container import open_media
 from nstcam.video.source import VideoInfo
 
 __all__ = ["CODECS", "VideoWriter", "even_size"]
@@ -178,7 +179,7 @@ class _Audio:
 
     def __init__(self, src: VideoInfo, out: av.container.OutputContainer, ext: str) -> None:
         self.src, self.out = src, out
-        with av.open(str(src.path)) as c:
+        with open_media(src.path, src.name) as c:
             a_in = c.streams.audio[0]
             allowed = _AUDIO_OK.get(ext)
             self.copy = allowed is None or a_in.codec_context.name in allowed
@@ -189,7 +190,7 @@ class _Audio:
 
     def write(self, seconds: float) -> None:
         """The source's audio up to ``seconds`` (the frames written)."""
-        with av.open(str(self.src.path)) as c:
+        with open_media(self.src.path, self.src.name) as c:
             a_in = c.streams.audio[0]
             if self.copy:
                 for packet in c.demux(a_in):

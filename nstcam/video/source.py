@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from nstcam.image import DEFAULT_MAX_PIXELS, ImageError, load_image, probe_image
+from nstcam.video._container import MediaError, open_media
 
 __all__ = [
     "FRAME_EXTENSIONS",
@@ -131,11 +132,11 @@ def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
     try:
         # the frame size from the headers alone: FFmpeg's probe decodes no frame with skip_frame=all
         # (an 8192x4320 clip is refused at +4 MB instead of +86 MB)
-        with av.open(str(path), options={"skip_frame": "all"}) as c:
+        with open_media(path, name, {"skip_frame": "all"}) as c:
             if c.streams.video:
                 cc = c.streams.video[0].codec_context
                 _check_frame_pixels(name, cc.width, cc.height, max_pixels)
-        with av.open(str(path)) as c:
+        with open_media(path, name) as c:
             if not c.streams.video:
                 raise VideoError(f"{name} has no video stream")
             vs = c.streams.video[0]
@@ -146,7 +147,7 @@ def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
             raise VideoError(f"{name} has no video frames")
         if declared and count < declared:
             raise VideoError(f"{name} is truncated: its header says {declared} frames, {count} are there")
-        with av.open(str(path)) as c:
+        with open_media(path, name) as c:
             vs = c.streams.video[0]
             codec = vs.codec_context.name
             try:
@@ -155,6 +156,8 @@ def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
                 why = getattr(e, "strerror", None) or "no frame came out"
                 raise VideoError(f"{name} cannot be decoded as {codec} video ({why})") from None
             rate = vs.average_rate or vs.guessed_rate or Fraction(int(DEFAULT_FPS))
+    except MediaError as e:
+        raise VideoError(str(e)) from None
     except av.error.FFmpegError as e:
         raise VideoError(
             f"{name} is not a video PyAV can read ({type(e).__name__}: {e.strerror or e})"
@@ -261,7 +264,7 @@ def read_frames(info: VideoInfo, max_frames: int | None = None) -> Iterator[np.n
     k = info.rotation // 90
     done = 0
     try:
-        with av.open(str(info.path)) as c:
+        with open_media(info.path, info.name) as c:
             vs = c.streams.video[0]
             vs.thread_type = "AUTO"
             for frame in c.decode(vs):
@@ -270,8 +273,9 @@ def read_frames(info: VideoInfo, max_frames: int | None = None) -> Iterator[np.n
                 a = frame.to_ndarray(format="rgb24")
                 yield np.ascontiguousarray(np.rot90(a, k)) if k else a
                 done += 1
-    except av.error.FFmpegError as e:
-        raise VideoError(f"{info.name}: frame {done + 1} cannot be decoded ({e})") from None
+    except (av.error.FFmpegError, MediaError) as e:
+        why = getattr(e, "strerror", None) or e  # FFmpeg's str() holds the path: its reason alone
+        raise VideoError(f"{info.name}: frame {done + 1} cannot be decoded ({why})") from None
     if done == 0:
         raise VideoError(f"{info.name}: no frame could be decoded")
 

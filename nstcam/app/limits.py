@@ -1,0 +1,222 @@
+"""What one request to the app may hold, checked before any work: the size of its body, the total of
+its uploads, the event it names, the length of its texts and lists.
+
+Gradio caps each uploaded file (``max_file_size``) but not a request: a 100 MB text in a queue
+request was parsed whole (5 s, +840 MB) before a handler refused it, six 19 MB files went up in
+one upload request, and a list of 100,000 class names ran until the kernel killed the server.
+:class:`RequestLimits` is an ASGI middleware in front of the whole app (the page, the API, MCP):
+a body over its cap gets HTTP 413 with one line, read no further than the cap; a queue request
+naming an event the app does not have gets 422 (Gradio answers 500). The text and list caps are
+applied per input by :mod:`nstcam.app.gate`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_CLASSES",
+    "MAX_ECHO",
+    "MAX_ITEMS",
+    "MAX_TEXT",
+    "RequestLimits",
+    "shown",
+    "validation_error_handler",
+]
+
+logger = logging.getLogger("nstcam.app")
+
+MAX_TEXT = 300
+"""Characters of any text a request holds (a model, layer or method name, a class; paths inside a
+file value are Gradio's own, up to :data:`MAX_PATH`)."""
+MAX_PATH = 4096
+MAX_ITEMS = 64
+"""Items of any list a request holds (the classes picked, an image editor's layers)."""
+MAX_CLASSES = 20
+"""Classes one Grad-CAM request on a detector or a segmenter may pick (after duplicates are
+dropped; never more than the model knows): each is a pass and a result file."""
+MAX_ECHO = 100
+"""Characters of a bad value quoted back in a message or a log line."""
+MAX_BODY_BYTES = 1024 * 1024
+"""Body of any request but an upload or an MCP call (a queue request names uploads by path:
+a few kB)."""
+UPLOAD_FILES = 3
+"""Files of the largest size one upload request may carry in all: the image editor sends its
+background, its layer and their composite at once."""
+MCP_IMAGES = 2
+"""Images an MCP call may carry inline (content and style), base64-encoded."""
+
+_Scope = dict[str, Any]
+_Receive = Callable[[], Awaitable[dict[str, Any]]]
+_Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def shown(value: Any) -> str:
+    """``value`` as a message quotes it: its ``repr`` cut at :data:`MAX_ECHO` characters, with its
+    length when cut."""
+    text = repr(value)
+    if len(text) <= MAX_ECHO:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters as text"
+    return f"{text[:MAX_ECHO]}… ({size})"
+
+
+class _TooLargeError(Exception):
+    pass
+
+
+class RequestLimits:
+    """ASGI middleware: caps every request's body before the app reads it.
+
+    Args:
+        app: the ASGI app (Gradio's FastAPI app).
+        upload_bytes: the largest upload, one file (Gradio's ``max_file_size``).
+        body_bytes: any other body but an MCP call.
+    """
+
+    def __init__(self, app: Any, upload_bytes: int, body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.body_bytes = body_bytes
+        self.upload_total = UPLOAD_FILES * upload_bytes + 64 * 1024  # + multipart headers
+        self.mcp_bytes = MCP_IMAGES * (upload_bytes * 4 // 3) + body_bytes
+
+    def _cap(self, path: str) -> tuple[int, str]:
+        if path.rstrip("/").endswith("/upload"):
+            return self.upload_total, f"an upload request (at most {UPLOAD_FILES} files of the largest size)"
+        if "/mcp" in path:
+            return self.mcp_bytes, "an MCP call"
+        return self.body_bytes, "a request"
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        cap, what = self._cap(scope["path"])
+        too_big = f"{what} may hold at most {cap / 2**20:.3g} MB on this server"
+        declared = _content_length(scope)
+        if declared is not None and declared > cap:
+            await _answer(send, 413, f"{too_big}; this one declares {declared / 2**20:.3g} MB")
+            return
+        if scope["path"].rstrip("/").endswith("/upload"):
+            await self._stream(scope, receive, send, cap, too_big)
+            return
+        try:
+            body = await _read(receive, cap)
+        except _TooLargeError:
+            await _answer(send, 413, too_big)
+            return
+        if scope["path"].rstrip("/").endswith("/queue/join"):
+            bad = _bad_event(scope, body)
+            if bad:
+                await _answer(send, 422, bad)
+                return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
+        """An upload passed on as it comes (not held in memory), cut at ``cap``."""
+        seen = 0
+        over = False
+        started = False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen, over
+            if over:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > cap:
+                over = True
+                return {"type": "http.disconnect"}
+            return message
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            if over:
+                return  # the app's answer to a cut body is replaced by ours
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except Exception:
+            if not over:
+                raise
+        if over and not started:
+            await _answer(send, 413, too_big)
+
+
+def _content_length(scope: _Scope) -> int | None:
+    for key, value in scope.get("headers", ()):
+        if key == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _read(receive: _Receive, cap: int) -> bytes:
+    chunks, seen = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > cap:
+            raise _TooLargeError
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: _Receive) -> _Receive:
+    sent = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+def _bad_event(scope: _Scope, body: bytes) -> str | None:
+    """Why a queue request names no event of this app (Gradio would answer HTTP 500), or None."""
+    try:
+        fn_index = json.loads(body).get("fn_index")
+    except (ValueError, AttributeError):
+        return None  # FastAPI answers a malformed body itself
+    app = scope.get("app")
+    fns = getattr(app.get_blocks(), "fns", None) if hasattr(app, "get_blocks") else None
+    if fn_index is None or fns is None or (type(fn_index) is int and fn_index in fns):
+        return None
+    return f"fn_index must be the number of one of this app's {len(fns)} events, got {shown(fn_index)}"
+
+
+async def _answer(send: _Send, status: int, message: str) -> None:
+    logger.info("request refused (HTTP %d): %s", status, message)
+    body = json.dumps({"detail": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def validation_error_handler(request: Any, exc: Any) -> Any:
+    """FastAPI's answer to a malformed request, without the input it would echo whole: one line per
+    field (where it is and what is wrong)."""
+    from fastapi.responses import JSONResponse
+
+    errors = [
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors()[:5]
+    ]
+    message = "; ".join(errors) or "malformed request"
+    logger.info("request refused (HTTP 422): %s", message)
+    return JSONResponse({"detail": message}, status_code=422)

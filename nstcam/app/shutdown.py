@@ -1,0 +1,95 @@
+"""Stopping the server at any moment: a signal (a Space restarting, ``kill``, Ctrl+C) ends the process
+with exit status 0, after every run in progress was told to stop and this process's uploads, cached
+results and results folder were removed.
+
+Python's own exit would run the interpreter's finalisers while a run's worker thread is still
+inside PyTorch's C++ code, and the process aborts there ("terminate called without an active
+exception", status -6) with its files left behind. So the handler cleans up first, then leaves
+with ``os._exit(0)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["remove_own_files", "stop_on_signals"]
+
+logger = logging.getLogger("nstcam.app")
+
+
+def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) -> int:
+    """Deletes the files Gradio made for ``demo`` in its upload folder (uploads, cached results),
+    the folders they leave empty there and empty folders made since ``since`` (a time); returns how
+    many files. Other processes' files stay."""
+    root = Path(os.path.realpath(upload_folder))
+    files = {f for temp_set in getattr(demo, "temp_file_sets", ()) for f in list(temp_set)}
+    removed = 0
+    for name in files:
+        path = Path(name)
+        try:
+            path.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass  # Gradio's own shutdown removed it first
+        except OSError:
+            continue
+        _prune_empty(path.parent, root)
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            if folder.is_dir() and not folder.is_symlink() and folder.stat().st_ctime >= since:
+                folder.rmdir()  # only if empty
+        except OSError:
+            continue
+    return removed
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    while folder != root and Path(os.path.realpath(folder)).is_relative_to(root):
+        try:
+            folder.rmdir()  # only if empty
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def stop_on_signals(
+    models: Any, holder: dict[str, Any], signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)
+) -> None:
+    """Installs the handler: runs stopped, server closed, files removed, exit 0.
+
+    Args:
+        models: the app's :class:`nstcam.app.Models` (its runs and its results folder).
+        holder: ``holder["demo"]`` is the Blocks once built (a signal before that only removes the
+            results folder).
+        signals: the signals handled.
+    """
+
+    started = time.time() - 1.0
+
+    def handle(signum: int, _frame: Any) -> None:
+        from gradio.utils import get_upload_folder
+
+        logger.info("%s: stopping the server", signal.Signals(signum).name)
+        try:
+            stopped = models.runs.cancel_all()
+            demo = holder.get("demo")
+            removed = 0
+            if demo is not None:
+                demo.close(verbose=False)
+                removed = remove_own_files(demo, get_upload_folder(), started)
+            models.outbox.close()
+            logger.info("stopped %d run(s); removed %d upload(s) and cached file(s)", stopped, removed)
+        except Exception:  # the process exits 0 whatever went wrong here
+            logger.exception("cleaning up on %s failed", signal.Signals(signum).name)
+        finally:
+            logging.shutdown()
+            os._exit(0)
+
+    for sig in signals:
+        signal.signal(sig, handle)
