@@ -20,6 +20,70 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# -- markers: `python -m pytest -m "not slow and not browser and not ray and not subprocess"` is the quick
+# loop (README gives its time); CI runs everything. Each rule is here, in one place.
+SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `pytest --durations=80`
+    "test_app.py::test_faithfulness_handler_equals_explain_evaluate",
+    "test_app.py::test_new_methods_smoothing_budget_and_refusals_through_the_app",
+    "test_app.py::test_scorecam_budget_and_progress",
+    "test_cam.py::test_no_hook_left_after_failure_and_memory_flat",
+    "test_cam_layouts.py::test_ablationcam_zeroes_a_channel_in_the_layers_own_layout",
+    "test_cam_methods.py::test_ablationcam_runs_only_the_layers_after_the_target_where_the_network_cuts_cleanly",
+    "test_cam_parity.py::test_ablationcam_matches_pytorch_grad_cam_on_a_relu_layer",
+    "test_cam_parity.py::test_aug_smooth_and_several_layers_match_pytorch_grad_cam",
+    "test_cam_parity.py::test_eigengradcam_and_eigen_smooth_against_the_formula",
+    "test_cam_parity.py::test_fullgrad_matches_pytorch_grad_cam",
+    "test_cam_parity.py::test_score_cam_variants_match_torch_cam_with_the_same_noise",
+    "test_cam_parity.py::test_scorecam_follows_its_paper_where_the_libraries_differ",
+    "test_cam_parity.py::test_shapleycam_on_transformers_against_the_formula",
+    "test_cam_shortcuts.py::test_rcnn_shortcut_gives_the_full_graphs_maps_and_scores_and_pools_only_the_detections",
+    "test_cam_target_methods.py::test_a_logit_target_gives_the_class_paths_map",
+    "test_cam_target_methods.py::test_target_methods_from_threads_equal_sequential_calls",
+    "test_cli.py::test_every_command_keeps_outputs_that_exist_unless_overwrite",
+    "test_concurrency.py::test_threads_get_the_sequential_results",
+    "test_cuda_path.py::test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions",
+    "test_cuda_path.py::test_every_compiled_call_runs_on_the_owner_thread_and_threads_equal_eager",
+    "test_cuda_path.py::test_the_distribution_losses_compile_and_equal_eager",
+    "test_media_safety.py::test_the_style_engine_refuses_a_playlist_named_mp4_before_any_work",
+    "test_readme.py::test_readme_python_snippet_runs",
+    "test_style.py::test_compiled_step_matches_the_eager_one_on_cpu",
+    "test_style_regions.py::test_each_region_is_nearer_its_own_style_to_a_judge_network",
+    "test_tiles.py::test_tiled_calls_from_threads_equal_sequential_ones",
+    "test_video.py::test_batched_passes_put_several_frames_in_each_engine_step",
+    "test_video.py::test_temporal_consistency_at_least_halves_the_true_warping_error",
+    "test_video.py::test_the_distribution_losses_keep_a_clip_steady_too",
+    "test_video.py::test_two_threads_on_one_engine_equal_the_sequential_runs",
+}
+SUBPROCESS = {  # start Python processes of their own (besides the live app: the `server` fixture)
+    "test_cli.py::test_console_entry_point_help",
+    "test_cli.py::test_app_help_has_a_line_for_every_option",
+    "test_cli.py::test_app_names_a_broken_torch_pair_instead_of_a_traceback",
+    "test_gpu_report.py::test_dry_run_on_cpu_writes_every_section",
+    "test_gpu_report.py::test_refuses_clearly_without_cuda",
+    "test_hostile_requests.py::test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files",
+    "test_package.py::test_python_m_nstcam_runs",
+    "test_server.py::test_the_results_folder_goes_when_the_app_is_stopped",
+    "test_tiles.py::test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
+    "test_video.py::test_frames_over_the_pixel_limit_are_refused_from_the_header",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test by what it needs: ``browser`` (Chromium), ``subprocess`` (the live app or a
+    process of its own), ``ray`` (a Ray cluster), ``slow`` (5 s or more)."""
+    for item in items:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "browser" in fixtures:
+            item.add_marker(pytest.mark.browser)
+        if fixtures & {"server", "server_log", "server_uploads"} or name in SUBPROCESS:
+            item.add_marker(pytest.mark.subprocess)
+        if item.path.name == "test_distributed.py":
+            item.add_marker(pytest.mark.ray)
+        if name in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_weights(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NSTCAM_WEIGHTS_DIR", str(tmp_path_factory.mktemp("weights")))

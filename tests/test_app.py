@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
 import threading
@@ -154,7 +155,12 @@ def test_stylize_cancel_stops_worker(models, files):
     assert next(gen)[1].startswith("starting")
     first = next(gen)
     assert first[1].startswith("step 1/20")
-    gen.close()  # what Gradio's Cancel does to the generator
+    t = time.time()
+    gen.close()  # what Gradio's Cancel does to the generator, on its event loop: it must not wait
+    assert time.time() - t < 0.5
+    deadline = time.time() + 30
+    while count_hooks(models.style().net) and time.time() < deadline:  # the worker ends at its next step
+        time.sleep(0.05)
     assert count_hooks(models.style().net) == 0
     *_, (_, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 2)
     assert status.startswith("done")
@@ -353,6 +359,9 @@ def test_offline_start_names_the_flag(monkeypatch, caplog):
     assert set(m.errors) == {"vgg16_bn", "resnet50"}
     for err in m.errors.values():
         assert "python app.py --random-weights" in err and "weights='random'" not in err
+        # the page tells strangers nothing of the server's folders (the log keeps the path)
+        assert "is not on this server" in err and os.environ["NSTCAM_WEIGHTS_DIR"] not in err
+    assert os.environ["NSTCAM_WEIGHTS_DIR"] in caplog.text
     demo = build_demo(m.config, m)
     assert any("--random-weights" in str(getattr(b, "value", "")) for b in demo.blocks.values())
 
@@ -502,7 +511,7 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
     assert err == f"{float(err):.3g}" and float(err) > 0  # significant digits, never 0.0000
     assert Path(path).name == "walk_stylized.mp4"
     assert "10 s" in limits_text(models.config) and "1.5 million frame pixels" in limits_text(models.config)
-    with pytest.raises(gr.Error, match=r"Bad video: garbage.png cannot be decoded"):
+    with pytest.raises(gr.Error, match=r"Bad video: garbage.png is not a video file nstcam opens"):
         list(video_handler(models, str(bad), str(s), 64, 2))
     with pytest.raises(gr.Error, match="steps must be between 1 and 20"):
         list(video_handler(models, str(clip), str(s), 64, 50))
