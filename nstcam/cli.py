@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from nstcam._version import __version__
@@ -45,7 +46,23 @@ def _cmd_weights_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_weights_list(_args: argparse.Namespace) -> int:
+def weights_table() -> str:
+    """Every weight file nstcam knows, as the Markdown table ``weights/README.md`` holds."""
+    kinds = [
+        *((a, "style transfer" if a == "vgg16_bn" else "classifier", ARCHS[a][1]) for a in ARCHS),
+        *((a, "segmenter", w) for a, (_, w) in SEGMENTERS.items()),
+        *((a, "detector", w) for a, (_, w) in DETECTORS.items()),
+        *((a, "optical flow", w) for a, (_, w) in FLOW_ARCHS.items()),
+    ]
+    rows = [f"| {a} | {kind} | `{weights_file(a, Path('.')).name}` | `{w}` |" for a, kind, w in kinds]
+    head = ["| architecture | kind | file | torchvision weights |", "| --- | --- | --- | --- |"]
+    return "\n".join([*head, *rows])
+
+
+def _cmd_weights_list(args: argparse.Namespace) -> int:
+    if getattr(args, "markdown", False):
+        print(weights_table())
+        return 0
     d = weights_dir()
     print(f"weights directory: {d}")
     archs = [*ARCHS, *SEGMENTERS, *DETECTORS, *FLOW_ARCHS]
@@ -577,6 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_weights_download)
     ls = wsub.add_parser("list", help="show which weight files are present")
+    ls.add_argument("--markdown", action="store_true", help="every known file as weights/README.md's table")
     ls.set_defaults(func=_cmd_weights_list)
 
     s = sub.add_parser("stylize", help="stylise images (files, folders or globs) with one or more styles")

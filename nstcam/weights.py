@@ -125,12 +125,19 @@ class WeightsUnavailableError(RuntimeError):
         super().__init__(message)
         self.arch, self.path, self.url, self.reason = arch, path, url, reason
 
-    def explain(self, random_hint: str) -> str:
-        """The message with ``random_hint`` as the way to run without these weights."""
+    def explain(self, random_hint: str, show_folder: bool = True) -> str:
+        """The message with ``random_hint`` as the way to run without these weights.
+
+        Args:
+            random_hint: how to run without them.
+            show_folder: name the weights folder (the CLI's user); ``False`` for a page that
+                strangers read (a public Space), which says "on this server" instead.
+        """
         if self.path is None:
             return f"{self}. {random_hint}"
+        where = f"in {self.path.parent}" if show_folder else "on this server"
         return (
-            f"{self.path.name} is not in {self.path.parent} and {self.reason}. Where a network exists, "
+            f"{self.path.name} is not {where} and {self.reason}. Where a network exists, "
             f"run: nstcam weights download {self.arch}; or copy it there by hand from {self.url}. "
             f"{random_hint}"
         )

@@ -223,3 +223,17 @@ def test_weights_dir_override(monkeypatch, tmp_path):
     assert weights_dir() == tmp_path / "w"
     monkeypatch.delenv("NSTCAM_WEIGHTS_DIR")
     assert weights_dir() == Path(W.__file__).resolve().parent.parent / "weights"
+
+
+def test_weights_readme_lists_every_file_the_registry_knows(capsys):
+    """weights/README.md once listed 6 files where `nstcam weights list` shows 70: its table is
+    the command's Markdown output, and each row names a file the registry downloads."""
+    from nstcam.cli import weights_table
+
+    readme = (Path(__file__).resolve().parent.parent / "weights" / "README.md").read_text()
+    assert weights_table() in readme
+    assert cli_main(["weights", "list", "--markdown"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ") and "---" not in r][1:]
+    known = [*W.ARCHS, *W.SEGMENTERS, *W.DETECTORS, *W.FLOW_ARCHS]
+    assert [r.split(" | ")[0].removeprefix("| ") for r in rows] == known and len(known) == 70
+    assert all(f"`{W.weights_file(a, Path('.')).name}`" in r for a, r in zip(known, rows, strict=True))
