@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -443,7 +444,8 @@ def test_cam_cli_explains_detections_and_segments(tmp_path, caplog):
     assert len(list(det.glob("street_cam?_*_heatmap.png"))) == 2
     caplog.clear()
     assert main([*args, "--top-k", "3", "--overwrite"]) == 1
-    assert "top_k: a detector explains boxes" in caplog.text
+    assert "--top-k: a detector explains boxes" in caplog.text  # the CLI's words (issue 37.11)
+    assert "use --score-threshold and --max-detections (or --classes" in caplog.text
     seg = tmp_path / "seg"
     assert main(["cam", str(img), "--arch", "lraspp_mobilenet_v3_large", "--weights", "random",
                  "--classes", "person,cat", "-o", str(seg)]) == 0  # fmt: skip
@@ -453,3 +455,49 @@ def test_cam_cli_explains_detections_and_segments(tmp_path, caplog):
     assert main(["cam", str(img), "--arch", "resnet18", "--weights", "random", "--classes", "cat",
                  "-o", str(tmp_path / "c")]) == 2  # fmt: skip
     assert "--classes picks a detector's or segmenter's classes" in caplog.text
+
+
+def test_every_failed_stylize_run_leaves_no_output_folder(tmp_path, caplog):
+    """One rule for every command (issue 37.5): a folder the run made and left empty goes again."""
+    a, s = _img(tmp_path / "a.png", 1), _img(tmp_path / "s.png", 2)
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    inputs = {p.name for p in tmp_path.iterdir()}
+    base = [str(a), "--weights", "random", "--steps", "1", "--size", "32"]
+    failing = [
+        ["--style", str(s), "--size", "0"],
+        ["--style", str(s), "--steps", "-3"],
+        ["--style", str(tmp_path / "bad.png")],
+        ["--style", str(tmp_path / "missing.png")],
+        ["--style", str(s), "--tile", "-5"],
+        ["--style", str(s), "--style", str(s), "--style-weights", "1,2,3"],
+        ["--style", str(s), "--size", "100000"],
+    ]
+    for i, extra in enumerate(failing):
+        out = tmp_path / f"run{i}" / "deeper"
+        assert main(["stylize", *base, *extra, "-o", str(out)]) != 0, extra
+        assert {p.name for p in tmp_path.iterdir()} == inputs, (extra, sorted(tmp_path.iterdir()))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["stylize", *base, "--style", str(s), "--size", "0", "-o", str(kept)]) != 0
+    assert kept.is_dir()  # a folder that was there before stays
+    assert main(["stylize", *base, "--style", str(s), "-o", str(tmp_path / "ok")]) == 0
+    assert (tmp_path / "ok" / "a_stylized.png").is_file()
+
+
+def test_messages_say_the_cli_flags_not_python(tmp_path, caplog):
+    """Issue 37.11: `size=2777 or less, or tile=512` reads `--size 2777 or less, or --tile 512`; a
+    bad layer gives the closest names, not a Python recipe; --top-k 0 is refused before any model."""
+    a = _img(tmp_path / "a.png", 1)
+    caplog.set_level("INFO")
+    assert main(["cam", str(a), "--arch", "resnet18", "--layer", "layer9", "--weights", "random",
+                 "-o", str(tmp_path / "c")]) == 1  # fmt: skip
+    assert "Closest valid names: layer4" in caplog.text and "named_modules" not in caplog.text
+    caplog.clear()
+    assert main(["stylize", str(a), "--style", str(a), "--size", "100000", "--weights", "random",
+                 "-o", str(tmp_path / "s")]) == 1  # fmt: skip
+    said = next(r.getMessage() for r in caplog.records if "GiB" in r.getMessage())
+    assert re.search(r"use --size \d+ or less, or --tile \d+$", said) and str(a) in said, said
+    caplog.clear()
+    assert main(["cam", str(a), "--arch", "resnet18", "--top-k", "0", "-o", str(tmp_path / "c")]) == 2
+    assert caplog.records[-1].getMessage() == "--top-k must be at least 1, got 0"
+    assert not any("RANDOM" in r.getMessage() or "weights" in r.name for r in caplog.records)  # none built
