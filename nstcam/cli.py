@@ -358,9 +358,9 @@ def _cmd_video(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     print(res.path)
-    err = "n/a (one frame)" if res.warping_error is None else f"{res.warping_error:.3g}"
+    err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
     logger.info(
-        "%d frames at %g fps, %dx%d; %.2f s per frame; warping error %s (lower is steadier)%s",
+        "%d frames at %g fps, %dx%d; %.2f s per frame; warping error %s%s",
         res.frames, res.fps, *res.size, res.seconds / max(1, res.frames), err,
         "; RANDOM weights: not meaningful" if res.random_weights else "",
     )  # fmt: skip

@@ -190,6 +190,10 @@ def test_raft_in_a_clip_follows_the_engines_weights(tmp_path):
     clip = write_frames(tmp_path / "in", panning(3, 2))
     r = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "out", size=W, flow="raft")  # random RAFT
     assert r.frames == 3 and r.params["flow"] == "raft_small" and r.random_weights
+    # random RAFT's flows leave no certain pixel: its warping error read 0 (perfect); not measured
+    assert r.warping_error is None and r.warping_error_text.startswith("n/a (not measured: the RAFT flow")
+    dis = stylize_video(FakeEngine(), clip, STYLE, tmp_path / "dis", size=W)
+    assert dis.warping_error is not None and dis.warping_error_text == f"{dis.warping_error:.3g}"
 
 
 # -- the engine's API for video ------------------------------------------------------------------

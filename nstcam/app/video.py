@@ -116,13 +116,13 @@ def video_handler(
     except Exception as e:
         raise _fail(e) from e
     res: VideoResult = result.value
-    err = "n/a" if res.warping_error is None else f"{res.warping_error:.3g}"  # 1.28e-06, never 0.0000
+    err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
     head = (
         f"cancelled after frame {res.frames}/{n}" if res.cancelled else f"done: {res.frames} frames{trimmed}"
     )
     status = (
         f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s; warping error {err}"
-        " (lower is steadier)" + note
+        + note
     )
     yield None, status, str(res.path)
 

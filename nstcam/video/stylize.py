@@ -92,7 +92,10 @@ class VideoResult:
         size: (width, height) of the frames.
         warping_error: flicker, the mean over frame pairs of the masked squared difference between
             each output frame and the previous one warped by the input's motion (Lai et al. 2018;
-            :func:`nstcam.video.warping_error`); None with fewer than two frames.
+            :func:`nstcam.video.warping_error`); None where it is not measured: fewer than two
+            frames, or RAFT on random weights (its flows mean nothing, and its certainty masks
+            leave no pixel to compare: the figure would read 0, as if perfectly steady).
+            :attr:`warping_error_text` says it for people.
         histories: each frame's loss history (its last pass) as columns: ``{"total": array of one
             value per step, "content": ..., "style": ..., "tv": ..., "anchor": ...}`` (float32, a
             few KB a frame, so that a long clip's histories stay small).
@@ -114,6 +117,17 @@ class VideoResult:
     random_weights: bool = False
     weights: str = ""
     params: dict[str, Any] = field(default_factory=dict, repr=False)
+    flow_random: bool = False
+
+    @property
+    def warping_error_text(self) -> str:
+        """The warping error as people read it: three significant digits (``1.28e-06``, never
+        ``0.000``), or ``n/a`` and why it is not measured."""
+        if self.warping_error is not None:
+            return f"{self.warping_error:.3g}"
+        if self.flow_random:
+            return "n/a (not measured: the RAFT flow has random weights)"
+        return "n/a (one frame)"
 
 
 class _Stop(Exception):  # noqa: N818 - control flow: the user's callback asked to stop
@@ -251,13 +265,14 @@ def stylize_video(
         long_term=back_to,
         frames=n,
     )
-    flicker = float(np.mean(run.flicker)) if run.flicker else None
+    flicker = float(np.mean(run.flicker)) if run.flicker and not est.is_random else None
     result = VideoResult(
         path, writer.frames, info.fps, dims, flicker, run.histories, time.perf_counter() - t0,
-        run.cancelled, random, engine.weights.notice, used,
+        run.cancelled, random, engine.weights.notice, used, flow_random=est.is_random,
     )  # fmt: skip
-    shown_error = "n/a (one frame)" if flicker is None else f"{flicker:.5g}"
-    logger.info("%s: %d frames -> %s, warping error %s", info.name, result.frames, path, shown_error)
+    logger.info(
+        "%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error_text
+    )
     return result
 
 
