@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nstcam._mark import mark_file, mark_random, tag_weights
 from nstcam._version import __version__
 from nstcam.cam.methods import METHOD_INFO, METHODS
 from nstcam.style import STYLE_LOSSES
@@ -247,6 +248,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         return 1
     _report_kept(res)
     for p in res.written:
+        mark_file(p)  # random weights: said on the image a person shares
         print(p)
         if args.report:
             import json
@@ -497,6 +499,7 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)  # only once there is something to write
         meta = save_explanation(results, str(src), out / name, arch=args.arch)
         for entry, r in zip(meta["classes"], results, strict=True):
+            mark_file(entry["overlay"])  # random weights: said on the overlay a person shares
             print(entry["overlay"])
             if r.faithfulness is not None:
                 rows.append(_metrics_row(str(src), entry["rank"], r))
@@ -571,7 +574,7 @@ def _cmd_features(args: argparse.Namespace) -> int:
 
     info = weights_info(getattr(engine, "model", engine))
     _warn_random(info)
-    out = save_image(fm.grid, Path(args.output))
+    out = save_image(mark_random(tag_weights(fm.grid, info.notice, info.is_random)), Path(args.output))
     meta = {"image": args.image, **fm.to_dict(), "weights": info.notice, "random_weights": info.is_random}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2))
     print(out)
@@ -799,7 +802,7 @@ class _CliWords(logging.Filter):
         self.options = options
         assigned = "|".join(sorted(map(re.escape, options), key=len, reverse=True))
         bare = "|".join(sorted((re.escape(o) for o in options if "_" in o), key=len, reverse=True))
-        parts = [rf"(?<![\w/.-])({assigned})=([^\s,;)]*)"] if assigned else []
+        parts = [rf"(?<![\w/.(-])({assigned})=([^\s,;)]*)"] if assigned else []  # "(seed=0)" stays
         parts += [rf"(?<![\w/.-])({bare})(?![\w/.=-])"] if bare else []
         self.pattern = re.compile("|".join(parts)) if parts else None
 

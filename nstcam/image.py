@@ -20,6 +20,7 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from nstcam._files import atomic_file
+from nstcam._mark import png_info
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -371,6 +372,6 @@ def save_image(img: Image.Image, path: str | os.PathLike, *, quality: int = 95) 
     with atomic_file(path, suffix=path.suffix) as fh:
         if fmt == "JPEG":
             img.convert("RGB").save(fh, fmt, quality=quality, optimize=True)
-        else:
-            img.save(fh, fmt, optimize=False, compress_level=6)
+        else:  # with where it came from (nstcam:weights, nstcam:random_weights) when the engines say
+            img.save(fh, fmt, optimize=False, compress_level=6, pnginfo=png_info(img))
     return path

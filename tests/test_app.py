@@ -566,3 +566,17 @@ def test_video_cancel_writes_the_frames_done(models, files, tmp_path):
     assert status.startswith("cancelled after frame 2/5")
     with av.open(path) as f:
         assert sum(1 for _ in f.decode(video=0)) == 2
+
+
+def test_random_weights_are_said_on_the_files_a_person_downloads(models, files):
+    """Issue 37.9: the downloads carry the mark in their PNG metadata and visibly, at their foot."""
+    c, s, _ = files
+    *_, (img, _, path) = stylize_handler(models, str(c), str(s), None, 0.0, 128, 1)
+    saved = Image.open(path)
+    assert saved.text["nstcam:random_weights"] == "true" and "RANDOM" in saved.text["nstcam:weights"]
+    a, b = np.asarray(saved.convert("RGB"), np.int16), np.asarray(img.convert("RGB"), np.int16)
+    changed = np.flatnonzero(np.abs(a - b).max(axis=(1, 2)) > 0)
+    assert changed.size and changed.min() >= a.shape[0] * 2 // 3  # a band at the foot, the rest intact
+    gallery, _, _ = cam_handler(models, str(c), model="resnet18", top_k=1)
+    overlay = Image.open(gallery[0][0])
+    assert overlay.text["nstcam:random_weights"] == "true" and "(random weights)" in gallery[0][1]

@@ -501,3 +501,26 @@ def test_messages_say_the_cli_flags_not_python(tmp_path, caplog):
     assert main(["cam", str(a), "--arch", "resnet18", "--top-k", "0", "-o", str(tmp_path / "c")]) == 2
     assert caplog.records[-1].getMessage() == "--top-k must be at least 1, got 0"
     assert not any("RANDOM" in r.getMessage() or "weights" in r.name for r in caplog.records)  # none built
+
+
+def test_cli_outputs_of_random_weights_say_so_in_metadata_and_visibly(tmp_path):
+    a, s = _img(tmp_path / "a.png", 1), _img(tmp_path / "s.png", 2)
+    out = tmp_path / "out"
+    assert main(["stylize", str(a), "--style", str(s), "--weights", "random", "--steps", "1", "--size", "96",
+                 "-o", str(out)]) == 0  # fmt: skip
+    assert main(["cam", str(a), "--arch", "resnet18", "--weights", "random", "-o", str(out)]) == 0
+    assert (
+        main(["features", str(a), "--layer", "relu1_1", "--weights", "random", "-o", str(out / "grid.png")])
+        == 0
+    )
+    for name in (
+        "a_stylized.png",
+        "grid.png",
+        *[p.name for p in out.glob("a_cam1_*.png") if "heatmap" not in p.name],
+    ):
+        img = Image.open(out / name)
+        assert img.text.get("nstcam:random_weights") == "true", name
+        foot = np.asarray(img.convert("RGB"))[-3:]
+        assert (foot == 0).mean() > 0.5, name  # the label's dark band
+    heat = next(out.glob("a_cam1_*_heatmap.png"))
+    assert Image.open(heat).text.get("nstcam:random_weights") == "true"  # data: tagged, not drawn on

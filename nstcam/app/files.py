@@ -15,6 +15,7 @@ import numpy as np
 from gradio.utils import get_upload_folder
 from PIL import Image
 
+from nstcam._mark import mark_random
 from nstcam.app.errors import logger, refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
 from nstcam.video import MediaError, check_media
@@ -60,9 +61,10 @@ class Outbox:
         self._next_prune = 0.0
 
     def save(self, img: Image.Image, name: str) -> str:
-        """Writes ``img`` as ``name`` in a new subfolder and returns its path."""
+        """Writes ``img`` as ``name`` in a new subfolder and returns its path; an image of random
+        weights (``info["nstcam"]``) says so on itself and in its metadata."""
         path = self.reserve(name)
-        save_image(img, path)
+        save_image(mark_random(img), path)
         return str(path)
 
     def reserve(self, name: str) -> Path:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam._mark import tag_weights
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
 from nstcam.app.errors import refuse, shorten
 from nstcam.app.files import editor_mask, load_upload
@@ -423,8 +424,10 @@ def cam_handler(
     random = bool(results[0].weights and results[0].weights.is_random)
     mark = " (random weights)" if random else ""
     out = models.outbox
+    notice = results[0].weights.notice if results[0].weights else ""
     gallery = [
-        (out.save(r.overlay, f"overlay_{i + 1}.png"), found_caption(r, mark)) for i, r in enumerate(results)
+        (out.save(tag_weights(r.overlay, notice, random), f"overlay_{i + 1}.png"), found_caption(r, mark))
+        for i, r in enumerate(results)
     ]
     heat = out.save(Image.fromarray((results[0].heatmap * 255).astype(np.uint8), "L"), "heatmap.png")
     table = [found_row(i + 1, r, mark) for i, r in enumerate(results)]
@@ -608,4 +611,4 @@ def features_handler(
         random
     )
     rows = [[i + 1, ch, round(m, 4)] for i, (ch, m) in enumerate(zip(fm.channels, fm.means, strict=True))]
-    return fm.grid, rows, note
+    return tag_weights(fm.grid, engine.weights.notice if engine.weights else "", random), rows, note

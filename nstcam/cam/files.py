@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image
 
 from nstcam._files import unique_names
+from nstcam._mark import tag_weights
 from nstcam.cam.result import CamResult
 from nstcam.image import save_image
 
@@ -88,9 +89,10 @@ def save_explanation(
     classes = []
     for rank, r in enumerate(results, 1):
         base = sidecar.with_name(class_stem(stem, rank, r))
-        overlay = save_image(r.overlay, base.with_name(base.name + ".png"))
+        said = (r.weights.notice, r.weights.is_random) if r.weights else ("", False)  # PNG metadata
+        overlay = save_image(tag_weights(r.overlay.copy(), *said), base.with_name(base.name + ".png"))
         heat = base.with_name(base.name + "_heatmap.png")
-        save_image(Image.fromarray((r.heatmap * 255).astype(np.uint8), "L"), heat)
+        save_image(tag_weights(Image.fromarray((r.heatmap * 255).astype(np.uint8), "L"), *said), heat)
         if save_npy:
             np.save(base.with_name(base.name + "_heatmap.npy"), r.heatmap)
         classes.append(
