@@ -28,7 +28,7 @@ from nstcam.app import (
     stylize_handler,
     subject_handler,
 )
-from nstcam.app.handlers import default_layer
+from nstcam.app.handlers import default_layer, features_handler
 
 
 def png_bomb(side: int) -> bytes:
@@ -580,3 +580,30 @@ def test_random_weights_are_said_on_the_files_a_person_downloads(models, files):
     gallery, _, _ = cam_handler(models, str(c), model="resnet18", top_k=1)
     overlay = Image.open(gallery[0][0])
     assert overlay.text["nstcam:random_weights"] == "true" and "(random weights)" in gallery[0][1]
+
+
+def test_api_parameters_have_their_true_types_and_descriptions_and_defaults_follow_the_model(models, files):
+    """Issue 37.6: view_api typed `layer` as VGG's layers only, counts as floats, and said nothing."""
+    c, _, _ = files
+    demo = build_demo(models.config, models)
+    info = demo.get_api_info()["named_endpoints"]
+    for endpoint, params in info.items():
+        for p in params["parameters"]:
+            assert p["python_type"]["description"], (endpoint, p["parameter_name"])  # each says what it is
+    types = {
+        (e, p["parameter_name"]): p["python_type"]["type"] for e, v in info.items() for p in v["parameters"]
+    }
+    assert types[("/features", "layer")] == types[("/gradcam", "layer")] == "str"
+    assert types[("/gradcam", "classes")] == "list[str]"
+    for key in [("/stylize", "steps"), ("/gradcam", "top_k"), ("/features", "top"), ("/stylize", "seed")]:
+        assert types[key] == "int", key
+    assert (
+        "Pascal VOC"
+        in next(p for p in info["/gradcam"]["parameters"] if p["parameter_name"] == "classes")["python_type"][
+            "description"
+        ]
+    )
+    _, rows, note = features_handler(models, str(c), "resnet18")  # no layer: the model's own
+    assert note.startswith("resnet18 layer4: 512 channels") and len(rows) == 16
+    with pytest.raises(gr.Error, match="classes picks a detector's or segmenter's classes; resnet18 is a"):
+        cam_handler(models, str(c), model="resnet18", classes=["unicorn"])

@@ -180,6 +180,7 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
         ("stylize", "i10", float("nan"), "seed must be a finite number, got nan"),
         ("stylize", "i12", float("nan"), "tile must be a finite number, got nan"),
         ("stylize", "i11", "sgd", "optimizer must be one of lbfgs, adam, got 'sgd'"),
+        ("stylize", "i5", 2.5, "steps must be a whole number, got 2.5"),
         (
             "stylize",
             "i16",

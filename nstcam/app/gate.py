@@ -18,7 +18,7 @@ from nstcam.app.errors import refuse
 from nstcam.app.files import upload_path
 from nstcam.app.limits import MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
 
-__all__ = ["guard_requests"]
+__all__ = ["guard_requests", "input_names"]
 
 
 def guard_requests(demo: gr.Blocks) -> gr.Blocks:
@@ -37,7 +37,7 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     validate = demo.validate_inputs
 
     def checked(block_fn: Any, inputs: list[Any]) -> None:
-        names = _input_names(block_fn.fn, len(block_fn.inputs))
+        names = input_names(block_fn.fn, len(block_fn.inputs))
         for name, value in zip(names, inputs, strict=False):  # extras unread
             _check_contents(name, value)
         validate(block_fn, inputs)
@@ -129,6 +129,8 @@ def _check_bounds(block: Any, name: str, value: Any) -> None:
         return
     if not isinstance(value, (int, float)) and value is not None:
         raise refuse(f"{name} must be a number, got {shown(value)}")
+    if value is not None and _whole(block) and value != int(value):
+        raise refuse(f"{name} must be a whole number, got {value:g}")
     lo, hi = getattr(block, "minimum", None), getattr(block, "maximum", None)
     if lo is None and hi is None:
         return
@@ -139,6 +141,15 @@ def _check_bounds(block: Any, name: str, value: Any) -> None:
             else (f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
         )
         raise refuse(f"{name} must be {span} on this server, got {value}")
+
+
+def _whole(block: Any) -> bool:
+    """The input counts something: a ``Number`` of precision 0, a ``Slider`` stepping by 1 from a
+    whole minimum (steps, top-k, channels...)."""
+    if isinstance(block, gr.Number):
+        return getattr(block, "precision", None) == 0
+    step, lo = getattr(block, "step", None), getattr(block, "minimum", None) or 0
+    return step == 1 and float(lo).is_integer()
 
 
 def _check_choice(block: Any, name: str, value: Any) -> None:
@@ -153,7 +164,7 @@ def _check_choice(block: Any, name: str, value: Any) -> None:
         raise refuse(f"{name} must be one of {', '.join(map(str, choices))}, got {shown(bad)}")
 
 
-def _input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:
+def input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:
     """The handler's parameter names, as the API calls the inputs."""
     try:
         params = inspect.signature(fn).parameters.items()

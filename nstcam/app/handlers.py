@@ -407,6 +407,11 @@ def cam_handler(
     cfg = models.config
     try:
         found = kind_of(model) != "classifier"
+        if not found and any(c and str(c).strip() for c in classes or []):
+            raise refuse(
+                f"classes picks a detector's or segmenter's classes; {model} is a classifier, which explains "
+                "its top_k most likely classes"
+            )
         asked = check_found(model, method, classes) if found else []
         img, cam = _cam_request(models, image, model, layer, method, top_k, aug_smooth, cfg.explain_archs)
         side, eigen = cfg.display_size, bool(eigen_smooth)
@@ -587,9 +592,10 @@ def feature_layer_choices(model: str) -> list[str]:
 
 
 def features_handler(
-    models: Models, image: Any, model: str = "vgg16_bn", layer: str = "relu3_1", top: int = 16
+    models: Models, image: Any, model: str = "vgg16_bn", layer: str = "", top: int = 16
 ) -> tuple[Image.Image, list[list[Any]], str]:
-    """Returns (grid of the most active channels, table rows [rank, channel, mean], a note)."""
+    """Returns (grid of the most active channels, table rows [rank, channel, mean], a note); an
+    empty ``layer`` is the model's own default (``relu3_1`` for VGG16_bn)."""
     from nstcam.features import feature_maps
 
     try:
@@ -598,6 +604,7 @@ def features_handler(
         offered = ("vgg16_bn", *models.config.cam_archs)
         if model not in offered:
             raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
+        layer = layer or ("relu3_1" if model == "vgg16_bn" else default_layer(model))
         _check_layer(model, layer, feature_layer_choices(model))
         _check(top, "channels", 1, 64)
         img = load_upload(image, "image")

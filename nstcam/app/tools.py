@@ -82,7 +82,7 @@ Args:
     top_k: how many of the top classes to explain, 1 to 10 (a segmenter: its largest classes present; a detector: not used).
     aug_smooth: average the maps of 6 augmentations of the photo (flip x brightness): less noise, 6 times the cost (default false; classifiers only).
     eigen_smooth: the first principal component of the weighted activations instead of their sum (default false).
-    classes: a detector's or segmenter's class names to explain (COCO's for detectors, e.g. "cat", "person"; Pascal VOC's for segmenters); empty (default): all it found.
+    classes: a detector's or segmenter's class names to explain, at most 20, each once; empty (default): all it found. Detectors take COCO's 80 names ("airplane", "dining table", "motorcycle", "potted plant", "couch", "tv"...), segmenters Pascal VOC's 20 ("aeroplane", "diningtable", "motorbike", "pottedplant", "sofa", "tvmonitor"...); a name the model does not know is refused with its list. A classifier takes none (it explains its top_k classes).
     score_threshold: a detector's least detection score kept, 0 to 1 (default 0.5).
     max_detections: how many of a detector's detections to explain, 1 to 10 (default 5).
 
@@ -137,7 +137,7 @@ a grid of its most active channels (forward pass stopped at that layer).
 Args:
     image: the photo: {image}.
     model: "vgg16_bn" or one of {archs}.
-    layer: for vgg16_bn a ReLU such as "relu3_1" (relu1_1 ... relu5_3); for a classifier one of its layers, e.g. a ResNet's "layer3" or "layer3.1" (a wrong name is answered with the valid ones).
+    layer: empty (default): the model's own (vgg16_bn "relu3_1", a classifier its Grad-CAM layer, e.g. a ResNet's "layer4"); for vgg16_bn a ReLU such as "relu1_1" ... "relu5_3"; for a classifier one of its layers, e.g. "layer3" or "layer3.1" (a wrong name is answered with the valid ones).
     top: how many channels to show, 1 to 64.
 
 Returns:

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from PIL import Image
 from starlette.middleware import Middleware
 
+from nstcam.app.api_info import describe_api
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload
 from nstcam.app.found import class_choices, kind_of
@@ -162,9 +163,9 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         with gr.Tab("Subject-aware"):
             _subject_tab(config, models, runs)
         with gr.Tab("Feature maps"):
-            _features_tab(config, models)
+            _features_tab(config, models, demo)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
-    return guard_requests(demo)
+    return guard_requests(describe_api(demo, config))
 
 
 def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
@@ -565,7 +566,7 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     sa_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
 
 
-def _features_tab(config: AppConfig, models: Models) -> None:
+def _features_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
     gr.Markdown("What the network sees: the most active channels of one layer (forward stopped there).")
     with gr.Row():
         with gr.Column(scale=1):
@@ -573,8 +574,12 @@ def _features_tab(config: AppConfig, models: Models) -> None:
                 label="Image", sources=["upload", "clipboard", "webcam"], height=240, elem_id="fm-image"
             )
             model = gr.Dropdown(["vgg16_bn", *config.cam_archs], value="vgg16_bn", label="Model")
-            layer = gr.Dropdown(  # the choices follow the model; the server checks the layer (API callers)
-                feature_layer_choices("vgg16_bn"), value="relu3_1", label="Layer", allow_custom_value=True
+            layer = gr.Dropdown(  # the choices follow the model; empty (the API's default): the model's own
+                feature_layer_choices("vgg16_bn"),
+                value="",
+                label="Layer",
+                allow_custom_value=True,
+                elem_id="fm-layer",
             )
             top = gr.Slider(1, 64, value=16, step=1, label="Channels")
             show = gr.Button("Show feature maps", variant="primary", elem_id="fm-run")
@@ -592,7 +597,10 @@ def _features_tab(config: AppConfig, models: Models) -> None:
         api_name=False,
     )
 
-    def features(image: str, model: str = "vgg16_bn", layer: str = "relu3_1", top: int = 16):
+    # the page shows the layer used; the API's default stays "" (any model's own default layer)
+    demo.load(lambda: gr.Dropdown(value="relu3_1"), None, layer, api_name=False)
+
+    def features(image: str, model: str = "vgg16_bn", layer: str = "", top: int = 16):
         g, rows, text = features_handler(models, image, model, layer, top)
         return models.outbox.save(g, "features.png"), text, rows
 

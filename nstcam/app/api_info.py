@@ -1,0 +1,70 @@
+"""What ``view_api()`` and the OpenAPI-style API info say of each parameter of the named endpoints:
+its description (the same text an MCP agent reads, :mod:`nstcam.app.tools`) and its true type.
+
+Gradio describes a component, not a parameter: a ``Dropdown`` that also takes other values is typed
+as the few choices it was built with (``layer`` as VGG's ReLUs only, ``/gradcam``'s as ResNet-50's),
+a ``Slider`` that counts (steps, top-k) as a float, and nothing says what a parameter means.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import gradio as gr
+
+from nstcam.app.config import AppConfig
+from nstcam.app.gate import input_names
+from nstcam.app.tools import TOOL_DOCS, tool_doc
+
+__all__ = ["describe_api", "parameter_docs"]
+
+_ARG = re.compile(r"^ {4}(\w+): (.*)$")
+
+
+def parameter_docs(doc: str) -> dict[str, str]:
+    """The ``name: description`` lines of a docstring's ``Args:`` section."""
+    args = doc.split("Args:", 1)[-1].split("Returns:", 1)[0]
+    return {m[1]: m[2] for m in map(_ARG.match, args.splitlines()) if m}
+
+
+def _schema(comp: Any) -> dict[str, Any]:
+    """``comp``'s API schema with its true type: whole numbers as integers, a list that takes other
+    values as free text (or a list of texts)."""
+    base = dict(comp.api_info())
+    if isinstance(comp, gr.Number) and getattr(comp, "precision", None) == 0:
+        return {**base, "type": "integer"}
+    if isinstance(comp, gr.Slider) and comp.step == 1 and float(comp.minimum or 0).is_integer():
+        return {**base, "type": "integer"}
+    if isinstance(comp, gr.Dropdown) and comp.allow_custom_value:
+        base.pop("enum", None)
+        if comp.multiselect:
+            return {
+                **{k: v for k, v in base.items() if k != "items"},
+                "type": "array",
+                "items": {"type": "string"},
+            }
+        return {**{k: v for k, v in base.items() if k not in ("anyOf", "enum")}, "type": "string"}
+    return base
+
+
+def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:
+    """Gives every input of every named endpoint its description and true type in the API info (an
+    input two endpoints share, such as ``/gradcam``'s and ``/faithfulness``'s image, keeps the
+    first one's)."""
+    described: set[int] = set()
+    for fn in demo.fns.values():
+        if fn.api_name not in TOOL_DOCS or getattr(fn, "api_visibility", "public") != "public":
+            continue
+        docs = parameter_docs(tool_doc(fn.api_name, config))
+        for comp, name in zip(fn.inputs, input_names(fn.fn, len(fn.inputs)), strict=False):
+            if comp._id in described:
+                continue
+            described.add(comp._id)
+            schema = _schema(comp)
+            extra = schema.get("additional_description")
+            schema["additional_description"] = " ".join(t for t in (docs.get(name), extra) if t)
+            comp.api_info = lambda s=schema: s
+            comp.api_info_as_input = lambda s=schema: s
+    demo.config = demo.get_config_file()  # the config Gradio serves was taken when the Blocks closed
+    return demo
