@@ -607,3 +607,55 @@ def test_api_parameters_have_their_true_types_and_descriptions_and_defaults_foll
     assert note.startswith("resnet18 layer4: 512 channels") and len(rows) == 16
     with pytest.raises(gr.Error, match="classes picks a detector's or segmenter's classes; resnet18 is a"):
         cam_handler(models, str(c), model="resnet18", classes=["unicorn"])
+
+
+def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figures(
+    models, files, monkeypatch
+):
+    """Issue 37.8: Score-CAM runs a minute on CPU; the tab's Cancel stops it at its next chunk."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c, _, _ = files
+    demo = build_demo(models.config, models)
+    gradcam = next(f.fn for f in demo.fns.values() if f.api_name == "gradcam")
+    started = threading.Event()
+    real = gradcam.__globals__["cam_handler"]
+
+    def watched(*a, progress=None, **kw):  # the engine's progress, seen by the test too
+        return real(*a, progress=lambda d, t: (started.set(), progress(d, t)), **kw)
+
+    monkeypatch.setitem(gradcam.__globals__, "cam_handler", watched)
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(gradcam, str(c), "resnet18", "layer3", "scorecam", 1)
+        assert started.wait(60)
+        models.runs.cancel("gradcam", None)  # what the tab's Cancel does (this session's run)
+        with pytest.raises(gr.Error, match=r"cancelled after \d+ of \d+ masked images"):
+            job.result(120)
+    assert count_hooks(models.cam("resnet18", "layer3", "scorecam").model) == 0
+    cancel = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "cam-cancel")
+    assert cancel.value == "Cancel"
+    ids = [[getattr(o, "elem_id", None) for o in f.outputs] for f in demo.fns.values()]
+    clears = [
+        f for f, out in zip(demo.fns.values(), ids, strict=True) if out[:2] == ["cam-status", "cam-metrics"]
+    ]
+    assert len(clears) == 2 and all(
+        f.fn() == ("", None, None, "") for f in clears
+    )  # on Explain, on a new model
+
+
+def test_closing_the_page_stops_its_runs_and_no_other(models):
+    """Issue 37.8: a closed page's job kept the queue busy; now its runs stop at their next step."""
+
+    class Req:
+        def __init__(self, session):
+            self.session_hash = session
+
+    runs = models.runs
+    mine, other = runs.start("stylize", Req("a")), runs.start("gradcam", Req("b"))
+    mine_cam = runs.start("gradcam", Req("a"))
+    demo = build_demo(models.config, models)
+    unload = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "page_closed")
+    unload.fn(Req("a"))
+    assert mine.is_set() and mine_cam.is_set() and not other.is_set()
+    for kind, req, stop in (("stylize", "a", mine), ("gradcam", "b", other), ("gradcam", "a", mine_cam)):
+        runs.finish(kind, Req(req), stop)

@@ -28,6 +28,7 @@ from nstcam.style import Cancelled, InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
 
 __all__ = [
+    "CAM_STARTING",
     "STARTING",
     "cam_handler",
     "default_layer",
@@ -84,6 +85,7 @@ def _weights_note(random: bool) -> str:
 
 _DONE = object()
 STARTING = "starting: building targets…"
+CAM_STARTING = "starting: loading the model and the image…"
 
 
 def _color_mode(value: bool | str | None) -> bool | str:

@@ -14,11 +14,12 @@ from starlette.middleware import Middleware
 
 from nstcam.app.api_info import describe_api
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
 from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload
 from nstcam.app.found import class_choices, kind_of
 from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
-    STARTING,
+    CAM_STARTING,
     cam_handler,
     default_layer,
     faithfulness_handler,
@@ -159,11 +160,16 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         with gr.Tab("Video"):
             video_tab(config, models, runs)
         with gr.Tab("Grad-CAM"):
-            _cam_tab(config, models, demo)
+            _cam_tab(config, models, runs, demo)
         with gr.Tab("Subject-aware"):
             _subject_tab(config, models, runs)
         with gr.Tab("Feature maps"):
             _features_tab(config, models, demo)
+
+        def page_closed(request: gr.Request) -> None:  # its runs stop: the queue serves the next user
+            runs.cancel_session(request)
+
+        demo.unload(page_closed)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     return guard_requests(describe_api(demo, config))
 
@@ -322,7 +328,7 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
     cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
 
 
-def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
+def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     with gr.Row():
         with gr.Column(scale=1):
             cam_image = SafeImage(
@@ -351,7 +357,9 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
             with gr.Row(visible=False) as detection_row:
                 score_threshold = gr.Slider(0, 1, value=0.5, step=0.05, label="Score threshold")
                 max_detections = gr.Slider(1, 10, value=5, step=1, label="Max detections")
-            explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
+            with gr.Row():
+                explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
+                cam_cancel = gr.Button("Cancel", variant="stop", elem_id="cam-cancel")
             cam_status = gr.Markdown(elem_id="cam-status")  # the model, layer and method used, or why not
         with gr.Column(scale=2):
             overlays = _gallery("Overlays", "cam-overlays")  # captions: class · probability
@@ -393,15 +401,33 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
         score_threshold: float = 0.5,
         max_detections: int = 5,
         progress=gr.Progress(),  # noqa: B008 - Gradio's idiom: injected, not part of the API
+        request: gr.Request = None,
     ):
-        progress(0.0, desc=STARTING)  # at once, not Gradio's guess from earlier, faster calls
+        progress(0.0, desc=CAM_STARTING)  # at once, not Gradio's guess from earlier, faster calls
+        stop = runs.start("gradcam", request)
 
-        def report(done: int, total: int) -> None:
+        def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
+            if stop.is_set():  # Cancel: the engine's hooks go in its finally
+                raise refuse(f"cancelled after {done} of {total} masked images")
             progress(done / total, desc=f"{method}: {done}/{total} masked images")
 
-        return cam_handler(models, image, model, layer, method, top_k, progress=report, aug_smooth=aug_smooth,
-                           eigen_smooth=eigen_smooth, classes=classes, score_threshold=score_threshold,
-                           max_detections=max_detections)  # fmt: skip
+        try:
+            return cam_handler(
+                models,
+                image,
+                model,
+                layer,
+                method,
+                top_k,
+                progress=report,
+                aug_smooth=aug_smooth,
+                eigen_smooth=eigen_smooth,
+                classes=classes,
+                score_threshold=score_threshold,
+                max_detections=max_detections,
+            )
+        finally:
+            runs.finish("gradcam", request, stop)
 
     gradcam.__doc__ = tool_doc("gradcam", config)
     listen(
@@ -426,7 +452,16 @@ def _cam_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
             f"Explained with {model}, layer {layer or default_layer(model)}, method {method}."
         ),
     )
-    _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
+
+    def cancel_run(request: gr.Request) -> None:
+        runs.cancel("gradcam", request)
+
+    cam_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
+    # a new run starts with a clean Status (no old warning under its progress bar) and no faithfulness
+    # figures of the previous map
+    figures = _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
+    for trigger in (explain.click, arch.change):
+        trigger(lambda: ("", None, None, ""), None, [cam_status, *figures], api_name=False, queue=False)
 
 
 def _all_classes(config: AppConfig) -> list[str]:
@@ -451,7 +486,11 @@ def _model_options(arch: str) -> tuple:
     )
 
 
-def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.components.Component) -> None:
+def _faithfulness_panel(
+    config: AppConfig, models: Models, *inputs: gr.components.Component
+) -> tuple[gr.components.Component, ...]:
+    """The panel under the Grad-CAM tab and its ``/faithfulness`` endpoint; returns its outputs
+    (figures, curves, verdict)."""
     steps = 20 if config.torch_device.type == "cuda" else 10  # as faithfulness_handler measures
     cost = f"about {4 * steps + 44} forward passes of the model"
     with gr.Accordion("How faithful is this map?", open=False, elem_id="cam-faithfulness"):
@@ -482,6 +521,7 @@ def _faithfulness_panel(config: AppConfig, models: Models, *inputs: gr.component
     faithfulness.__doc__ = tool_doc("faithfulness", config)
 
     listen(measure, faithfulness, list(inputs), [figures, curves, verdict], verdict, api_name="faithfulness")
+    return figures, curves, verdict
 
 
 def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
