@@ -52,7 +52,7 @@ def mark_random(img: Image.Image) -> Image.Image:
     out = img.convert("RGB") if img.mode not in ("RGB", "RGBA") else img.copy()
     out.info = dict(img.info)
     w, h = out.size
-    size = max(8, min(h // 8, w // 18))
+    size = max(8, min(h // 14, w // 22))  # small: it covers the foot of the picture
     font = ImageFont.load_default(size=size)
     draw = ImageDraw.Draw(out)
     box = draw.textbbox((0, 0), RANDOM_LABEL, font=font)

@@ -182,16 +182,34 @@ def _open(fh: IO[bytes], max_pixels: int | None, what: str, *, load: bool = Fals
                 im.load()
     except ImageError:
         raise
-    except Image.DecompressionBombError as e:
+    except Image.DecompressionBombError:
+        size = _header_size(fh)  # Pillow refused it before saying its size
+        if size is not None:
+            _check_pixels(size, max_pixels or 0, what)
         limit = f"{max_pixels / 1e6:.1f} MP" if max_pixels else "none set"
-        raise ImageError(
-            f"{what} is too large to decode safely (nstcam's limit: {limit}; Pillow's: {e})"
-        ) from None
+        raise ImageError(f"{what} is too large to decode safely (over the limit of {limit})") from None
     except UnidentifiedImageError:
         raise ImageError(f"{what} is not an image in a format Pillow can read") from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageError(f"{what} is truncated or corrupt: {e}") from None
     return im
+
+
+def _header_size(fh: IO[bytes]) -> tuple[int, int] | None:
+    """The (width, height) a file's header declares, read by the Pillow plugin that accepts it
+    without Pillow's own bomb check (which refuses before saying the size); None if none does."""
+    Image.init()
+    for fmt in Image.ID:
+        factory, accept = Image.OPEN[fmt]
+        try:
+            fh.seek(0)
+            if accept is not None and not accept(fh.read(16)):
+                continue
+            fh.seek(0)
+            return factory(fh, "").size
+        except Exception as e:  # noqa: BLE001 - a plugin that does not take it: try the next
+            logger.debug("%s does not read this header: %s", fmt, e)
+    return None
 
 
 def _decode(fh: IO[bytes], max_pixels: int | None, what: str) -> Image.Image:

@@ -205,7 +205,9 @@ def test_cam_handler_explains_what_detectors_and_segmenters_found(models, files)
     assert all(" at (" in row[2] and 0 <= row[3] <= 1 for row in table)
     gallery, _, table = cam_handler(models, str(c), seg, "", "gradcam", classes=["cat", "person"])
     assert [row[2] for row in table] == ["cat (random weights)", "person (random weights)"]
-    assert all("% of the image" in cap for _, cap in gallery)
+    # each class's share of the image, or "not found" (issue 37.13: was "p=0.000 · 0.0% of the image")
+    assert all("% of the image" in cap or "not found in the image" in cap for _, cap in gallery)
+    assert not any(" 0.0% of the image" in cap for _, cap in gallery)
     refusals = {
         "found no detection scoring 0.90 or more: lower the score threshold.*Random weights find": dict(
             model=det, score_threshold=0.9),
@@ -643,19 +645,21 @@ def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figu
     )  # on Explain, on a new model
 
 
-def test_closing_the_page_stops_its_runs_and_no_other(models):
-    """Issue 37.8: a closed page's job kept the queue busy; now its runs stop at their next step."""
-
-    class Req:
-        def __init__(self, session):
-            self.session_hash = session
-
-    runs = models.runs
-    mine, other = runs.start("stylize", Req("a")), runs.start("gradcam", Req("b"))
-    mine_cam = runs.start("gradcam", Req("a"))
+def test_a_class_not_found_says_so_and_a_detectors_table_says_score(models, files):
+    """Issue 37.13: a segmenter's class it did not find read "cat · p=0.000 · 0.0% of the image"; a
+    detector's table said "probability" where its captions say "score"; "1 steps"."""
+    c, s, _ = files
+    gallery, _, rows = cam_handler(models, str(c), model="lraspp_mobilenet_v3_large", classes=["cat", "cow"])
+    found = {cap.split(" · ")[0]: cap for _, cap in gallery}
+    for label, row in zip(("cat", "cow"), rows, strict=True):
+        caption = found[label]
+        missing = "not found in the image" in caption
+        assert missing or re.search(r" · p=\d\.\d{3} · \d+\.\d% of the image", caption), caption
+        assert row[2].startswith(label) and " 0.0% of the image" not in caption
     demo = build_demo(models.config, models)
-    unload = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "page_closed")
-    unload.fn(Req("a"))
-    assert mine.is_set() and mine_cam.is_set() and not other.is_set()
-    for kind, req, stop in (("stylize", "a", mine), ("gradcam", "b", other), ("gradcam", "a", mine_cam)):
-        runs.finish(kind, Req(req), stop)
+    gradcam = next(f.fn for f in demo.fns.values() if f.api_name == "gradcam")
+    table = gradcam(str(c), "fasterrcnn_mobilenet_v3_large_fpn", "", "gradcam", 1, score_threshold=0.0)[2]
+    assert table.headers == ["rank", "class", "label", "score"]
+    assert gradcam(str(c), "resnet18", "", "gradcam", 1)[2].headers[-1] == "probability"
+    *_, (_, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 1)
+    assert ", 1 step in " in status

@@ -782,3 +782,28 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         assert seen[-1].startswith("done:") and "a style per region" in seen[-1], seen
     finally:
         page.close()
+
+
+def test_browser_feature_grid_shows_its_first_row_below_the_badge_and_toolbar(server, images, browser):
+    """Issue 37.13: at 64 channels the "Grid" badge and the toolbar hid the first row's captions."""
+    c, _ = images
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.get_by_role("tab", name="Feature maps").click()
+        page.locator("#fm-image input[type=file]").set_input_files(str(c))
+        page.wait_for_timeout(1000)
+        page.locator("#fm-run").click()
+        page.locator("#fm-grid img").first.wait_for(timeout=90_000)
+        page.wait_for_timeout(500)
+        img = page.locator("#fm-grid img").first.bounding_box()
+        covers = [
+            b.bounding_box()
+            for b in page.locator("#fm-grid label, #fm-grid button").all()
+            if b.is_visible() and b.bounding_box() and b.bounding_box()["height"] < 60  # not the image's own
+        ]
+        assert covers and img is not None
+        assert all(b["y"] + b["height"] <= img["y"] + 1 for b in covers), (img, covers)
+        page.screenshot(path=str(ARTIFACTS / "browser_feature_grid.png"), full_page=True)
+    finally:
+        page.close()

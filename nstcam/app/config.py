@@ -220,15 +220,6 @@ class Runs:
             stop.set()
         return stop is not None
 
-    def cancel_session(self, request: gr.Request | None) -> int:
-        """Stops every run of a browser session (its page was closed); how many."""
-        session = _session(request)
-        with self._lock:
-            stops = [stop for (_, owner), stop in self._stops.items() if owner == session]
-        for stop in stops:
-            stop.set()
-        return len(stops)
-
     def cancel_all(self) -> int:
         """Stops every run in progress at its next step (the server is stopping); how many."""
         with self._lock:

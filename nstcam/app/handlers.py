@@ -79,6 +79,11 @@ def _check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
     _check(steps, "steps", 1, cfg.max_steps)
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 step``, ``2 steps``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _weights_note(random: bool) -> str:
     return " — RANDOM weights: not meaningful" if random else ""
 
@@ -250,7 +255,7 @@ def stylize_handler(
     img = result.value
     meta = img.info["nstcam"]
     status = (
-        f"done: {img.width}x{img.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s, "
+        f"done: {img.width}x{img.height}, {_count(len(meta['history']), 'step')} in {meta['seconds']:.1f} s, "
         f"seed {meta['params']['seed']}"
         + (", a style per region" if meta["params"].get("style_masks") else "")
         + note
@@ -577,7 +582,8 @@ def subject_handler(
         f"| map IoU (threshold {d['threshold']}) | | {d['iou']:.3f} |"
     )
     meta = out.info["nstcam"]
-    status = f"done: {out.width}x{out.height}, {len(meta['history'])} steps in {meta['seconds']:.1f} s{note}"
+    steps_done = _count(len(meta["history"]), "step")
+    status = f"done: {out.width}x{out.height}, {steps_done} in {meta['seconds']:.1f} s{note}"
     yield mask_img, out, before, after, md, status
 
 

@@ -48,6 +48,8 @@ CSS = """
 #st-result img, #sa-result img, #vid-preview img {
     width: 100% !important; height: auto !important; max-height: 420px; object-fit: contain !important;
 }
+/* the feature-map grid: its first row's captions below the label badge and the toolbar, not under them */
+#fm-grid .image-container { padding-top: 44px; }
 /* galleries of overlays: whole images at their own aspect, the caption below the image, no blank band */
 .nst-gallery .grid-wrap { min-height: 0 !important; height: auto !important; max-height: none !important; }
 .nst-gallery .gallery-item { height: auto !important; }
@@ -165,20 +167,26 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             _subject_tab(config, models, runs)
         with gr.Tab("Feature maps"):
             _features_tab(config, models, demo)
-
-        def page_closed(request: gr.Request) -> None:  # its runs stop: the queue serves the next user
-            runs.cancel_session(request)
-
-        demo.unload(page_closed)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     return guard_requests(describe_api(demo, config))
 
 
 def _size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
+    # the limits in the labels: a number typed over them is clamped by the browser, so say them
     size = gr.Slider(
-        64, config.max_size, value=min(384, config.max_size), step=16, label="Size (long side, px)"
+        64,
+        config.max_size,
+        value=min(384, config.max_size),
+        step=16,
+        label=f"Size (long side, px; at most {config.max_size} here)",
     )
-    steps = gr.Slider(1, config.max_steps, value=min(100, config.max_steps), step=1, label="Steps")
+    steps = gr.Slider(
+        1,
+        config.max_steps,
+        value=min(100, config.max_steps),
+        step=1,
+        label=f"Steps (at most {config.max_steps} here)",
+    )
     return size, steps
 
 
@@ -412,7 +420,7 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
             progress(done / total, desc=f"{method}: {done}/{total} masked images")
 
         try:
-            return cam_handler(
+            gallery, heat, rows = cam_handler(
                 models,
                 image,
                 model,
@@ -428,6 +436,8 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
             )
         finally:
             runs.finish("gradcam", request, stop)
+        score = "score" if kind_of(model) == "detector" else "probability"  # as the captions say
+        return gallery, heat, gr.Dataframe(value=rows, headers=["rank", "class", "label", score])
 
     gradcam.__doc__ = tool_doc("gradcam", config)
     listen(
