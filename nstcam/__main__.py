@@ -2,6 +2,6 @@
 
 import sys
 
-from nstcam.cli import main
+from nstcam._entry import main
 
 sys.exit(main())

@@ -1,16 +1,15 @@
 """Saying so on the image itself: results of random weights carry it in their PNG metadata (always,
 through :func:`nstcam.image.save_image`) and, where a person shares them (the app's downloads, the
-CLI's files), as a visible label."""
+CLI's files: ``nstcam.cli.mark_file``), as a visible label."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
-__all__ = ["RANDOM_LABEL", "is_random", "mark_file", "mark_random", "png_info", "tag_weights"]
+__all__ = ["RANDOM_LABEL", "is_random", "mark_random", "png_info", "tag_weights"]
 
 RANDOM_LABEL = "RANDOM WEIGHTS: not meaningful"
 
@@ -61,17 +60,3 @@ def mark_random(img: Image.Image) -> Image.Image:
     at = (max(2, size // 3), h - band + (band - (box[3] - box[1])) // 2 - box[1])
     draw.text(at, RANDOM_LABEL, fill=(255, 255, 255), font=font)
     return out
-
-
-def mark_file(path: str | Path) -> bool:
-    """Draws :data:`RANDOM_LABEL` on a PNG file whose metadata says random weights (the CLI's
-    outputs, once written); whether it did."""
-    from nstcam.image import save_image
-
-    with Image.open(path) as f:
-        if f.format != "PNG" or f.text.get("nstcam:random_weights") != "true":
-            return False
-        img = f.copy()
-        img.info["nstcam"] = {"weights": f.text.get("nstcam:weights", ""), "random_weights": True}
-    save_image(mark_random(img), path)
-    return True

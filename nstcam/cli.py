@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nstcam._mark import mark_file, mark_random, tag_weights
+from nstcam._mark import mark_random, tag_weights
 from nstcam._version import __version__
 from nstcam.cam.methods import METHOD_INFO, METHODS
 from nstcam.style import STYLE_LOSSES
@@ -74,6 +74,22 @@ def _cmd_weights_list(args: argparse.Namespace) -> int:
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
         print(f"  {arch:<{wa}}  {f.name:<{wf}}  {state}")
     return 0
+
+
+def mark_file(path: str | Path) -> bool:
+    """Draws :data:`nstcam._mark.RANDOM_LABEL` on a PNG file whose metadata says random weights (the CLI's
+    outputs, once written); whether it did."""
+    from PIL import Image
+
+    from nstcam.image import save_image
+
+    with Image.open(path) as f:
+        if f.format != "PNG" or f.text.get("nstcam:random_weights") != "true":
+            return False
+        img = f.copy()
+        img.info["nstcam"] = {"weights": f.text.get("nstcam:weights", ""), "random_weights": True}
+    save_image(mark_random(img), path)
+    return True
 
 
 def _floats(text: str) -> list[float]:

@@ -17,6 +17,7 @@ BASE = {
     "nstcam._files",
     "nstcam._terminal",
     "nstcam._lapack",
+    "nstcam._mark",
     "nstcam.layouts",
     "nstcam.hooks",
     "nstcam.image",
@@ -24,7 +25,7 @@ BASE = {
     "nstcam.anchor",
     "nstcam.weights",
 }
-TOP = {"nstcam", "nstcam.__main__", "nstcam.cli", "nstcam.distributed"}
+TOP = {"nstcam", "nstcam.__main__", "nstcam._entry", "nstcam.cli", "nstcam.distributed"}
 
 
 def part(module: str) -> str:

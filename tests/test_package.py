@@ -55,3 +55,14 @@ def test_readme_test_command_is_what_ci_runs():
 def test_weight_files_are_git_ignored():
     ignore = (ROOT / ".gitignore").read_text().splitlines()
     assert "weights/*" in ignore and "!weights/README.md" in ignore
+
+
+def test_import_nstcam_and_version_load_no_heavy_library():
+    """Issue 37.11: `nstcam --version` took 6.9 s; `import nstcam` loaded PyTorch, PyAV and OpenCV."""
+    code = (
+        "import sys, nstcam; from nstcam._entry import main; main(['--version']);"
+        "print(sorted(m for m in ('torch', 'av', 'cv2', 'gradio') if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.splitlines() == [f"nstcam {nstcam.__version__}", "[]"], run.stdout + run.stderr
+    assert {"StyleTransfer", "GradCAM", "load_image"} <= set(dir(nstcam))
