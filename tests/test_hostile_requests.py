@@ -24,7 +24,7 @@ from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
 from test_video import write_clip
 
-from nstcam.app.limits import MAX_CLASSES, MAX_ECHO, MAX_ITEMS, MAX_TEXT
+from nstcam.app.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEXT
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +156,21 @@ def test_one_request_cannot_exhaust_the_server(server, server_log, live):
     assert r.status_code == 422 and "fn_index must be the number of one of this app's" in r.text
     r = httpx.post(join, json={"data": "y" * 50_000, "fn_index": 0, "session_hash": "x"})
     assert r.status_code == 422 and "yyyy" not in r.text and len(r.text) < 200
+
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit: was HTTP 500
+    r = httpx.post(
+        join,
+        content=f'{{"data": {deep}, "fn_index": 0, "session_hash": "x"}}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["detail"] == "the request is nested too deeply"
+    fn_index, data = _event(live, "stylize", i10=10**400)  # JSON's integers have no size
+    msg = _raw_call(server, fn_index, data)
+    assert (
+        msg["output"]["error"] == f"seed must be between {-MAX_INT} and {MAX_INT}, got a number of 401 digits"
+    )
+    fn_index, data = _event(live, "gradcam", i7=[[[[[[[["cat"]]]]]]]])
+    assert _raw_call(server, fn_index, data)["output"]["error"].startswith("classes may be nested at most")
 
     log = _log_since(server_log, start)
     assert "Traceback" not in log and "x" * (2 * MAX_ECHO + 1) not in log and "y" * 200 not in log

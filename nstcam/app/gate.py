@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from nstcam.app.errors import refuse
 from nstcam.app.files import upload_path
-from nstcam.app.limits import MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
+from nstcam.app.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
 
 __all__ = ["guard_requests", "input_names"]
 
@@ -55,8 +55,10 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
 _PATH_KEYS = ("path", "url", "orig_name")
 
 
-def _check_contents(name: str, value: Any, key: str = "") -> None:
+def _check_contents(name: str, value: Any, key: str = "", depth: int = 0) -> None:
     """Texts, lists and numbers at any depth of a request's value, before anything reads them."""
+    if depth > MAX_DEPTH:
+        raise refuse(f"{name} may be nested at most {MAX_DEPTH} levels deep on this server")
     if isinstance(value, str):
         cap = MAX_PATH if key in _PATH_KEYS else MAX_TEXT
         path = key in _PATH_KEYS  # a path is never echoed
@@ -67,16 +69,21 @@ def _check_contents(name: str, value: Any, key: str = "") -> None:
             raise refuse(f"{name} may be at most {cap} characters on this server, got {got}")
     elif isinstance(value, float) and not math.isfinite(value):
         raise refuse(f"{name} must be a finite number, got {value}")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise refuse(
+            f"{name} must be between {-MAX_INT} and {MAX_INT}, got a number of {len(str(value))} digits"
+        )
     elif isinstance(value, dict):
         if len(value) > MAX_ITEMS:
             raise refuse(f"{name} may hold at most {MAX_ITEMS} fields on this server, got {len(value)}")
         for k, v in value.items():
-            _check_contents(name, v, str(k))
+            _check_contents(name, str(k), depth=depth + 1)  # a key is a text too
+            _check_contents(name, v, str(k), depth + 1)
     elif isinstance(value, (list, tuple)):
         if len(value) > MAX_ITEMS:
             raise refuse(f"{name} may hold at most {MAX_ITEMS} items on this server, got {len(value)}")
         for v in value:
-            _check_contents(name, v, key)
+            _check_contents(name, v, key, depth + 1)
 
 
 _FILE_HINT = "send the file itself (the browser's upload box, or gradio_client's handle_file(path))"

@@ -20,7 +20,9 @@ from typing import Any
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_CLASSES",
+    "MAX_DEPTH",
     "MAX_ECHO",
+    "MAX_INT",
     "MAX_ITEMS",
     "MAX_TEXT",
     "RequestLimits",
@@ -36,6 +38,10 @@ file value are Gradio's own, up to :data:`MAX_PATH`)."""
 MAX_PATH = 4096
 MAX_ITEMS = 64
 """Items of any list a request holds (the classes picked, an image editor's layers)."""
+MAX_DEPTH = 6
+"""Levels a request's value may nest (an image editor's value is 3 deep)."""
+MAX_INT = 2**63 - 1
+"""Largest whole number a request may hold (a seed; JSON carries integers of any length)."""
 MAX_CLASSES = 20
 """Classes one Grad-CAM request on a detector or a segmenter may pick (after duplicates are
 dropped; never more than the model knows): each is a pass and a result file."""
@@ -109,11 +115,10 @@ class RequestLimits:
         except _TooLargeError:
             await _answer(send, 413, too_big)
             return
-        if scope["path"].rstrip("/").endswith("/queue/join"):
-            bad = _bad_event(scope, body)
-            if bad:
-                await _answer(send, 422, bad)
-                return
+        bad = _bad_json(scope, body)
+        if bad:
+            await _answer(send, 422, bad)
+            return
         await self.app(scope, _replay(body, receive), send)
 
     async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
@@ -188,12 +193,21 @@ def _replay(body: bytes, receive: _Receive) -> _Receive:
     return again
 
 
-def _bad_event(scope: _Scope, body: bytes) -> str | None:
-    """Why a queue request names no event of this app (Gradio would answer HTTP 500), or None."""
+def _bad_json(scope: _Scope, body: bytes) -> str | None:
+    """Why a JSON body cannot go on (nested past the parser's recursion limit, where FastAPI would
+    answer HTTP 500 with a traceback; a queue request naming no event of this app, where Gradio
+    would), or None. A malformed body goes on: FastAPI answers it."""
+    if not body.lstrip().startswith((b"{", b"[")):
+        return None
     try:
-        fn_index = json.loads(body).get("fn_index")
-    except (ValueError, AttributeError):
-        return None  # FastAPI answers a malformed body itself
+        data = json.loads(body)
+    except RecursionError:
+        return "the request is nested too deeply"
+    except ValueError:
+        return None
+    if not scope["path"].rstrip("/").endswith("/queue/join") or not isinstance(data, dict):
+        return None
+    fn_index = data.get("fn_index")
     app = scope.get("app")
     fns = getattr(app.get_blocks(), "fns", None) if hasattr(app, "get_blocks") else None
     if fn_index is None or fns is None or (type(fn_index) is int and fn_index in fns):
