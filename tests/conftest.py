@@ -84,6 +84,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """A run whose request was closed ends at its next step, by itself (nothing waits for it on
+    Gradio's event loop): wait for such workers here, so that none is inside PyTorch when the
+    interpreter exits (which aborts the process)."""
+    import threading
+
+    for worker in [t for t in threading.enumerate() if t.name == "nstcam-run"]:
+        worker.join(120)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_weights(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NSTCAM_WEIGHTS_DIR", str(tmp_path_factory.mktemp("weights")))

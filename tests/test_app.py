@@ -628,11 +628,28 @@ def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figu
 
     monkeypatch.setitem(gradcam.__globals__, "cam_handler", watched)
     with ThreadPoolExecutor(1) as pool:
-        job = pool.submit(gradcam, str(c), "resnet18", "layer3", "scorecam", 1)
+        job = pool.submit(lambda: list(gradcam(str(c), "resnet18", "layer3", "scorecam", 1)))
         assert started.wait(60)
         models.runs.cancel("gradcam", None)  # what the tab's Cancel does (this session's run)
         with pytest.raises(gr.Error, match=r"cancelled after \d+ of \d+ masked images"):
             job.result(120)
+    # a closed page or an API cancel: Gradio closes the request's generator between two chunks
+    seen = []
+
+    def counted(*a, progress=None, **kw):
+        return real(*a, progress=lambda d, t: (seen.append((d, t)), progress(d, t)), **kw)
+
+    monkeypatch.setitem(gradcam.__globals__, "cam_handler", counted)
+    steps = gradcam(str(c), "resnet18", "layer3", "scorecam", 1)
+    assert next(steps) == (gr.skip(), gr.skip(), gr.skip())  # a chunk done: nothing new to show
+    t = time.time()
+    steps.close()
+    assert time.time() - t < 0.5  # on Gradio's event loop: never waits for the worker
+    for worker in [t for t in threading.enumerate() if t.name == "nstcam-run"]:
+        worker.join(60)  # it ends at its next chunk
+    assert count_hooks(models.cam("resnet18", "layer3", "scorecam").model) == 0
+    done, total = seen[-1]
+    assert done < total, seen  # stopped at its next chunk, not run to the end
     assert count_hooks(models.cam("resnet18", "layer3", "scorecam").model) == 0
     cancel = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "cam-cancel")
     assert cancel.value == "Cancel"
@@ -658,8 +675,28 @@ def test_a_class_not_found_says_so_and_a_detectors_table_says_score(models, file
         assert row[2].startswith(label) and " 0.0% of the image" not in caption
     demo = build_demo(models.config, models)
     gradcam = next(f.fn for f in demo.fns.values() if f.api_name == "gradcam")
-    table = gradcam(str(c), "fasterrcnn_mobilenet_v3_large_fpn", "", "gradcam", 1, score_threshold=0.0)[2]
+    *_, (_, _, table) = gradcam(
+        str(c), "fasterrcnn_mobilenet_v3_large_fpn", "", "gradcam", 1, score_threshold=0.0
+    )
     assert table.headers == ["rank", "class", "label", "score"]
-    assert gradcam(str(c), "resnet18", "", "gradcam", 1)[2].headers[-1] == "probability"
+    *_, (_, _, table) = gradcam(str(c), "resnet18", "", "gradcam", 1)
+    assert table.headers[-1] == "probability"
     *_, (_, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 1)
     assert ", 1 step in " in status
+
+
+def test_a_non_image_dropped_in_an_image_box_is_taken_out_and_said(models, files):
+    """Issue 37.13: it showed as a broken sliver until Run."""
+    c, _, bad = files
+    demo = build_demo(models.config, models)
+    ids = {id(b): getattr(b, "elem_id", None) for b in demo.blocks.values()}
+    checks = {}
+    for f in demo.fns.values():
+        if len(f.inputs) == 1 and len(f.outputs) == 2 and f.outputs[0] is f.inputs[0]:
+            checks[ids[id(f.inputs[0])]] = f  # an upload check: the box in, the box and a status out
+    assert {"st-content", "st-style", "cam-input", "sa-content", "sa-style", "fm-image", "vid-style"} <= set(
+        checks
+    )
+    refused = checks["cam-input"].fn(str(bad))
+    assert refused[0] is None and refused[1].startswith("⚠️ Bad image (image): garbage.png is not an image")
+    assert checks["cam-input"].fn(str(c)) == (gr.skip(), gr.skip())

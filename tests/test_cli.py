@@ -489,12 +489,12 @@ def test_messages_say_the_cli_flags_not_python(tmp_path, caplog):
     bad layer gives the closest names, not a Python recipe; --top-k 0 is refused before any model."""
     a = _img(tmp_path / "a.png", 1)
     caplog.set_level("INFO")
-    assert main(["cam", str(a), "--arch", "resnet18", "--layer", "layer9", "--weights", "random",
-                 "-o", str(tmp_path / "c")]) == 1  # fmt: skip
+    cam = ["cam", str(a), "--arch", "resnet18", "--weights", "random", "-o", str(tmp_path / "c")]
+    assert main([*cam, "--layer", "layer9"]) == 1
     assert "Closest valid names: layer4" in caplog.text and "named_modules" not in caplog.text
     caplog.clear()
-    assert main(["stylize", str(a), "--style", str(a), "--size", "100000", "--weights", "random",
-                 "-o", str(tmp_path / "s")]) == 1  # fmt: skip
+    big = ["stylize", str(a), "--style", str(a), "--size", "100000", "--weights", "random"]
+    assert main([*big, "-o", str(tmp_path / "s")]) == 1
     said = next(r.getMessage() for r in caplog.records if "GiB" in r.getMessage())
     assert re.search(r"use --size \d+ or less, or --tile \d+$", said) and str(a) in said, said
     caplog.clear()
@@ -506,8 +506,8 @@ def test_messages_say_the_cli_flags_not_python(tmp_path, caplog):
 def test_cli_outputs_of_random_weights_say_so_in_metadata_and_visibly(tmp_path):
     a, s = _img(tmp_path / "a.png", 1), _img(tmp_path / "s.png", 2)
     out = tmp_path / "out"
-    assert main(["stylize", str(a), "--style", str(s), "--weights", "random", "--steps", "1", "--size", "96",
-                 "-o", str(out)]) == 0  # fmt: skip
+    run = ["stylize", str(a), "--style", str(s), "--weights", "random", "--steps", "1", "--size", "96"]
+    assert main([*run, "-o", str(out)]) == 0
     assert main(["cam", str(a), "--arch", "resnet18", "--weights", "random", "-o", str(out)]) == 0
     assert (
         main(["features", str(a), "--layer", "relu1_1", "--weights", "random", "-o", str(out / "grid.png")])

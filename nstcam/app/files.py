@@ -29,6 +29,7 @@ __all__ = [
     "editor_mask",
     "load_upload",
     "upload_path",
+    "warn_bad_uploads",
 ]
 
 NOT_AN_UPLOAD = (
@@ -173,6 +174,25 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
 
     comp.preprocess = preprocess
     return comp
+
+
+def warn_bad_uploads(images: list[tuple[gr.Image, str]], status: gr.components.Component) -> None:
+    """A file that is not an image, dropped into one of ``images`` (component, what it is), is taken
+    out again at once and said in ``status``, instead of showing a broken picture until Run."""
+
+    def check(path: str | None, what: str) -> tuple[Any, Any]:
+        if path is None:
+            return gr.skip(), gr.skip()
+        try:
+            probe_image(path, name=Path(path).name)
+        except (ImageError, FileNotFoundError) as e:
+            return None, f"⚠️ Bad image ({what}): {e}"
+        return gr.skip(), gr.skip()
+
+    for image, what in images:
+        image.upload(
+            lambda path, what=what: check(path, what), image, [image, status], api_name=False, queue=False
+        )
 
 
 def load_upload(path: Any, what: str) -> Image.Image:

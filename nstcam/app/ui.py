@@ -15,11 +15,14 @@ from starlette.middleware import Middleware
 from nstcam.app.api_info import describe_api
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
-from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload
+from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.found import class_choices, kind_of
 from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
     CAM_STARTING,
+    _fail,
+    _in_thread,
+    _Result,
     cam_handler,
     default_layer,
     faithfulness_handler,
@@ -279,6 +282,8 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         inputs=[content, style_a],
     )
 
+    warn_bad_uploads([(content, "content"), (style_a, "style A"), (style_b, "style B")], status)
+
     def stylize(
         content: str,
         style: str,
@@ -414,13 +419,16 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
         progress(0.0, desc=CAM_STARTING)  # at once, not Gradio's guess from earlier, faster calls
         stop = runs.start("gradcam", request)
 
-        def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
-            if stop.is_set():  # Cancel: the engine's hooks go in its finally
-                raise refuse(f"cancelled after {done} of {total} masked images")
-            progress(done / total, desc=f"{method}: {done}/{total} masked images")
+        def run(put: Any) -> Any:
+            def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
+                if (
+                    stop.is_set()
+                ):  # Cancel, an API cancel, a closed page: the engine's hooks go in its finally
+                    raise refuse(f"cancelled after {done} of {total} masked images")
+                progress(done / total, desc=f"{method}: {done}/{total} masked images")
+                put(None)  # the request yields: Gradio can close it (cancel, a closed page) between chunks
 
-        try:
-            gallery, heat, rows = cam_handler(
+            return cam_handler(
                 models,
                 image,
                 model,
@@ -434,11 +442,19 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
                 score_threshold=score_threshold,
                 max_detections=max_detections,
             )
+
+        try:
+            for _ in (result := _Result(_in_thread(run, stop))):
+                yield gr.skip(), gr.skip(), gr.skip()  # nothing new to show: the progress bar moves
+        except Exception as e:
+            raise _fail(e) from e
         finally:
             runs.finish("gradcam", request, stop)
+        gallery, heat, rows = result.value
         score = "score" if kind_of(model) == "detector" else "probability"  # as the captions say
-        return gallery, heat, gr.Dataframe(value=rows, headers=["rank", "class", "label", score])
+        yield gallery, heat, gr.Dataframe(value=rows, headers=["rank", "class", "label", score])
 
+    warn_bad_uploads([(cam_image, "image")], cam_status)
     gradcam.__doc__ = tool_doc("gradcam", config)
     listen(
         explain,
@@ -573,6 +589,8 @@ def _subject_tab(config: AppConfig, models: Models, runs: Runs) -> None:
             sa_after = _gallery("After", "sa-after")
     gr.Examples([[_sample("chelsea.png"), _sample("hubble_deep_field.jpg")]], inputs=[sa_content, sa_style])
 
+    warn_bad_uploads([(sa_content, "content"), (sa_style, "style")], sa_status)
+
     def subject_aware(
         content: str,
         style: str,
@@ -654,6 +672,7 @@ def _features_tab(config: AppConfig, models: Models, demo: gr.Blocks) -> None:
         g, rows, text = features_handler(models, image, model, layer, top)
         return models.outbox.save(g, "features.png"), text, rows
 
+    warn_bad_uploads([(image, "image")], note)
     features.__doc__ = tool_doc("features", config)
 
     listen(show, features, [image, model, layer, top], [grid, note, table], note, api_name="features")

@@ -13,7 +13,7 @@ import gradio as gr
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeImage, SafeVideo, load_upload
+from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
 from nstcam.app.handlers import STARTING, _check, _check_run, _fail, _in_thread, _Result, _weights_note
 from nstcam.app.listen import listen
 from nstcam.app.tools import tool_doc
@@ -187,6 +187,7 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         finally:
             runs.finish("video", request, stop)
 
+    warn_bad_uploads([(style, "style")], status)
     stylize_video.__doc__ = tool_doc("stylize_video", config)
     listen(
         run,
