@@ -118,6 +118,18 @@ def server_log(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("server") / "app.log"
 
 
+def launch_app(log: Path, env: dict[str, str], *flags: str) -> subprocess.Popen:
+    """``python app.py --random-weights --device cpu FLAGS`` in the repository, its output in ``log``."""
+    with open(log, "w") as fh:
+        return subprocess.Popen(
+            [sys.executable, "app.py", "--random-weights", "--device", "cpu", *flags],
+            cwd=ROOT,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+
+
 @pytest.fixture(scope="session")
 def server(server_uploads, server_log):
     """The app launched on localhost with random weights (one per test session), its URL."""
@@ -133,14 +145,7 @@ def server(server_uploads, server_log):
         NSTCAM_MAX_STEPS="20",
         NSTCAM_MAX_UPLOAD_MB="1",
     )
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "app.py", "--random-weights", "--device", "cpu", "--mcp"],
-            cwd=ROOT,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
+    proc = launch_app(log, env, "--mcp")
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.time() + 120

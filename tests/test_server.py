@@ -93,8 +93,10 @@ def test_uploads_are_read_as_the_python_api_reads_them(server, tmp_path):
     )
     served = np.asarray(Image.open(img_path).convert("RGB"), dtype=np.float32)
     local = StyleTransfer("random", device="cpu").stylize(str(path), str(path), size=64, steps=2, seed=0)
-    assert np.abs(served - np.asarray(local, dtype=np.float32)).mean() < 1.0
-    assert served[:, 40:].mean() > 200  # the transparent half reads as white, not red or black
+    top = served.shape[0] * 2 // 3  # above the random-weights label at its foot (issue 37.9)
+    assert np.abs(served[:top] - np.asarray(local, dtype=np.float32)[:top]).mean() < 1.0
+    assert served[:top, 40:].mean() > 200  # the transparent half reads as white, not red or black
+    assert Image.open(img_path).text["nstcam:random_weights"] == "true"
 
 
 def test_a_mask_per_style_over_the_api_equals_the_python_api(server, tmp_path):
@@ -119,7 +121,10 @@ def test_a_mask_per_style_over_the_api_equals_the_python_api(server, tmp_path):
         paths[0], [paths[1], paths[2]], style_masks=[left > 0, None], size=64, steps=2, seed=0
     )
     served = np.asarray(Image.open(img_path).convert("RGB"), dtype=np.float32)
-    assert status.startswith("done") and np.abs(served - np.asarray(local, np.float32)).mean() < 1.0
+    top = served.shape[0] * 2 // 3  # above the random-weights label at its foot (issue 37.9)
+    assert (
+        status.startswith("done") and np.abs(served[:top] - np.asarray(local, np.float32)[:top]).mean() < 1.0
+    )
 
 
 def test_api_parameters_are_named_with_defaults(server):
@@ -254,7 +259,8 @@ def test_mcp_tools_through_a_real_client(server, images):
     (seg_heat,) = images_of(seg)  # a segmenter's classes asked by name
     assert seg_heat.size == (72, 48)
     seg_text = " ".join(x.text for x in seg.content if x.type == "text")
-    assert "cat · p=" in seg_text and "dog · p=" in seg_text and "% of the image" in seg_text
+    assert "cat · p=" in seg_text and "dog · p=" in seg_text  # each class's share, or "not found" (37.13)
+    assert seg_text.count("% of the image") + seg_text.count("not found in the image") == 2
     for name in ("classes", "score_threshold", "max_detections"):
         assert name in g.inputSchema["properties"], name
     described = {k: v.get("description", "") for k, v in g.inputSchema["properties"].items()}
@@ -745,7 +751,8 @@ def test_browser_explains_the_classes_picked_of_a_segmenter(server, images, brow
             timeout=90_000
         )
         captions = page.locator("#cam-overlays .caption-label").all_inner_texts()
-        assert len(captions) == 1 and captions[0].startswith("cat · p=") and "% of the image" in captions[0]
+        assert len(captions) == 1 and captions[0].startswith("cat · p=")
+        assert "% of the image" in captions[0] or "not found in the image" in captions[0]  # issue 37.13
         page.screenshot(path=str(ARTIFACTS / "browser_gradcam_segmenter.png"), full_page=True)
     finally:
         page.close()

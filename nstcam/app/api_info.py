@@ -29,21 +29,16 @@ def parameter_docs(doc: str) -> dict[str, str]:
 
 
 def _schema(comp: Any) -> dict[str, Any]:
-    """``comp``'s API schema with its true type: whole numbers as integers, a list that takes other
-    values as free text (or a list of texts)."""
+    """``comp``'s API schema with its true type: whole numbers as integers, a name that takes other
+    values than its first choices as free text."""
     base = dict(comp.api_info())
     if isinstance(comp, gr.Number) and getattr(comp, "precision", None) == 0:
         return {**base, "type": "integer"}
     if isinstance(comp, gr.Slider) and comp.step == 1 and float(comp.minimum or 0).is_integer():
         return {**base, "type": "integer"}
-    if isinstance(comp, gr.Dropdown) and comp.allow_custom_value:
-        base.pop("enum", None)
-        if comp.multiselect:
-            return {
-                **{k: v for k, v in base.items() if k != "items"},
-                "type": "array",
-                "items": {"type": "string"},
-            }
+    if isinstance(comp, gr.Dropdown) and comp.allow_custom_value and not comp.multiselect:
+        # a layer: any of the model's, not the few names it was built with (a list keeps its
+        # choices: every offered model's class names, which the description sorts out)
         return {**{k: v for k, v in base.items() if k not in ("anyOf", "enum")}, "type": "string"}
     return base
 
@@ -63,7 +58,7 @@ def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:
             described.add(comp._id)
             schema = _schema(comp)
             extra = schema.get("additional_description")
-            schema["additional_description"] = " ".join(t for t in (docs.get(name), extra) if t)
+            schema["additional_description"] = " ".join(t for t in (extra, docs.get(name)) if t)
             comp.api_info = lambda s=schema: s
             comp.api_info_as_input = lambda s=schema: s
     demo.config = demo.get_config_file()  # the config Gradio serves was taken when the Blocks closed

@@ -117,7 +117,7 @@ def found_caption(r: CamResult, mark: str) -> str:
         x0, y0, x1, y1 = (round(v) for v in r.box)
         return f"{r.label} · score={r.score:.3f} · box ({x0}, {y0}, {x1}, {y1}){mark}"
     if r.mask is not None and not r.mask.any():  # a class picked that the segmenter did not find
-        return f"{r.label} · not found in the image{mark}"
+        return f"{r.label} · p={r.score:.3f} · not found in the image{mark}"
     share = f" · {100 * float(r.mask.mean()):.1f}% of the image" if r.mask is not None else ""
     return f"{r.label} · p={r.score:.3f}{share}{mark}"
 

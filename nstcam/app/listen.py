@@ -71,8 +71,8 @@ def for_people(
         out = out if isinstance(out, tuple) else (out,)
         if not adds_status:
             return out
-        if all(o == gr.skip() for o in out):  # a step with nothing to show: no "done" yet
-            return (*out, gr.skip())
+        if all(o == gr.skip() for o in out):  # a step with nothing to show: no "done" yet, and no
+            return (*out, "")  # old warning left under the progress bar
         return (*out, done(*args) if done is not None else "")
 
     def refused(e: gr.Error) -> tuple[Any, ...]:

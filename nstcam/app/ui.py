@@ -443,6 +443,7 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
                 max_detections=max_detections,
             )
 
+        yield gr.skip(), gr.skip(), gr.skip()  # started: the page's Status is cleared (for_people)
         try:
             for _ in (result := _Result(_in_thread(run, stop))):
                 yield gr.skip(), gr.skip(), gr.skip()  # nothing new to show: the progress bar moves
@@ -452,7 +453,7 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
             runs.finish("gradcam", request, stop)
         gallery, heat, rows = result.value
         score = "score" if kind_of(model) == "detector" else "probability"  # as the captions say
-        yield gallery, heat, gr.Dataframe(value=rows, headers=["rank", "class", "label", score])
+        yield gallery, heat, {"headers": ["rank", "class", "label", score], "data": rows}
 
     warn_bad_uploads([(cam_image, "image")], cam_status)
     gradcam.__doc__ = tool_doc("gradcam", config)
@@ -483,11 +484,11 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
         runs.cancel("gradcam", request)
 
     cam_cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
-    # a new run starts with a clean Status (no old warning under its progress bar) and no faithfulness
-    # figures of the previous map
+    # a new explanation or model: no faithfulness figures of the previous map (the run clears the
+    # Status itself, with its first step: no old warning under its progress bar)
     figures = _faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
-    for trigger in (explain.click, arch.change):
-        trigger(lambda: ("", None, None, ""), None, [cam_status, *figures], api_name=False, queue=False)
+    for trigger in (explain.click, arch.change):  # in the browser, at once
+        trigger(None, None, list(figures), js="() => [null, null, '']", api_name=False)
 
 
 def _all_classes(config: AppConfig) -> list[str]:
