@@ -421,9 +421,8 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
 
         def run(put: Any) -> Any:
             def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
-                if (
-                    stop.is_set()
-                ):  # Cancel, an API cancel, a closed page: the engine's hooks go in its finally
+                # Cancel, an API cancel, a closed page: the engine removes its hooks in its finally
+                if stop.is_set():
                     raise refuse(f"cancelled after {done} of {total} masked images")
                 progress(done / total, desc=f"{method}: {done}/{total} masked images")
                 put(None)  # the request yields: Gradio can close it (cancel, a closed page) between chunks
