@@ -12,7 +12,7 @@ from typing import Any
 
 from nstcam._mark import mark_random, tag_weights
 from nstcam._version import __version__
-from nstcam.cam.methods import METHOD_INFO, METHODS
+from nstcam.cam.registry import METHOD_INFO, METHODS
 from nstcam.style import STYLE_LOSSES
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (

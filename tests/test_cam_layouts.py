@@ -13,7 +13,8 @@ from torchvision.models import swin_t, vit_b_16
 
 from nstcam import count_hooks
 from nstcam.cam import GradCAM
-from nstcam.cam.methods import GRADIENT_METHODS, eigencam
+from nstcam.cam.methods import eigencam
+from nstcam.cam.registry import GRADIENT_METHODS
 from nstcam.layouts import LayoutError, detect_layout, to_nchw, token_grid
 
 VIT_LAYER = "encoder.layers.encoder_layer_11.ln_1"  # the last block's first norm: patch tokens reach the head

@@ -245,7 +245,7 @@ def test_ablationcam_runs_only_the_layers_after_the_target_where_the_network_cut
     """resnet18's layer4 is followed by pooling and the head only: the ablated copies skip every layer
     before it, with the same maps as through the whole network. Inside a ViT block a residual
     connection reads a value from before ln_1: no clean cut, the whole network runs."""
-    import nstcam.cam._maps as maps
+    import nstcam.cam.methods.perturbation as maps
     from nstcam.cam._tail import network_tail
 
     assert network_tail(res, "layer4") is not None

@@ -1,4 +1,4 @@
-"""Shortcuts (nstcam/cam/_shortcuts.py): a detector's detections recomputed from their own proposals,
+"""Shortcuts (nstcam/cam/targets/shortcuts.py): a detector's detections recomputed from their own proposals,
 a segmenter's region read on its head's grid; same values and same gradients as the full graph, at
 a fraction of its backward (tests/benchmarks/bench_cam_found.py has the times)."""
 
@@ -11,9 +11,9 @@ import torchvision.ops.poolers as poolers
 from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn
 from torchvision.models.segmentation import lraspp_mobilenet_v3_large
 
-import nstcam.cam._target_pass as tp
-from nstcam.cam._shortcuts import RcnnShortcut, SegmenterShortcut, shortcut
+import nstcam.cam.targets.one_pass as tp
 from nstcam.cam.targets import RegionTarget, adjoint_upsample, predicted
+from nstcam.cam.targets.shortcuts import RcnnShortcut, SegmenterShortcut, shortcut
 from nstcam.hooks import count_hooks
 
 

@@ -1,4 +1,4 @@
-"""Target objects with the perturbation methods (nstcam/cam/_target_maps.py) and RandomCAM: the same
+"""Target objects with the perturbation methods (nstcam/cam/targets/perturbation.py) and RandomCAM: the same
 maps as the class path where the score is a class's logit, pytorch-grad-cam 1.5.7's ScoreCAM for
 any target, and detectors and segmenters scored on each masked or ablated copy."""
 

@@ -200,7 +200,7 @@ def test_eigencam_of_a_box_on_a_detector_against_pytorch_grad_cam(detector):
     from pytorch_grad_cam.utils.reshape_transforms import fasterrcnn_reshape_transform
 
     from nstcam.cam._maps import upsample_maps
-    from nstcam.cam._target_pass import levels_as_one
+    from nstcam.cam.targets.one_pass import levels_as_one
 
     det, x, box, label = detector
     mine = GradCAM(model=det, target_layer="backbone", method="eigencam", device="cpu").compute(
@@ -230,7 +230,7 @@ def test_gradcam_of_a_box_on_a_detector_against_the_formula(detector):
     from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
     from pytorch_grad_cam.utils.reshape_transforms import fasterrcnn_reshape_transform
 
-    from nstcam.cam._target_pass import levels_as_one
+    from nstcam.cam.targets.one_pass import levels_as_one
 
     det, x, box, label = detector
     cam = pgc.GradCAM(det, target_layers=[det.backbone], reshape_transform=fasterrcnn_reshape_transform)

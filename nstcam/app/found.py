@@ -15,17 +15,10 @@ from PIL import Image
 
 from nstcam.app.errors import refuse
 from nstcam.app.limits import MAX_CLASSES
-from nstcam.cam import TARGET_METHODS, CamResult, GradCAM
-from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
-from nstcam.cam.methods import PERTURBATION_METHODS
+from nstcam.cam import PERTURBATION_METHODS, TARGET_METHODS, CamResult, GradCAM, arch_kind
 from nstcam.weights import DETECTORS, SEGMENTERS
 
-__all__ = ["check_found", "class_choices", "explain_found", "found_caption", "found_row", "kind_of"]
-
-
-def kind_of(arch: str) -> str:
-    """``"detector"``, ``"segmenter"`` or ``"classifier"``, from the name alone (no model built)."""
-    return "detector" if arch in DETECTOR_ARCHS else "segmenter" if arch in SEGMENTER_ARCHS else "classifier"
+__all__ = ["check_found", "class_choices", "explain_found", "found_caption", "found_row"]
 
 
 @functools.cache
@@ -43,7 +36,7 @@ def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[s
     """Refuses what a detector or a segmenter cannot do, before any model is built; returns the
     classes asked, each once, checked against the model's names and capped at
     :data:`nstcam.app.limits.MAX_CLASSES` (never more than the model knows)."""
-    kind = kind_of(arch)
+    kind = arch_kind(arch)
     if method not in TARGET_METHODS:
         raise refuse(
             f"method {method!r} explains a classifier's classes; a {kind} ({arch}) takes one of "

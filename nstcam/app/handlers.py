@@ -18,11 +18,10 @@ from nstcam._mark import tag_weights
 from nstcam.app.config import RANDOM_HINT, AppConfig, Models
 from nstcam.app.errors import refuse, shorten
 from nstcam.app.files import editor_mask, load_upload
-from nstcam.app.found import check_found, explain_found, found_caption, found_row, kind_of
+from nstcam.app.found import check_found, explain_found, found_caption, found_row
 from nstcam.app.plots import curves_figure
-from nstcam.cam import CAM_ARCHS, METHODS, candidate_layers
+from nstcam.cam import CAM_ARCHS, METHODS, PERTURBATION_METHODS, arch_kind, candidate_layers
 from nstcam.cam.layers import layers
-from nstcam.cam.methods import PERTURBATION_METHODS
 from nstcam.image import ImageError
 from nstcam.style import Cancelled, InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
@@ -314,7 +313,7 @@ def default_layer(arch: str) -> str:
 
 def layer_choices(arch: str) -> list[str]:
     """Valid target layers of a known model (no weights, no memory)."""
-    if kind_of(arch) != "classifier":
+    if arch_kind(arch) != "classifier":
         return layers(arch)
     if arch not in CAM_ARCHS:
         raise refuse(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
@@ -385,7 +384,7 @@ def _cam_request(
     if not layer:
         layer = default_layer(model)  # empty: the model's default
     _check_layer(model, layer, layer_choices(model))
-    if method in PERTURBATION_METHODS and kind_of(model) == "classifier":
+    if method in PERTURBATION_METHODS and arch_kind(model) == "classifier":
         _check_scorecam(models.config, model, layer, int(top_k), method, bool(aug_smooth))
     return load_upload(image, "image"), models.cam(model, layer, method)
 
@@ -413,7 +412,7 @@ def cam_handler(
     """
     cfg = models.config
     try:
-        found = kind_of(model) != "classifier"
+        found = arch_kind(model) != "classifier"
         if not found and any(c and str(c).strip() for c in classes or []):
             raise refuse(
                 f"classes picks a detector's or segmenter's classes; {model} is a classifier, which explains "
@@ -468,9 +467,9 @@ def faithfulness_handler(
     passes, the map's and the random map's together (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
-        if kind_of(model) != "classifier":
+        if arch_kind(model) != "classifier":
             raise refuse(
-                f"faithfulness measures a classifier's class probability; {model} is a {kind_of(model)}: "
+                f"faithfulness measures a classifier's class probability; {model} is a {arch_kind(model)}: "
                 "pick a classifier"
             )
         img, cam = _cam_request(models, image, model, layer, method, 1, aug_smooth)

@@ -16,7 +16,7 @@ from nstcam.app.api_info import describe_api
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import Outbox, SafeEditor, SafeImage, load_upload, warn_bad_uploads
-from nstcam.app.found import class_choices, kind_of
+from nstcam.app.found import class_choices
 from nstcam.app.gate import guard_requests
 from nstcam.app.handlers import (
     CAM_STARTING,
@@ -37,6 +37,7 @@ from nstcam.app.listen import listen
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import method_choices, method_note, tool_doc
 from nstcam.app.video import video_tab
+from nstcam.cam import arch_kind
 
 __all__ = ["build_demo", "launch_kwargs"]
 
@@ -451,7 +452,7 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
         finally:
             runs.finish("gradcam", request, stop)
         gallery, heat, rows = result.value
-        score = "score" if kind_of(model) == "detector" else "probability"  # as the captions say
+        score = "score" if arch_kind(model) == "detector" else "probability"  # as the captions say
         yield gallery, heat, {"headers": ["rank", "class", "label", score], "data": rows}
 
     warn_bad_uploads([(cam_image, "image")], cam_status)
@@ -498,7 +499,7 @@ def _all_classes(config: AppConfig) -> list[str]:
 def _model_options(arch: str) -> tuple:
     """The Grad-CAM tab's options for a model: its layers; top-k for a classifier or a segmenter;
     the class list for a detector or a segmenter, a score threshold and a count for a detector."""
-    kind = kind_of(arch)
+    kind = arch_kind(arch)
     return (
         gr.Dropdown(choices=layer_choices(arch), value=default_layer(arch)),
         gr.Slider(

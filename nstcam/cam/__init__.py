@@ -1,35 +1,49 @@
 """The Grad-CAM engine: class activation maps through a forward hook and a gradient hook.
 
-Layout: ``engine`` (:class:`GradCAM`), ``hooks`` (its hook manager and the eval-mode view that
-leaves a shared model's flags alone), ``methods`` (the CAM formulas and :data:`METHOD_INFO`, the
-catalogue of the 24 methods), ``factorization`` (:func:`concepts`: deep feature factorization),
-``layers`` (which layers to offer), ``result`` (:class:`CamResult`) and ``overlay``. Helpers:
-``_passes`` (each method's whole call), ``_dispatch`` (layers, fusion, CUDA graphs), ``_fullgrad``,
-``_guided``, ``_legrad`` and ``_attention`` (methods on private twins), ``_smooth`` (augmentation,
-fusion), ``_checks`` (refusals), ``_maps``, ``_graphed``, ``_targets``.
+Layout: ``engine`` (:class:`GradCAM`), ``registry`` (one record per CAM method: what the engine,
+the app, the CLI and the docs read), ``methods/`` (the methods' formulas and passes, one module per
+family), ``targets/`` (target objects, their passes, detectors' and segmenters' findings), ``kinds``
+(classifier, detector or segmenter), ``hooks`` (its hook manager and the eval-mode view that leaves a
+shared model's flags alone), ``factorization`` (:func:`concepts`: deep feature factorization),
+``layers`` (which layers to offer), ``result`` (:class:`CamResult`, faithfulness), ``overlay`` and
+``files``. Helpers: ``_dispatch`` (layers, fusion, CUDA graphs), ``_graphed`` (CUDA graphs), ``_smooth``
+(augmentation, fusion), ``_checks`` (settings), ``_maps`` (shared steps), ``_tail``, ``_attention``.
 """
 
-from nstcam.cam._target_pass import TARGET_METHODS
 from nstcam.cam.engine import GradCAM
 from nstcam.cam.factorization import Concepts, concepts
 from nstcam.cam.hooks import CamHooks, eval_view
+from nstcam.cam.kinds import arch_kind, model_kind
 from nstcam.cam.layers import CAM_ARCHS, candidate_layers
-from nstcam.cam.methods import METHOD_INFO, METHODS, MethodInfo
 from nstcam.cam.overlay import overlay_heatmap
+from nstcam.cam.registry import (
+    METHOD_INFO,
+    METHODS,
+    PERTURBATION_METHODS,
+    REGISTRY,
+    TARGET_METHODS,
+    Method,
+    MethodInfo,
+)
 from nstcam.cam.result import CamResult
 
 __all__ = [
     "CAM_ARCHS",
     "METHODS",
     "METHOD_INFO",
+    "PERTURBATION_METHODS",
+    "REGISTRY",
     "TARGET_METHODS",
     "CamHooks",
     "CamResult",
     "Concepts",
     "GradCAM",
+    "Method",
     "MethodInfo",
+    "arch_kind",
     "candidate_layers",
     "concepts",
     "eval_view",
+    "model_kind",
     "overlay_heatmap",
 ]

@@ -11,20 +11,20 @@ import torch
 from torch import nn
 
 from nstcam.cam._graphed import CamGraphs, Outputs
-from nstcam.cam._passes import PASSES, Request
-from nstcam.cam._scored import scored_model
+from nstcam.cam._request import Request
 from nstcam.cam._smooth import OTHERS, augmented, augmented_batch, deaugmented, fuse_maps
-from nstcam.cam._target_maps import TargetOptions, target_maps
-from nstcam.cam._target_pass import ONE_PASS_METHODS, SCORED_METHODS, TARGET_METHODS, model_kind, model_output
-from nstcam.cam._targets import host_targets, resolve_targets
-from nstcam.cam.methods import GRAPHED_METHODS
-from nstcam.cam.targets import ClassTarget, check_boxes, check_fit, flip_target, per_image
+from nstcam.cam.kinds import model_kind
+from nstcam.cam.registry import TARGET_METHODS, method
+from nstcam.cam.targets.classes import host_targets, resolve_targets
+from nstcam.cam.targets.objects import ClassTarget, check_boxes, check_fit, flip_target, per_image
+from nstcam.cam.targets.one_pass import model_output
+from nstcam.cam.targets.perturbation import TargetOptions, target_maps
+from nstcam.cam.targets.scored import scored_model
 from nstcam.hooks import HookManager
 
-__all__ = ["NO_EIGEN", "Spec", "explain_targets", "object_maps", "raw_maps", "split_targets"]
+__all__ = ["Spec", "explain_targets", "object_maps", "raw_maps", "split_targets"]
 
-NO_EIGEN = ("fullgrad", "guided-backprop", "guided-gradcam", "legrad")
-"""Methods without weighted activations to project: ``eigen_smooth`` is refused for them."""
+_ONE_TENSOR = ("one-pass", "perturbation")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def raw_maps(
     eigen_smooth: bool,
 ) -> Outputs:
     """(k, N, h, w) raw maps, (N, classes) probabilities and (k, N) classes for ``x``."""
-    if eigen_smooth and spec.method in NO_EIGEN:
+    if eigen_smooth and not method(spec.method).eigen:
         raise ValueError(
             f"eigen_smooth projects weighted activations; method {spec.method!r} has none: leave it off"
         )
@@ -86,13 +86,24 @@ def _one_layer(spec, model, layer, layout, x, targets, top_k, fixed, progress, e
         return fixed if fixed is not None else resolve_targets(logits, targets, top_k)
 
     plain = fixed is None and not eigen_smooth and len(spec.layers) == 1
-    if plain and spec.method in GRAPHED_METHODS:
+    if plain and method(spec.method).graphed:
         out = _graphed(spec, model, layer, layout, x, targets, top_k)
         if out is not None:
             return out
-    req = Request(model, layer, x, resolve, spec.chunk, progress, layout, eigen_smooth, spec.seed,
-                  spec.n_samples, spec.std)  # fmt: skip
-    return PASSES[spec.method](req)
+    req = Request(
+        model,
+        layer,
+        x,
+        resolve,
+        spec.chunk,
+        progress,
+        layout,
+        eigen_smooth,
+        spec.seed,
+        spec.n_samples,
+        spec.std,
+    )
+    return method(spec.method).run(req)
 
 
 def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
@@ -105,11 +116,11 @@ def _graphed(spec, model, layer, layout, x, targets, top_k) -> Outputs | None:
         classes: torch.Tensor | int = hosted
     else:
         classes = torch.tensor(hosted, dtype=torch.long, device=x.device).unsqueeze(0)
-    return spec.graphs.run(model, layer, spec.method, x, classes, layout)
+    return spec.graphs.run(model, layer, method(spec.method).formula, x, classes, layout)
 
 
 def object_maps(
-    method: str,
+    name: str,
     model: nn.Module,
     layer: str,
     layout: str | None,
@@ -119,20 +130,31 @@ def object_maps(
     options: TargetOptions,
 ) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """(raw maps (k, N, h, w), scores (k, N), the detached output) of the target rows ``rows`` picks
-    from the model's output, with any method of :data:`TARGET_METHODS`: the one-pass and perturbation
-    ones in :func:`target_maps`, the others through their class pass on :func:`scored_model`."""
-    if method not in SCORED_METHODS:
-        return target_maps(model, layer, method, x, rows, layout, eigen_smooth=eigen_smooth, options=options)
+    from the model's output, with any method of :data:`TARGET_METHODS` (``name``): the one-pass and
+    perturbation ones in :func:`target_maps`, the others through their class pass on :func:`scored_model`."""
+    record = method(name)
+    if record.targets in _ONE_TENSOR:
+        return target_maps(model, layer, name, x, rows, layout, eigen_smooth=eigen_smooth, options=options)
     with torch.inference_mode(False), torch.no_grad(), HookManager(model, [layer], detach=True) as hooks:
         out = model_output(model(x))
-        if method not in ("fullgrad", "guided-backprop") and isinstance(hooks.outputs.get(layer), dict):
+        if not record.whole_network and isinstance(hooks.outputs.get(layer), dict):
             raise ValueError(
-                f"method {method!r} reads one tensor at the layer; {layer!r} gives a dict of levels (an "
-                f"FPN's), which {', '.join(ONE_PASS_METHODS)} read: choose one of them, or a layer inside "
+                f"method {name!r} reads one tensor at the layer; {layer!r} gives a dict of levels (an "
+                f"FPN's), which {', '.join(_one_pass())} read: choose one of them, or a layer inside "
                 "the backbone's body"
             )
-    spec = Spec(method, (layer,), (layout,), "mean", options.chunk, options.seed, options.n_samples,
-                options.std, None, 1)  # fmt: skip
+    spec = Spec(
+        name,
+        (layer,),
+        (layout,),
+        "mean",
+        options.chunk,
+        options.seed,
+        options.n_samples,
+        options.std,
+        None,
+        1,
+    )
     raws, scores = [], []
     for row in rows(out):
         net, first = scored_model(model, row)
@@ -144,12 +166,16 @@ def object_maps(
     return torch.stack(raws), torch.stack(scores), out
 
 
-def split_targets(targets: Any, n: int, method: str) -> tuple[list[Any] | None, Any]:
+def _one_pass() -> list[str]:
+    return [name for name in TARGET_METHODS if method(name).targets == "one-pass"]
+
+
+def split_targets(targets: Any, n: int, name: str) -> tuple[list[Any] | None, Any]:
     """(one target object per image, or None; the class targets): a method without a target pass
     takes a :class:`ClassTarget` of a logit as the class index it is (CAM, Finer-CAM, ShapleyCAM,
     Smooth Grad-CAM++, FullGrad, guided backprop, LeGrad explain classes)."""
     objects = per_image(targets, n)
-    if objects is None or method in TARGET_METHODS:
+    if objects is None or name in TARGET_METHODS:
         return objects, targets
     if all(isinstance(t, ClassTarget) and not t.softmax for t in objects):
         return None, [t.index for t in objects]
@@ -193,8 +219,9 @@ def _targets_once(spec, model, x, targets, eigen_smooth, progress) -> tuple[torc
     per_layer, scores = [], None
     options = TargetOptions(spec.chunk, spec.seed, spec.n_samples, spec.std, progress)
     for layer, layout in zip(spec.layers, spec.layouts, strict=True):
-        raws, s, _ = object_maps(spec.method, model, layer, layout, x, lambda _out: [targets], eigen_smooth,
-                                 options)  # fmt: skip
+        raws, s, _ = object_maps(
+            spec.method, model, layer, layout, x, lambda _out: [targets], eigen_smooth, options
+        )
         per_layer.append(raws)
         scores = s if scores is None else scores
     if len(per_layer) == 1:

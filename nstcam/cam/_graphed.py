@@ -37,7 +37,6 @@ import torch
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods import gradient_map
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
@@ -48,6 +47,8 @@ logger = logging.getLogger(__name__)
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """(raws (k, N, h, w) at the layer's resolution, probs (N, classes), classes (k, N))."""
 Replay = Callable[[], None]
+MapFormula = Any
+"""A gradient method's formula: ``map(A, G, eigen_smooth)`` -> raw maps (N, h, w), hashable."""
 Capture = Callable[[Callable[..., Outputs], tuple[torch.Tensor, ...], Any], tuple[Replay, Outputs]]
 
 CAPTURE_LOCK = threading.Lock()
@@ -57,7 +58,7 @@ CAPTURE_LOCK = threading.Lock()
 def gradient_pass(
     model: nn.Module,
     layer: str,
-    method: str,
+    formula: MapFormula,
     x: torch.Tensor,
     classes: Callable[[torch.Tensor], torch.Tensor],
     layout: str | None = None,
@@ -65,9 +66,10 @@ def gradient_pass(
     eigen_smooth: bool = False,
     score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> Outputs:
-    """One gradient-CAM pass: ``classes(logits)`` gives the (k, N) classes to explain; the layer's
-    activation and gradients are read as (N, C, h, w) in ``layout`` (None: from the shape, see
-    :mod:`nstcam.layouts`). ``score(logits, classes_row)`` gives the (N,) scores differentiated
+    """One gradient-CAM pass of ``formula`` (its ``map(A, G, eigen_smooth)``, see
+    :class:`nstcam.cam.methods.gradient.Formula`): ``classes(logits)`` gives the (k, N) classes to
+    explain; the layer's activation and gradients are read as (N, C, h, w) in ``layout`` (None: from
+    the shape, see :mod:`nstcam.layouts`). ``score(logits, classes_row)`` gives the (N,) scores differentiated
     (default: the classes' logits; Finer-CAM's contrast). Nothing in it synchronises with the host
     when ``classes`` does not, so it can be captured in a CUDA graph."""
     in_h, in_w = x.shape[-2:]
@@ -85,7 +87,7 @@ def gradient_pass(
                 y = score(logits, row) if score is not None else logits.gather(1, row.view(-1, 1))
                 torch.autograd.grad(y.sum(), act, retain_graph=j < classes.shape[0] - 1)
             g = to_nchw(hooks.gradient.float(), layout, in_h, in_w)  # dropped tokens' gradients ignored
-            raws.append(gradient_map(method, a, g, eigen_smooth))
+            raws.append(formula.map(a, g, eigen_smooth))
     return torch.stack(raws), probs, classes
 
 
@@ -153,7 +155,7 @@ class CamGraphs:
         self,
         model: nn.Module,
         layer: str,
-        method: str,
+        formula: MapFormula,
         x: torch.Tensor,
         classes: torch.Tensor | int,
         layout: str | None = None,
@@ -162,20 +164,18 @@ class CamGraphs:
         an int k for each image's top-k classes; None where this call runs eagerly (a key not seen
         often enough yet, or one whose captures keep failing)."""
         given = isinstance(classes, torch.Tensor)
-        key = (
-            tuple(x.shape), x.dtype, str(x.device), layer, method, layout,
-            ("given", tuple(classes.shape)) if given else ("top", classes),
-        )  # fmt: skip
+        wanted = ("given", tuple(classes.shape)) if given else ("top", classes)
+        key = (tuple(x.shape), x.dtype, str(x.device), layer, formula, layout, wanted)
         with self._lock:
             captured = self._graphs.get(key)
             if captured is None:
-                captured = self._maybe_capture(key, model, layer, method, x, classes, layout)
+                captured = self._maybe_capture(key, model, layer, formula, x, classes, layout)
                 if captured is None:
                     return None
             self._graphs.move_to_end(key)
             return self._replay(captured, x, classes)
 
-    def _maybe_capture(self, key, model, layer, method, x, classes, layout) -> _Captured | None:
+    def _maybe_capture(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
         if self._failures.get(key, 0) >= self.max_failures:
             return None
         seen = self._seen.pop(key, 0) + 1
@@ -184,7 +184,7 @@ class CamGraphs:
             while len(self._seen) > 256:
                 self._seen.popitem(last=False)
             return None
-        captured = self._new(key, model, layer, method, x, classes, layout)
+        captured = self._new(key, model, layer, formula, x, classes, layout)
         if captured is None:
             self._seen[key] = seen  # retried when the key comes again
             return None
@@ -216,7 +216,7 @@ class CamGraphs:
             t = self._twins[id(model)] = twin(model)
         return t
 
-    def _new(self, key, model, layer, method, x, classes, layout) -> _Captured | None:
+    def _new(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
         static_x = x.detach().clone()
         static_classes = classes.clone() if isinstance(classes, torch.Tensor) else None
         net = self._twin(model)
@@ -225,7 +225,7 @@ class CamGraphs:
             return static_classes if static_classes is not None else logits.topk(classes, dim=1).indices.T
 
         def fn(inp: torch.Tensor) -> Outputs:
-            return gradient_pass(net, layer, method, inp, resolve, layout)
+            return gradient_pass(net, layer, formula, inp, resolve, layout)
 
         try:
             with CAPTURE_LOCK:
@@ -235,11 +235,14 @@ class CamGraphs:
         except Exception as e:  # noqa: BLE001 - a failed capture: this call runs eagerly
             n = self._failures[key] = self._failures.get(key, 0) + 1
             self.failures += 1
-            final = n >= self.max_failures
+            then = (
+                "this shape runs eagerly from now on"
+                if n >= self.max_failures
+                else "running eagerly, will retry"
+            )
             logger.warning(
-                "Grad-CAM graph capture failed for input %s (%s: %s); %s", key[0], type(e).__name__, e,
-                "this shape runs eagerly from now on" if final else "running eagerly, will retry",
-            )  # fmt: skip
+                "Grad-CAM graph capture failed for input %s (%s: %s); %s", key[0], type(e).__name__, e, then
+            )
             return None
         self.captures += 1
         return _Captured(static_x, static_classes, replay, outputs)

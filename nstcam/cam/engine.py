@@ -21,17 +21,17 @@ from torch import nn
 
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
-from nstcam.cam._checks import check_method, method_options, read_layers
+from nstcam.cam._checks import method_options, read_layers
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
-from nstcam.cam._evaluate import evaluate_maps
-from nstcam.cam._found import cam_result, explain_found
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
-from nstcam.cam._target_pass import model_kind
 from nstcam.cam.hooks import eval_view
+from nstcam.cam.kinds import model_kind
 from nstcam.cam.layers import CAM_ARCHS, DETECTOR_ARCHS, SEGMENTER_ARCHS, candidate_layers
-from nstcam.cam.result import CamResult
+from nstcam.cam.registry import check_method
+from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
+from nstcam.cam.targets.found import cam_result, explain_found
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.layouts import LAYOUTS
 from nstcam.weights import WeightsInfo, build_model, weights_info

@@ -61,7 +61,7 @@ class ArchSpec:
 
 
 def _family(model: nn.Module) -> str:
-    from nstcam.cam._target_pass import model_kind
+    from nstcam.cam.kinds import model_kind
 
     kind = model_kind(model)
     if kind != "classifier":

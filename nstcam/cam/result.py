@@ -1,4 +1,5 @@
-"""What an explanation returns: :class:`CamResult`."""
+"""What an explanation returns: :class:`CamResult`, and how faithful its maps are
+(:func:`evaluate_maps`: the metrics of :mod:`nstcam.metrics` beside a random map's)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 from PIL import Image
+from torch import nn
 
+from nstcam.cam._maps import upsample_maps
 from nstcam.cam.overlay import mark_region, overlay_heatmap
-from nstcam.metrics import Faithfulness
+from nstcam.metrics import Faithfulness, faithfulness, random_map
 from nstcam.weights import WeightsInfo
 
-__all__ = ["CamResult"]
+__all__ = ["CamResult", "evaluate_maps"]
 
 
 @dataclass
@@ -81,3 +85,16 @@ class CamResult:
                 else {}
             ),
         }
+
+
+def evaluate_maps(
+    model: nn.Module, x: torch.Tensor, raws: list[torch.Tensor], classes: list[int], steps: int
+) -> list[tuple[Faithfulness, Faithfulness]]:
+    """(map's, random map's) metrics per class, for one image ``x`` (1, 3, H, W) and its raw maps
+    (one (1, h, w) map per class), measured at the network input's size."""
+    k, (h, w) = len(classes), x.shape[-2:]
+    maps = torch.cat([upsample_maps(r, (h, w)) for r in raws])
+    xk = x.expand(k, -1, -1, -1)
+    ours = faithfulness(model, xk, maps, classes, steps=steps)
+    chance = faithfulness(model, xk, random_map(k, h, w, seed=0, device=x.device), classes, steps=steps)
+    return list(zip(ours, chance, strict=True))

@@ -16,45 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nstcam.cam._shortcuts import shortcut
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods import (
-    GRADIENT_METHODS,
-    cam_from_weights,
-    eigencam,
-    fem_weights,
-    gradient_map,
-    kernel_pca,
-    random_weights,
-)
-from nstcam.cam.targets import Target
+from nstcam.cam.registry import method as method_record
+from nstcam.cam.targets.objects import Target
+from nstcam.cam.targets.shortcuts import shortcut
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = [
-    "ONE_PASS_METHODS",
-    "PERTURBATION_TARGET_METHODS",
-    "SCORED_METHODS",
-    "TARGET_METHODS",
-    "levels_as_one",
-    "model_kind",
-    "model_output",
-    "reader",
-    "target_pass",
-]
-
-PERTURBATION_TARGET_METHODS = ("scorecam", "sscam", "iscam", "ablationcam")
-"""Methods that score target objects on changed inputs (:mod:`nstcam.cam._target_maps`)."""
-
-SCORED_METHODS = ("smoothgradcam++", "shapleycam", "fullgrad", "guided-backprop", "guided-gradcam")
-"""Methods that explain target objects through their own class pass (:mod:`nstcam.cam._scored`)."""
-
-ONE_PASS_METHODS = (*GRADIENT_METHODS, "eigencam", "fem", "kpcacam", "randomcam")
-"""Methods :func:`target_pass` computes: one forward pass, one backward pass per target row."""
-
-TARGET_METHODS = (*ONE_PASS_METHODS, *PERTURBATION_TARGET_METHODS, *SCORED_METHODS)
-"""Methods that explain target objects: gradient methods, the gradient-free ones (which read the
-activation only), the perturbation ones, and those that differentiate a score their own way. CAM,
-Finer-CAM and LeGrad read more than one class (a ClassTarget's logit is their class index)."""
+__all__ = ["levels_as_one", "model_output", "reader", "target_pass"]
 
 
 def levels_as_one(levels: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -63,25 +31,13 @@ def levels_as_one(levels: dict[str, torch.Tensor]) -> torch.Tensor:
     principal component) read every level at the resolution of the sharpest."""
     tensors = [v.detach().float() for v in levels.values()]
     h, w = max((t.shape[-2:] for t in tensors), key=lambda s: s[0] * s[1])
-    return torch.cat(
-        [t if t.shape[-2:] == (h, w) else F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
-         for t in tensors],
-        dim=1,
-    )  # fmt: skip
+    return torch.cat([_resized(t, h, w) for t in tensors], dim=1)
 
 
-def model_kind(model: nn.Module) -> str:
-    """``"detector"``, ``"segmenter"`` or ``"classifier"`` (which also gives embeddings), from the
-    model's torchvision family."""
-    from torchvision.models import detection, segmentation
-    from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
-    from torchvision.models.detection.ssd import SSD
-
-    if isinstance(model, (GeneralizedRCNN, detection.RetinaNet, detection.FCOS, SSD)):
-        return "detector"
-    if isinstance(model, (segmentation.LRASPP, segmentation.DeepLabV3, segmentation.FCN)):
-        return "segmenter"
-    return "classifier"
+def _resized(t: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    return (
+        t if t.shape[-2:] == (h, w) else F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
+    )
 
 
 def model_output(out: Any) -> Any:
@@ -116,7 +72,8 @@ def target_pass(
             does not fit the model's output (its own message).
     """
     in_h, in_w = x.shape[-2:]
-    gradient = method in GRADIENT_METHODS
+    record = method_record(method)
+    gradient = record.formula is not None
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         short = shortcut(model, layer) if gradient else None
         with short or nullcontext():
@@ -137,14 +94,10 @@ def target_pass(
                     torch.autograd.grad(y.sum(), leaves, allow_unused=True, retain_graph=j < len(chosen) - 1)
             scores.append(y.detach().float())
             if gradient:
-                raws.append(gradient_map(method, a, read(hooks.grads.get(layer)), eigen_smooth))
-            elif method == "fem":
-                raws.append(cam_from_weights(a, fem_weights(a), eigen_smooth))
-            elif method == "randomcam":
+                raws.append(record.formula.map(a, read(hooks.grads.get(layer)), eigen_smooth))
+            else:  # a map of the activation alone (RandomCAM's weights from the row's own seed)
                 gen = torch.Generator(device=a.device).manual_seed(seed + j)
-                raws.append(cam_from_weights(a, random_weights(*a.shape[:2], gen, a.device), eigen_smooth))
-            else:
-                raws.append(torch.relu(eigencam(a) if method == "eigencam" else kernel_pca(a)))
+                raws.append(record.activation(a, eigen_smooth, gen))
     if not raws:
         n, (h, w) = x.shape[0], a.shape[-2:]
         return a.new_zeros(0, n, h, w), a.new_zeros(0, n), _detached(out)
@@ -181,7 +134,7 @@ def reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
 def _detached(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         kept = out.detach()
-        if hasattr(out, "low_res"):  # a segmenter's logits before upsampling (cam/_shortcuts.py)
+        if hasattr(out, "low_res"):  # a segmenter's logits before upsampling (cam/targets/shortcuts.py)
             kept.low_res = out.low_res.detach()
         return kept
     if isinstance(out, dict):

@@ -16,9 +16,10 @@ from torch import nn
 from nstcam.cam._graphed import gradient_pass
 from nstcam.cam._maps import normalize_maps
 from nstcam.cam._request import Outputs, Request
+from nstcam.cam.methods.gradient import GRADCAM
 from nstcam.hooks import twin
 
-__all__ = ["GuidedReLU", "guided_backprop_pass", "guided_gradcam_pass", "has_relu"]
+__all__ = ["GuidedReLU", "check_guided", "guided_backprop_pass", "guided_gradcam_pass", "has_relu"]
 
 
 class _GuidedReLUFn(torch.autograd.Function):
@@ -43,6 +44,15 @@ class GuidedReLU(nn.Module):
 
 def has_relu(model: nn.Module) -> bool:
     return any(isinstance(m, nn.ReLU) for m in model.modules())
+
+
+def check_guided(model: nn.Module, layers: object, method: str) -> None:
+    """Refuses a model without an ``nn.ReLU`` to guide, before any work."""
+    if not has_relu(model):
+        raise ValueError(
+            f"method {method!r} guides nn.ReLU modules, and a {type(model).__name__} has none (GELU, "
+            "SiLU...): use method='layercam' or 'fullgrad'"
+        )
 
 
 def _guided_twin(model: nn.Module) -> nn.Module:
@@ -89,7 +99,7 @@ def guided_gradcam_pass(req: Request) -> Outputs:
     grads, probs, classes = _guided_gradients(req)
     fixed = classes  # Grad-CAM for the same classes
 
-    raws, _, _ = gradient_pass(req.model, req.layer, "gradcam", req.x, lambda _logits: fixed, req.layout)
+    raws, _, _ = gradient_pass(req.model, req.layer, GRADCAM, req.x, lambda _logits: fixed, req.layout)
     size = req.x.shape[-2:]
     out = []
     for j, g in enumerate(grads):

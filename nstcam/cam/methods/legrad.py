@@ -15,6 +15,7 @@ probabilities in the graph, and returns the same output. A model without this st
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -23,7 +24,7 @@ from nstcam.cam._attention import math_attention
 from nstcam.cam._request import Outputs, Request
 from nstcam.hooks import twin
 
-__all__ = ["legrad_block", "legrad_pass"]
+__all__ = ["check_legrad", "legrad_block", "legrad_pass"]
 
 
 def legrad_block(model: nn.Module, layer: str) -> str:
@@ -51,6 +52,12 @@ def legrad_block(model: nn.Module, layer: str) -> str:
         f"method 'legrad' explains an encoder block; target layer {layer!r} is in none: name a block "
         "('encoder.layers.encoder_layer_11') or a layer inside one"
     )
+
+
+def check_legrad(model: nn.Module, layers: Sequence[str], method: str) -> None:
+    """Refuses a model or a layer LeGrad cannot read, before any work."""
+    for layer in layers:
+        legrad_block(model, layer)
 
 
 def legrad_pass(req: Request) -> Outputs:

@@ -1,6 +1,6 @@
 """Explaining what a detector or a segmenter found: one result per detection kept (its box, label,
 score and map) or per class present (its predicted mask and map), all from one forward pass and
-one backward pass per result (:func:`nstcam.cam._target_pass.target_pass`)."""
+one backward pass per result (:func:`nstcam.cam.targets.one_pass.target_pass`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from PIL import Image
 from nstcam._checks import finite, whole
 from nstcam.cam._dispatch import Spec, explain_targets, object_maps
 from nstcam.cam._maps import upsample_maps
-from nstcam.cam._target_maps import TargetOptions
-from nstcam.cam._target_pass import TARGET_METHODS
 from nstcam.cam.hooks import eval_view
+from nstcam.cam.registry import TARGET_METHODS
 from nstcam.cam.result import CamResult
-from nstcam.cam.targets import BoxTarget, RegionTarget, predicted
+from nstcam.cam.targets.objects import BoxTarget, RegionTarget, predicted
+from nstcam.cam.targets.perturbation import TargetOptions
 
 __all__ = ["cam_result", "class_indices", "explain_found"]
 

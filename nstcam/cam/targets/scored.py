@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from nstcam.cam._target_pass import SCORED_METHODS, model_output
-from nstcam.cam.targets import Target
+from nstcam.cam.targets.objects import Target
+from nstcam.cam.targets.one_pass import model_output
 from nstcam.hooks import twin
 
-__all__ = ["SCORED_METHODS", "scored_model"]
+__all__ = ["scored_model"]
 
 
 def scored_model(model: nn.Module, targets: Sequence[Target]) -> tuple[nn.Module, list[torch.Tensor]]:

@@ -22,7 +22,7 @@ from nstcam.cam._maps import minmax
 from nstcam.cam._request import Outputs, Request
 from nstcam.hooks import twin
 
-__all__ = ["bias_layers", "fullgrad_pass"]
+__all__ = ["bias_layers", "check_fullgrad", "fullgrad_pass"]
 
 
 def bias_layers(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
@@ -40,6 +40,15 @@ def bias_layers(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
         elif type(m) is nn.Conv2d and m.bias is not None:
             found.append((m, m.bias.detach()))
     return found
+
+
+def check_fullgrad(model: nn.Module, layers: object, method: str) -> None:
+    """Refuses a model without a bias to read, before any work."""
+    if not bias_layers(model):
+        raise ValueError(
+            f"method 'fullgrad' sums bias gradients of Conv2d and BatchNorm2d layers, and a "
+            f"{type(model).__name__} has none with a bias: use method='gradcam'"
+        )
 
 
 def _scaled(t: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Maps for target objects with every method that takes one: the one-pass methods
-(:func:`nstcam.cam._target_pass.target_pass`) and the perturbation ones, Score-CAM, SS-CAM, IS-CAM and
+(:func:`nstcam.cam.targets.one_pass.target_pass`) and the perturbation ones, Score-CAM, SS-CAM, IS-CAM and
 AblationCAM, which score the model's output on changed inputs (or a changed layer) with the target.
 
 A perturbation pass scores all of an image's targets on each changed copy, so k targets of an
@@ -19,10 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nstcam.cam._maps import minmax, normalize_maps, variant_masks
-from nstcam.cam._target_pass import PERTURBATION_TARGET_METHODS, model_output, reader, target_pass
+from nstcam.cam._maps import minmax, normalize_maps
 from nstcam.cam.methods import cam_from_weights
-from nstcam.cam.targets import Target
+from nstcam.cam.methods.perturbation import variant_masks
+from nstcam.cam.registry import method as method_record
+from nstcam.cam.targets.objects import Target
+from nstcam.cam.targets.one_pass import model_output, reader, target_pass
 from nstcam.hooks import HookManager, twin
 from nstcam.layouts import detect_layout
 
@@ -56,7 +58,7 @@ def target_maps(
 ) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """(raw maps (k, N, h, w), target scores (k, N), the detached output) for the targets ``rows``
     picks from the model's output, with ``method``."""
-    if method not in PERTURBATION_TARGET_METHODS:
+    if method_record(method).targets != "perturbation":
         return target_pass(
             model, layer, method, x, rows, layout, eigen_smooth=eigen_smooth, seed=options.seed
         )
