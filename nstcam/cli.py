@@ -14,6 +14,7 @@ from nstcam._mark import mark_random, tag_weights
 from nstcam._version import __version__
 from nstcam.cam.registry import METHOD_INFO, METHODS
 from nstcam.style import STYLE_LOSSES
+from nstcam.style.losses import REGISTRY as STYLE_LOSS_REGISTRY
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
     ARCHS,
@@ -645,7 +646,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--style-loss",
         choices=list(STYLE_LOSSES),
         default="gram",
-        help="gram (Gatys), wasserstein (Gaussians fitted to the features) or sliced (their distributions)",
+        help="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSS_REGISTRY.items()),
     )
     s.add_argument(
         "--average",

@@ -54,8 +54,8 @@ def peak_since(base: int) -> int:
 def judge_distance(judge, layers, img, style) -> float:
     """Relative Gram distance between ``img`` and ``style`` on a VGG16_bn of other random weights."""
     from nstcam.image import image_to_tensor, resize_long_side
-    from nstcam.style._losses import gram
     from nstcam.style.hooks import VGGFeatureHooks
+    from nstcam.style.losses.gram import gram
 
     x = image_to_tensor(img)
     s = image_to_tensor(resize_long_side(style, max(img.size)))

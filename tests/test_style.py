@@ -21,7 +21,7 @@ from nstcam.style import (
     fold_batchnorm,
 )
 from nstcam.style._color import rgb_to_yuv
-from nstcam.style._losses import gram
+from nstcam.style.losses.gram import gram
 
 
 @pytest.fixture(scope="module")

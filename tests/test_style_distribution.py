@@ -10,15 +10,8 @@ import torch
 from conftest import in_threads
 from PIL import Image
 
-from nstcam.style._distribution import (
-    RIDGE,
-    feature_stats,
-    gaussian_w2,
-    psd_sqrt,
-    random_directions,
-    sliced_w2,
-    sorted_projections,
-)
+from nstcam.style.losses.sliced import random_directions, sliced_w2, sorted_projections
+from nstcam.style.losses.wasserstein import RIDGE, feature_stats, gaussian_w2, psd_sqrt
 
 scipy_linalg = pytest.importorskip("scipy.linalg")
 
@@ -126,8 +119,8 @@ def _img(seed: int, w: int = 64, h: int = 48):
 
 
 def test_w2_targets_from_augmented_grams_are_the_features_stats_and_blend_as_a_mixture():
-    from nstcam.style._distribution import augmented, w2_target
-    from nstcam.style._losses import gram
+    from nstcam.style.losses.gram import gram
+    from nstcam.style.losses.wasserstein import augmented, w2_target
 
     a, b = _features(10, n=1), _features(11, n=1)
     mu, cov, root, second, ridge = w2_target(gram(augmented(a)))
@@ -243,7 +236,7 @@ def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):
 
 # -- the sliced loss in the engine ------------------------------------------------------------------
 def test_sliced_style_loss_is_the_reference_distance_relative_and_weighs_masks_and_blends():
-    from nstcam.style._distribution import sliced_style_loss, sliced_target
+    from nstcam.style.losses.sliced import sliced_style_loss, sliced_target
 
     out, style = _features(12), _features(13, n=1, h=9, w=7)
     d = random_directions(16, 8, torch.Generator().manual_seed(2))
@@ -331,8 +324,8 @@ def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypat
 
 
 def test_the_memory_check_counts_the_sliced_loss_and_its_tiles():
-    from nstcam.style._memory import sliced_bytes
     from nstcam.style._plan import DEFAULT_STYLE_LAYERS
+    from nstcam.style.losses.sliced import sliced_bytes
 
     small, big = sliced_bytes(256, 192, DEFAULT_STYLE_LAYERS), sliced_bytes(512, 384, DEFAULT_STYLE_LAYERS)
     assert (

@@ -39,7 +39,7 @@ def _judge_distance(judge: StyleTransfer, out, region: np.ndarray, style) -> flo
     ``style``'s, summed over relu1_1 ... relu3_1 (a network the run did not optimise)."""
     from nstcam.image import image_to_tensor
     from nstcam.mask import resize_mask
-    from nstcam.style._losses import gram
+    from nstcam.style.losses.gram import gram
 
     layers = ["relu1_1", "relu2_1", "relu3_1"]
     total = 0.0

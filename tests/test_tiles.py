@@ -18,11 +18,11 @@ from PIL import Image
 
 from nstcam import Cancelled, StyleTransfer, count_hooks, load_image
 from nstcam.image import image_to_tensor, resize_long_side
-from nstcam.style._losses import gram
 from nstcam.style._targets import tiled_grams
 from nstcam.style._tiles import blend_weight
 from nstcam.style._windows import starts, tile_grid
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.losses.gram import gram
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "nstcam" / "assets" / "samples"

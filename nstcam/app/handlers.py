@@ -20,7 +20,7 @@ from nstcam.app.errors import refuse, shorten
 from nstcam.app.files import editor_mask, load_upload
 from nstcam.app.found import check_found, explain_found, found_caption, found_row
 from nstcam.app.plots import curves_figure
-from nstcam.cam import CAM_ARCHS, METHODS, PERTURBATION_METHODS, arch_kind, candidate_layers
+from nstcam.cam import CAM_ARCHS, METHODS, PERTURBATION_METHODS, REGISTRY, arch_kind, candidate_layers
 from nstcam.cam.layers import layers
 from nstcam.image import ImageError
 from nstcam.style import Cancelled, InsufficientMemoryError
@@ -325,9 +325,6 @@ def _check_layer(model: str, layer: str, valid: list[str]) -> None:
         raise refuse(f"unknown layer {layer!r} for {model}; valid layers: {', '.join(valid)}")
 
 
-_SAMPLES = {"sscam": 35, "iscam": 10}  # masked images per channel (the engine's defaults)
-
-
 def _check_scorecam(
     cfg: AppConfig, arch: str, layer: str, top_k: int, method: str = "scorecam", aug_smooth: bool = False
 ) -> None:
@@ -335,7 +332,7 @@ def _check_scorecam(
     channel and class; SS-CAM and IS-CAM: per sample too; augmentation: 6 times), advising only
     what would fit."""
     channels = _meta_layers(arch)
-    per_channel = _SAMPLES.get(method, 1) * (6 if aug_smooth else 1)
+    per_channel = REGISTRY[method].samples * (6 if aug_smooth else 1)
     channels = {name: c * per_channel for name, c in channels.items()}
     need, budget = channels[layer] * top_k, cfg.scorecam_budget
     if need <= budget:
@@ -349,8 +346,7 @@ def _check_scorecam(
         fixes.append(f"an earlier layer with fewer channels (e.g. {', '.join(smaller[-3:])})")
     fixes.append("another method (each costs about one forward pass)")
     where = cfg.torch_device.type.upper()
-    names = {"scorecam": "Score-CAM", "ablationcam": "AblationCAM", "sscam": "SS-CAM", "iscam": "IS-CAM"}
-    name = names[method]
+    name = REGISTRY[method].title
     each = f"{per_channel} per channel and class" if per_channel > 1 else "one per channel and class"
     if aug_smooth:
         fixes.insert(0, "no augmentation smoothing (it costs 6 times)")

@@ -9,8 +9,9 @@ are this server's (:class:`AppConfig`), so the docstrings are written per app, h
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.cam import METHOD_INFO, METHODS, TARGET_METHODS
+from nstcam.cam import METHOD_INFO, METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
+from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
 __all__ = ["TOOL_DOCS", "tool_doc"]
 
@@ -57,7 +58,7 @@ Args:
     seed: random seed, >= 0; the same inputs and seed give the same image.
     optimizer: "lbfgs" (default, fewer steps) or "adam".
     tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
-    style_loss: "gram" (default, Gatys), "wasserstein" (each layer's features matched as a Gaussian: mean and covariance) or "sliced" (their whole distribution, compared along random directions).
+    style_loss: {style_losses}.
     init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
@@ -78,7 +79,7 @@ Args:
     image: the photo to explain: {image}.
     model: one of {explain_archs} (default resnet50); detectors: {detectors}; segmenters: {segmenters}.
     layer: the layer the map is read at; empty (default): the model's own default (ResNets "layer4", ViT its last block's "ln_1", Swin its last "norm2", a detector its FPN's levels "backbone"); or a stage or block such as "layer3" or "layer3.1".
-    method: one of {methods} (default gradcam). Gradient methods cost about one forward pass per class; the perturbation ones (scorecam, sscam, iscam, ablationcam) one per channel (sscam and iscam: times 35 and 10 samples); fullgrad and guided-backprop a whole backward pass; cam needs a pooled linear head (ResNets' layer4), legrad a ViT; a method that cannot work on the model says why. Detectors and segmenters take {target_methods}.
+    method: one of {methods} (default gradcam). Gradient methods cost about one forward pass per class; the perturbation ones ({perturbation}) one per channel ({samples}); fullgrad and guided-backprop a whole backward pass; cam needs a pooled linear head (ResNets' layer4), legrad a ViT; a method that cannot work on the model says why. Detectors and segmenters take {target_methods}.
     top_k: how many of the top classes to explain, 1 to 10 (a segmenter: its largest classes present; a detector: not used).
     aug_smooth: average the maps of 6 augmentations of the photo (flip x brightness): less noise, 6 times the cost (default false; classifiers only).
     eigen_smooth: the first principal component of the weighted activations instead of their sum (default false).
@@ -165,6 +166,13 @@ def tool_doc(name: str, config: AppConfig) -> str:
         "detectors": ", ".join(a for a in config.found_archs if a in DETECTOR_ARCHS),
         "segmenters": ", ".join(a for a in config.found_archs if a in SEGMENTER_ARCHS),
         "target_methods": ", ".join(TARGET_METHODS),
+        "style_losses": "; ".join(f'"{name}" ({loss.summary})' for name, loss in STYLE_LOSSES.items()),
+        "perturbation": ", ".join(PERTURBATION_METHODS),
+        "samples": "; ".join(
+            f"{m}: times {REGISTRY[m].samples} samples"
+            for m in PERTURBATION_METHODS
+            if REGISTRY[m].samples > 1
+        ),
         "passes": f"about {4 * steps + 44}",
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
@@ -173,8 +181,12 @@ def tool_doc(name: str, config: AppConfig) -> str:
     return TOOL_DOCS[name].format(**fields)
 
 
-_FAMILIES = {"gradient": "Gradient", "gradient-free": "Gradient-free", "perturbation": "Perturbation",
-             "other": "Whole network"}  # fmt: skip
+_FAMILIES = {
+    "gradient": "Gradient",
+    "gradient-free": "Gradient-free",
+    "perturbation": "Perturbation",
+    "other": "Whole network",
+}
 
 
 def method_choices() -> list[tuple[str, str]]:

@@ -38,6 +38,7 @@ from nstcam.app.mcp import enable_mcp
 from nstcam.app.tools import method_choices, method_note, tool_doc
 from nstcam.app.video import video_tab
 from nstcam.cam import arch_kind
+from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
 __all__ = ["build_demo", "launch_kwargs"]
 
@@ -255,9 +256,11 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 )
                 optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
                 style_loss = gr.Radio(
-                    ["gram", "wasserstein", "sliced"], value="gram", label="Style loss",
-                    info="wasserstein: features matched as Gaussians; sliced: as distributions",
-                )  # fmt: skip
+                    list(STYLE_LOSSES),
+                    value="gram",
+                    label="Style loss",
+                    info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
+                )
                 init = gr.Dropdown(
                     ["content", "noise", "style", "style_stats"], value="content", label="Start from",
                     info="style_stats: noise with the style's colour mean and covariance",

@@ -60,6 +60,8 @@ class Method:
         eigen: ``eigen_smooth`` applies (it has weighted activations to project).
         whole_network: it reads the whole network, not a layer: one target layer or none.
         check: refuses a model it cannot explain, before any work.
+        title: its name as papers write it (the app's messages).
+        samples: forward passes per channel by default (SS-CAM's and IS-CAM's samples), for budgets.
     """
 
     name: str
@@ -76,6 +78,12 @@ class Method:
     eigen: bool = True
     whole_network: bool = False
     check: Check | None = None
+    title: str = ""
+    samples: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
 
 
 MethodInfo = Method
@@ -124,9 +132,10 @@ def _perturbation(
     cost: str,
     paper: str,
     libraries: tuple[str, ...],
+    **more,
 ) -> Method:
     """A method scored on changed inputs, ``chunk`` at a time with a progress callback."""
-    return Method(name, "perturbation", summary, cost, paper, libraries, run, targets="perturbation")
+    return Method(name, "perturbation", summary, cost, paper, libraries, run, targets="perturbation", **more)
 
 
 _GRADIENT = (
@@ -269,6 +278,7 @@ _PERTURBATION = (
         _CHUNKED,
         "Wang et al. 2020",
         _BOTH,
+        title="Score-CAM",
     ),
     _perturbation(
         "sscam",
@@ -277,6 +287,8 @@ _PERTURBATION = (
         _CHUNKED_SAMPLES,
         "Wang et al. 2020 (SS-CAM)",
         _TORCHCAM,
+        title="SS-CAM",
+        samples=35,
     ),
     _perturbation(
         "iscam",
@@ -285,6 +297,8 @@ _PERTURBATION = (
         _CHUNKED_SAMPLES,
         "Naidu et al. 2020",
         _TORCHCAM,
+        title="IS-CAM",
+        samples=10,
     ),
     _perturbation(
         "ablationcam",
@@ -293,6 +307,7 @@ _PERTURBATION = (
         _CHUNKED,
         "Desai & Ramaswamy 2020",
         _PGC,
+        title="AblationCAM",
     ),
 )
 _OTHER = (

@@ -3,16 +3,16 @@
 Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG16_bn hook manager),
 ``vgg`` (layer names, BatchNorm folding) and private units for each stage of a call: ``_plan``
 (validation), ``_memory``, ``_targets``, ``_optimize`` (the loop), ``_progress``, ``_output``,
-``_run`` (one call) and ``_batch``; ``_losses``, ``_distribution`` (the Wasserstein losses) and
-``_color`` hold the maths.
+``_run`` (one call) and ``_batch``; ``losses/`` (one module per style loss, and their registry),
+``_trace_sqrt`` and ``_color`` hold the maths.
 """
 
 from nstcam.style._batch import BatchResult
-from nstcam.style._distribution import STYLE_LOSSES
 from nstcam.style._plan import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 from nstcam.style.engine import StyleTransfer
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.losses import STYLE_LOSSES
 from nstcam.style.vgg import VGG_LAYERS, fold_batchnorm, layer_index
 
 __all__ = [

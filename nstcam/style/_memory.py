@@ -19,7 +19,6 @@ Calibration (``tests/test_tiles.py`` checks it; ``bench_style.py --calibrate`` a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from PIL import Image
 from torch import nn
@@ -29,9 +28,10 @@ from nstcam.image import long_side_size
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import InsufficientMemoryError
-from nstcam.style.vgg import deepest_layer, layer_channels, layer_index, layer_stride
+from nstcam.style.losses import style_loss_named
+from nstcam.style.vgg import deepest_layer, layer_index
 
-__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled", "sliced_bytes"]
+__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +94,12 @@ def estimate_run(
     **kw: object,
 ) -> int:
     """:func:`estimate_memory` (or, with ``tile`` below the long side, :func:`estimate_tiled`) on
-    the engine's network and device; with ``style_loss="sliced"`` plus :func:`sliced_bytes` of the
-    default style layers."""
+    the engine's network and device; plus what the style loss keeps beyond the model
+    (:attr:`nstcam.style.losses.StyleLoss.extra_bytes`) for the default style layers."""
     kw = {"amp": rt.amp, "device": rt.device.type, **kw}
-    extra = 0
-    if style_loss == "sliced":
-        from nstcam.style._plan import DEFAULT_STYLE_LAYERS
+    from nstcam.style._plan import DEFAULT_STYLE_LAYERS
 
-        extra = sliced_bytes(width, height, DEFAULT_STYLE_LAYERS, 1.0, tile)
+    extra = style_loss_named(style_loss).extra_bytes(width, height, DEFAULT_STYLE_LAYERS, 1.0, tile)
     if tile is not None and max(width, height) > tile:
         return estimate_tiled(rt.net, width, height, tile, **kw) + extra
     return estimate_memory(rt.net, width, height, **kw) + extra  # type: ignore[arg-type]
@@ -121,10 +119,8 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
 
     def need(long_side: int, tile: int | None) -> int:
         size = long_side_size(content.size, long_side)
-        extra = (
-            sliced_bytes(*size, plan.style_layers, plan.style_scale, tile)
-            if plan.style_loss == "sliced"
-            else 0
+        extra = style_loss_named(plan.style_loss).extra_bytes(
+            *size, plan.style_layers, plan.style_scale, tile
         )
         return estimate_run(rt, *size, tile=tile, **kw) + extra
 
@@ -155,25 +151,6 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     ratio = fits / plan.size
     plan.scales = [max(16, int(s * ratio)) for s in plan.scales]
     plan.size = plan.scales[-1]
-
-
-def sliced_bytes(
-    width: int, height: int, style_layers: Iterable[str], style_scale: float = 1.0, tile: int | None = None
-) -> int:
-    """What the sliced loss keeps and sorts beyond the model: each style layer's kept positions (at
-    most :data:`~nstcam.style._distribution.MAX_SAMPLES`) and, per step, their projections and the
-    output's (of one window when tiled), sorted (x 3, float32)."""
-    from nstcam.style._distribution import MAX_SAMPLES
-
-    total = 0
-    style_pixels = width * height * style_scale**2
-    out_pixels = width * height if tile is None else min(width, tile) * min(height, tile)
-    for name in style_layers:
-        c, stride = layer_channels(name), layer_stride(name)
-        kept = min(MAX_SAMPLES, int(style_pixels / stride**2)) * c
-        projected = (out_pixels // stride**2 + kept // c) * max(8, c // 4)
-        total += (kept + projected) * 4
-    return 3 * total
 
 
 def _largest_tile(plan: Plan, need, budget: int) -> int | None:

@@ -11,14 +11,15 @@ from PIL import Image
 
 from nstcam.image import image_to_tensor
 from nstcam.style._color import color_stats, luminance_only, match_color
-from nstcam.style._distribution import directions_for
-from nstcam.style._losses import content_loss, style_term, total_variation
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
 from nstcam.style._targets import Targets
 from nstcam.style._types import BudgetSpent
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.losses import style_loss_named
+from nstcam.style.losses.sliced import directions_for
+from nstcam.style.losses.terms import content_loss, style_term, total_variation
 from nstcam.style.vgg import layer_channels
 
 __all__ = ["compute_losses", "init_image", "loss_terms", "optimize", "step_directions", "weighted"]
@@ -131,7 +132,7 @@ def _content_term(feats: dict[str, torch.Tensor], content: dict[str, torch.Tenso
 def step_directions(targets: Targets, plan: Plan, device: torch.device) -> dict[str, torch.Tensor] | None:
     """The sliced loss' directions of this evaluation (None for the other losses): fresh at each
     Adam step, one set per block of L-BFGS evaluations, drawn from the run's seed."""
-    if plan.style_loss != "sliced":
+    if not style_loss_named(plan.style_loss).random_directions:
         return None
     draw = targets.next_draw() if plan.optimizer == "adam" else -targets.block
     return {n: directions_for(layer_channels(n), plan.seed, draw, device) for n in plan.style_layers}
@@ -281,7 +282,8 @@ def optimize(
 
     try:
         if lbfgs:
-            new_block = getattr(loss_fn, "new_block", None) if plan.style_loss == "sliced" else None
+            redraws = style_loss_named(plan.style_loss).random_directions
+            new_block = getattr(loss_fn, "new_block", None) if redraws else None
             while done < n_steps:  # each LBFGS.step stops at max_eval evaluations
                 if new_block is not None:  # a fixed objective per block: its line searches stay sound
                     new_block()

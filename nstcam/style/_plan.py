@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from nstcam._checks import finite, whole
-from nstcam.style._distribution import STYLE_LOSSES
+from nstcam.style.losses import STYLE_LOSSES
 from nstcam.style.vgg import layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]

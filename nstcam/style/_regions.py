@@ -1,7 +1,7 @@
 """A style per region: ``stylize(content, [a, b], style_masks=[mask_a, mask_b])``.
 
 Each style has its own targets (not blended) and its own mask; its loss reads only its region's
-features (the masked Gram, Gaussian or distribution of :func:`~nstcam.style._losses.style_term`),
+features (the masked Gram, Gaussian or distribution of :func:`~nstcam.style.losses.terms.style_term`),
 so each region matches its own style as a ``style_mask`` run of that style alone would. One mask may
 be None: that style takes what the others leave (``1 - their sum``). Where no mask reaches, the
 content is kept, as a ``style_mask`` keeps it where the mask is 0.

@@ -4,6 +4,7 @@ style mask resized to each layer, for one image or a batch of images of one size
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,13 +13,15 @@ from PIL import Image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
 from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
-from nstcam.style._distribution import MAX_SAMPLES, augmented, sliced_target, w2_target
-from nstcam.style._losses import gram
 from nstcam.style._plan import Plan
 from nstcam.style._regions import Region, region_masks, region_plan, region_weights
 from nstcam.style._runtime import Runtime
 from nstcam.style._windows import starts
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.losses import StyleLoss, style_loss_named
+from nstcam.style.losses.gram import gram
+from nstcam.style.losses.sliced import MAX_SAMPLES
+from nstcam.style.losses.wasserstein import augmented
 from nstcam.style.vgg import layer_stride
 
 __all__ = [
@@ -78,6 +81,28 @@ class ScaleInputs:
     targets: Targets
 
 
+def _read_style(rt, hooks, s: torch.Tensor, w: float, plan: Plan, loss: StyleLoss, read: dict) -> None:
+    """Adds one style image ``s`` of blend weight ``w`` to what ``loss`` reads of each style layer:
+    its features (sliced: the positions the target keeps) or its Gram matrices, summed with ``w``."""
+    layers = list(plan.style_layers)
+    tiled = plan.tile is not None and max(s.shape[-2:]) > plan.tile
+    if loss.reads == "positions":
+        feats = (
+            tiled_positions(rt, hooks, s, layers, plan.tile, plan.seed) if tiled else rt.features(hooks, s)
+        )
+        for n in layers:
+            read.setdefault(n, []).append((feats[n], w))
+        return
+    if tiled:
+        grams = tiled_grams(rt, hooks, s, layers, plan.tile, augment=loss.augment)
+    else:
+        feats = rt.features(hooks, s)
+        grams = {n: gram(augmented(feats[n]) if loss.augment else feats[n]) for n in layers}
+    for n in layers:
+        g = grams[n] * w
+        read[n] = read[n] + g if n in read else g
+
+
 def style_targets(
     rt: Runtime,
     hooks: VGGFeatureHooks,
@@ -99,8 +124,8 @@ def style_targets(
         key += tuple(round(v, 5) for v in [*mu.tolist(), *cov.flatten().tolist()])
     if key in cache:
         return cache[key]
-    targets: dict[str, torch.Tensor] = {}
-    parts: dict[str, list] = {n: [] for n in plan.style_layers}  # the sliced loss' features
+    loss = style_loss_named(plan.style_loss)
+    read: dict[str, Any] = {}  # per layer: the blend's sum of Grams, or its (features, weight) list
     with torch.no_grad():
         for img, w in zip(styles, plan.blend, strict=True):
             if w == 0:
@@ -110,31 +135,9 @@ def style_targets(
                 s = match_luminance(s, content_t)
             elif plan.histogram:
                 s = match_color(s, content_t)
-            w2 = plan.style_loss == "wasserstein"  # Grams of augmented features: moments and means
-            if plan.style_loss == "sliced":
-                if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
-                    feats = tiled_positions(rt, hooks, s, list(plan.style_layers), plan.tile, plan.seed)
-                else:
-                    feats = rt.features(hooks, s)
-                for n in plan.style_layers:
-                    parts[n].append((feats[n], w))
-                rt.style_targets.add()
-                continue
-            if plan.tile is not None and max(s.shape[-2:]) > plan.tile:
-                grams = tiled_grams(rt, hooks, s, list(plan.style_layers), plan.tile, augment=w2)
-            else:
-                feats = rt.features(hooks, s)
-                grams = {
-                    name: gram(augmented(feats[name]) if w2 else feats[name]) for name in plan.style_layers
-                }
+            _read_style(rt, hooks, s, w, plan, loss, read)
             rt.style_targets.add()
-            for name in plan.style_layers:
-                g = grams[name] * w
-                targets[name] = targets[name] + g if name in targets else g
-        if plan.style_loss == "wasserstein":  # the blend's moments: a mixture's Gaussian, root once
-            targets = {name: w2_target(g) for name, g in targets.items()}
-        elif plan.style_loss == "sliced":  # the blend's positions, weighted: a mixture's distribution
-            targets = {n: sliced_target(parts[n], plan.seed) for n in plan.style_layers}
+        targets = {name: loss.target(read[name], plan.seed) for name in plan.style_layers}
     cache[key] = targets
     return targets
 
@@ -247,7 +250,7 @@ def tiled_grams(
 ) -> dict[str, torch.Tensor]:
     """Gram matrices of ``s`` (1, 3, H, W) read window by window (:func:`_window_cores`); equal to
     :func:`gram` of the whole image up to context beyond the margin (``tests/test_tiles.py`` bounds
-    the difference at 5 %). ``augment``: of :func:`~nstcam.style._distribution.augmented` features
+    the difference at 5 %). ``augment``: of :func:`~nstcam.style.losses.wasserstein.augmented` features
     (W2's moments)."""
     sums: dict[str, torch.Tensor] = {}
     counts = dict.fromkeys(layers, 0)
@@ -263,7 +266,7 @@ def tiled_positions(
 ) -> dict[str, torch.Tensor]:
     """The sliced loss' style positions of ``s`` read window by window (:func:`_window_cores`):
     each window keeps a share of its positions (drawn from ``seed``) so that about
-    :data:`~nstcam.style._distribution.MAX_SAMPLES` are kept in all, as ``(1, C, 1, M)``."""
+    :data:`~nstcam.style.losses.sliced.MAX_SAMPLES` are kept in all, as ``(1, C, 1, M)``."""
     h, w = s.shape[-2:]
     gen = torch.Generator().manual_seed(seed)
     kept: dict[str, list[torch.Tensor]] = {n: [] for n in layers}

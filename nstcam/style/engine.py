@@ -193,7 +193,7 @@ class StyleTransfer:
             tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
             style_loss: ``"gram"`` (Gatys), ``"wasserstein"`` (the squared W2 distance of Gaussians
                 fitted to each layer's features) or ``"sliced"`` (of their distributions along random
-                directions, fresh each step from ``seed``). ``style/_distribution.py``.
+                directions, fresh each step from ``seed``). ``style/losses/``.
             average: the result is the bias-corrected moving average of the iterates with this decay
                 (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
             style_masks: a style per region: one mask per style (as ``style_mask`` takes them; one may

@@ -37,7 +37,8 @@ from torch import nn
 from nstcam import StyleTransfer, build_model, load_image
 from nstcam.image import image_to_tensor, normalize, resize_long_side
 from nstcam.style import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS, Cancelled
-from nstcam.style._losses import content_loss, gram, style_loss, total_variation
+from nstcam.style.losses.gram import gram, style_loss
+from nstcam.style.losses.terms import content_loss, total_variation
 from nstcam.style.vgg import VGG_LAYERS
 
 SAMPLES = str(Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples")

@@ -36,14 +36,10 @@ from PIL import Image
 
 from nstcam import StyleTransfer, build_model
 from nstcam.image import image_to_tensor, normalize
-from nstcam.style._distribution import (
-    feature_stats,
-    gaussian_w2,
-    random_directions,
-    sliced_w2,
-    sorted_projections,
-)
-from nstcam.style._losses import gram, total_variation
+from nstcam.style.losses.gram import gram
+from nstcam.style.losses.sliced import random_directions, sliced_w2, sorted_projections
+from nstcam.style.losses.terms import total_variation
+from nstcam.style.losses.wasserstein import feature_stats, gaussian_w2
 
 SAMPLES = Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples"
 LAYERS = (2, 9, 16, 26, 36)  # relu1_1 ... relu5_1 of torchvision's vgg16_bn.features

@@ -19,15 +19,9 @@ import argparse
 import torch
 from bench_cam import timeit  # the median timing of the CAM benchmarks (CUDA synchronised)
 
-from nstcam.style._distribution import (
-    feature_stats,
-    gaussian_w2,
-    psd_sqrt,
-    random_directions,
-    sliced_w2,
-    sorted_projections,
-)
-from nstcam.style._losses import gram, style_loss
+from nstcam.style.losses.gram import gram, style_loss
+from nstcam.style.losses.sliced import random_directions, sliced_w2, sorted_projections
+from nstcam.style.losses.wasserstein import feature_stats, gaussian_w2, psd_sqrt
 
 LAYERS = ((64, 1), (128, 2), (256, 4), (512, 8), (512, 16))  # (channels, stride) of relu1_1 ... relu5_1
 
