@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_file", "new_file_mode", "unique_names"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
+    "atomic_file",
+    "expand_contents",
+    "new_file_mode",
+    "output_names",
+    "unique_names",
+]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+"""Image files a folder of inputs gives."""
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
+"""Clip files a folder of inputs gives (what the media opener reads is sniffed from the bytes)."""
 
 
 def _umask_now() -> int:
@@ -69,3 +83,33 @@ def unique_names(items: list[Any], suffix: str) -> list[str]:
         seen.add(name)
         names.append(name)
     return names
+
+
+def expand_contents(contents: str | Path | Sequence[Any]) -> list[Any]:
+    """A list of inputs from a list, a directory (its image files, sorted) or a glob pattern."""
+    if isinstance(contents, (str, Path)):
+        p = Path(contents)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file())
+            if not files:
+                raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in {p}")
+            return files
+        if not p.exists() and any(ch in str(contents) for ch in "*?["):  # a file is a file: photo[1].jpg
+            files = sorted(Path(f) for f in glob.glob(str(contents), recursive=True) if Path(f).is_file())
+            if not files:
+                raise ValueError(f"no files match {contents!r}")
+            return files
+        if not p.exists():
+            raise FileNotFoundError(
+                f"contents: {p} does not exist; give a folder, a glob pattern, an image file or a list"
+            )
+        return [p]
+    items = list(contents)
+    if not items:
+        raise ValueError("contents is empty")
+    return items
+
+
+def output_names(items: list[Any], ext: str) -> list[str]:
+    """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
+    return unique_names(items, f"_stylized{ext}")

@@ -295,8 +295,15 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
     if args.classes and args.arch in ARCHS:
         logger.error("--classes picks a detector's or segmenter's classes; a classifier takes --target")
         return 2
-    extras = [f for f, on in (("--aug-smooth", args.aug_smooth), ("--eigen-smooth", args.eigen_smooth),
-                              ("several --layer", "," in (args.layer or ""))) if on]  # fmt: skip
+    extras = [
+        f
+        for f, on in (
+            ("--aug-smooth", args.aug_smooth),
+            ("--eigen-smooth", args.eigen_smooth),
+            ("several --layer", "," in (args.layer or "")),
+        )
+        if on
+    ]
     if extras:
         logger.error("--ray runs one layer without smoothing; %s work without --ray", ", ".join(extras))
         return 2
@@ -380,9 +387,13 @@ def _cmd_video(args: argparse.Namespace) -> int:
     err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
     logger.info(
         "%d frames at %g fps, %dx%d; %.2f s per frame; warping error %s%s",
-        res.frames, res.fps, *res.size, res.seconds / max(1, res.frames), err,
+        res.frames,
+        res.fps,
+        *res.size,
+        res.seconds / max(1, res.frames),
+        err,
         "; RANDOM weights: not meaningful" if res.random_weights else "",
-    )  # fmt: skip
+    )
     return 0
 
 
@@ -391,37 +402,50 @@ def _add_video_parser(sub: Any) -> None:
         "video", help="stylise a clip without flicker (temporal consistency, Ruder et al. 2016)"
     )
     v.add_argument(
-        "video", metavar="VIDEO",
+        "video",
+        metavar="VIDEO",
         help="a video file (mp4, webm, mov, mkv, gif...), a folder or glob of frames; with --ray: "
         "a folder or glob of videos",
-    )  # fmt: skip
+    )
     v.add_argument(
         "--style", action="append", required=True, metavar="S", help="style image (repeat to blend)"
     )
     v.add_argument("--style-weights", type=_floats, metavar="W1,W2", help="blend weights of the styles")
     v.add_argument(
-        "-o", "--output", required=True, metavar="OUT",
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT",
         help="out.mp4 / .webm / .mov / .mkv / .gif, or a folder for PNG frames (with --ray: a folder)",
-    )  # fmt: skip
+    )
     v.add_argument("--size", type=int, default=512, help="long side of the frames in px (default 512)")
     v.add_argument("--steps", type=int, default=100, help="network evaluations per frame (default 100)")
     v.add_argument(
-        "--temporal-weight", type=float, default=DEFAULT_TEMPORAL_WEIGHT,
+        "--temporal-weight",
+        type=float,
+        default=DEFAULT_TEMPORAL_WEIGHT,
         help=f"weight of the temporal loss (default {DEFAULT_TEMPORAL_WEIGHT:g}; 0: every frame on its own)",
-    )  # fmt: skip
+    )
     v.add_argument(
-        "--flow", default="dis", choices=["dis", "raft", "raft_small", "raft_large"],
+        "--flow",
+        default="dis",
+        choices=["dis", "raft", "raft_small", "raft_large"],
         help="optical flow: OpenCV's DIS (default) or torchvision's RAFT (official weights)",
-    )  # fmt: skip
+    )
     v.add_argument("--passes", type=int, default=1, help="1: one pass; N: Ruder's multi-pass (default 1)")
     v.add_argument(
-        "--batch-frames", type=int, default=1,
+        "--batch-frames",
+        type=int,
+        default=1,
         help="with --passes 2+ and --optimizer adam: frames per network step (the GPU's lever; default 1)",
-    )  # fmt: skip
+    )
     v.add_argument(
-        "--long-term", type=_ints, default=[1], metavar="J1,J2",
+        "--long-term",
+        type=_ints,
+        default=[1],
+        metavar="J1,J2",
         help="hold each frame to these earlier frames too, e.g. 1,10,20,40 (Ruder's long-term consistency)",
-    )  # fmt: skip
+    )
     v.add_argument("--max-frames", type=int, help="stylise only the first N frames")
     v.add_argument("--fps", type=float, help="frame rate of a folder of frames (default 25)")
     v.add_argument("--style-weight", type=float, default=50.0, help="style strength (default 50)")
@@ -429,9 +453,13 @@ def _add_video_parser(sub: Any) -> None:
     v.add_argument("--tv-weight", type=float, default=5.0, help="smoothness (default 5)")
     v.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     v.add_argument(
-        "--preserve-color", nargs="?", const="luminance", default=False,
-        choices=["luminance", "histogram"], help="keep the clip's colours",
-    )  # fmt: skip
+        "--preserve-color",
+        nargs="?",
+        const="luminance",
+        default=False,
+        choices=["luminance", "histogram"],
+        help="keep the clip's colours",
+    )
     v.add_argument("--seed", type=int, default=0, help="seed of every frame's optimisation (default 0)")
     v.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
     v.add_argument("--device", help="cpu, cuda, mps (default: best available)")

@@ -24,12 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nstcam._files import unique_names
+from nstcam._files import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, expand_contents, output_names, unique_names
 from nstcam.cam.files import folder_csv, sidecar_names, write_csv
 from nstcam.image import ImageError, ImageSource, load_image, save_image
 from nstcam.style import BatchResult
-from nstcam.style._batch import IMAGE_EXTENSIONS, expand_contents, output_names
-from nstcam.video.source import VIDEO_EXTENSIONS
 from nstcam.weights import DETECTORS
 
 __all__ = ["explain_dataset", "stylize_dataset"]
@@ -113,9 +111,9 @@ def _check_weights(arch: str, weights: str, address: str | None) -> None:
     if address is not None:
         return  # each node of a cluster has its own weights folder
     if weights == "imagenet":
-        from nstcam.weights import _ensure_file
+        from nstcam.weights import ensure_file
 
-        _ensure_file(arch, download=True, timeout=30.0)
+        ensure_file(arch, download=True, timeout=30.0)
     elif weights != "random" and not Path(weights).is_file():
         raise FileNotFoundError(f"weights file not found: {weights}")
 
@@ -178,20 +176,16 @@ class _StyleWorker:
         import torch
 
         from nstcam.style import StyleTransfer
-        from nstcam.style._plan import make_plan
-        from nstcam.style.engine import _stylize_defaults
 
         torch.set_num_threads(max(1, threads))
         self.st = StyleTransfer(weights, device="cuda" if gpu else "cpu")
         self.styles = [load_image(s) for s in styles]
-        self.plan = make_plan(n_styles=len(self.styles), **{**_stylize_defaults(), **params})
+        self.plan = self.st.plan(len(self.styles), **params)
         self.cache: dict = {}
 
     def __call__(self, batch: dict) -> dict:
-        from nstcam.style._run import run
-
         def write(path: str, out: Path, label: str) -> None:
-            img = run(self.st._rt, load_image(_read(path)), self.styles, self.plan, None, False, self.cache)
+            img = self.st.run_plan(_read(path), self.styles, self.plan, self.cache)
             save_image(img, out)  # atomic: a killed worker leaves no half file
             meta = dict(img.info["nstcam"], input=label, output=str(out))
             out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
@@ -244,12 +238,12 @@ def _each(batch: dict, write: Callable[[str, Path, str], None]) -> dict:
 def _video_only() -> set[str]:
     """Keywords of :func:`nstcam.video.stylize_video` that still images do not take (derived from
     the two signatures, so a new video keyword never reaches an image worker)."""
-    from nstcam.style.engine import _stylize_defaults
+    from nstcam.style import stylize_defaults
     from nstcam.video import stylize_video
 
     params = inspect.signature(stylize_video).parameters
     return {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY} - set(
-        _stylize_defaults()
+        stylize_defaults()
     )
 
 
@@ -460,10 +454,17 @@ def explain_dataset(
         _check_weights(arch, weights, address)
         ray, n, threads = _pool(address, num_workers, gpus_per_worker, len(rows))
         kwargs = dict(
-            arch=arch, layer=layer, method=method, weights=weights, top_k=top_k, npy=save_npy,
-            threads=threads, gpu=bool(gpus_per_worker), input_size=input_size,
+            arch=arch,
+            layer=layer,
+            method=method,
+            weights=weights,
+            top_k=top_k,
+            npy=save_npy,
+            threads=threads,
+            gpu=bool(gpus_per_worker),
+            input_size=input_size,
             found={"classes": classes, "score_threshold": score_threshold, "max_detections": max_detections},
-        )  # fmt: skip
+        )
         for r in _map(ray, rows, _CamWorker, kwargs, n, gpus_per_worker):
             if r["status"] == "written":
                 result.written.append(Path(str(r["out"])))

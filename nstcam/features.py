@@ -80,8 +80,10 @@ def _as_nchw(act: Any, layer: str, x: torch.Tensor) -> torch.Tensor:
             return to_nchw(act, detect_layout(shape, *x.shape[-2:]), *x.shape[-2:])
         except LayoutError:
             pass
-    raise ValueError(f"layer {layer!r} outputs {type(act).__name__} {shape}; feature maps need a grid "
-                     "((N, C, h, w), channels-last or ViT tokens): choose a convolutional layer")  # fmt: skip
+    raise ValueError(
+        f"layer {layer!r} outputs {type(act).__name__} {shape}; feature maps need a grid "
+        "((N, C, h, w), channels-last or ViT tokens): choose a convolutional layer"
+    )
 
 
 def tile_size(h: int, w: int, cell: int) -> tuple[int, int]:

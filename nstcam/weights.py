@@ -44,6 +44,7 @@ __all__ = [
     "WeightsUnavailableError",
     "build_model",
     "download_weights",
+    "ensure_file",
     "weights_dir",
     "weights_file",
     "weights_info",
@@ -53,15 +54,34 @@ logger = logging.getLogger(__name__)
 
 _CLASSIFIERS = (
     *(f"resnet{d}" for d in (18, 34, 50, 101, 152)),
-    "vit_b_16", "vit_b_32", "vit_l_16",
-    "swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b",
-    "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
-    *(f"efficientnet_b{i}" for i in range(8)), "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l",
-    "mobilenet_v3_small", "mobilenet_v3_large",
-    "densenet121", "densenet161", "densenet169", "densenet201",
+    "vit_b_16",
+    "vit_b_32",
+    "vit_l_16",
+    "swin_t",
+    "swin_s",
+    "swin_b",
+    "swin_v2_t",
+    "swin_v2_s",
+    "swin_v2_b",
+    "convnext_tiny",
+    "convnext_small",
+    "convnext_base",
+    "convnext_large",
+    *(f"efficientnet_b{i}" for i in range(8)),
+    "efficientnet_v2_s",
+    "efficientnet_v2_m",
+    "efficientnet_v2_l",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "densenet121",
+    "densenet161",
+    "densenet169",
+    "densenet201",
     *(f"regnet_{k}_{s}" for k in "xy" for s in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")),
-    "vgg11_bn", "vgg13_bn", "vgg19_bn",
-)  # fmt: skip
+    "vgg11_bn",
+    "vgg13_bn",
+    "vgg19_bn",
+)
 
 ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
     "vgg16_bn": (models.vgg16_bn, models.VGG16_BN_Weights.IMAGENET1K_V1),
@@ -82,18 +102,32 @@ also spelt ``"imagenet"`` like every other model's; RAFT's are trained on optica
 
 SEGMENTERS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
     name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
-    for name in ("deeplabv3_resnet50", "deeplabv3_resnet101", "deeplabv3_mobilenet_v3_large",
-                 "fcn_resnet50", "fcn_resnet101", "lraspp_mobilenet_v3_large")
-}  # fmt: skip
+    for name in (
+        "deeplabv3_resnet50",
+        "deeplabv3_resnet101",
+        "deeplabv3_mobilenet_v3_large",
+        "fcn_resnet50",
+        "fcn_resnet101",
+        "lraspp_mobilenet_v3_large",
+    )
+}
 """Semantic segmentation models Grad-CAM explains by class region (official weights: COCO with the
 20 Pascal VOC categories and background)."""
 
 DETECTORS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
     name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
-    for name in ("fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn",
-                 "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
-                 "ssdlite320_mobilenet_v3_large", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2")
-}  # fmt: skip
+    for name in (
+        "fasterrcnn_resnet50_fpn",
+        "fasterrcnn_resnet50_fpn_v2",
+        "fasterrcnn_mobilenet_v3_large_fpn",
+        "retinanet_resnet50_fpn",
+        "retinanet_resnet50_fpn_v2",
+        "fcos_resnet50_fpn",
+        "ssdlite320_mobilenet_v3_large",
+        "maskrcnn_resnet50_fpn",
+        "maskrcnn_resnet50_fpn_v2",
+    )
+}
 """Object detectors Grad-CAM explains by box (official weights: COCO's 91 categories)."""
 
 _HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
@@ -245,7 +279,7 @@ def _download(url: str, dest: Path, *, timeout: float, progress: bool) -> None:
             )
 
 
-def _ensure_file(
+def ensure_file(
     arch: str, *, download: bool, timeout: float, progress: bool = True, asked: bool = False
 ) -> Path:
     """The path of ``arch``'s official file, downloading it if allowed. ``asked``: the user asked for
@@ -295,7 +329,7 @@ def download_weights(
     archs = list(archs) if archs else ["vgg16_bn", "resnet50"]
     for a in archs:
         _check_arch(a)
-    return [_ensure_file(a, download=True, timeout=timeout, progress=progress, asked=True) for a in archs]
+    return [ensure_file(a, download=True, timeout=timeout, progress=progress, asked=True) for a in archs]
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
@@ -384,7 +418,7 @@ def build_model(
                     nn.init.normal_(m.weight, std=0.02)
         info = WeightsInfo(arch, "random", f"seed={seed}", categories)
     elif isinstance(weights, str) and weights == "imagenet":
-        path = _ensure_file(arch, download=download, timeout=timeout)
+        path = ensure_file(arch, download=download, timeout=timeout)
         prefix = _expected_prefix(path)
         if prefix and not _sha256(path).startswith(prefix):
             raise WeightsUnavailableError(

@@ -213,9 +213,9 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
 
 
 def _defaults() -> dict:
-    from nstcam.style.engine import _stylize_defaults
+    from nstcam.style import stylize_defaults
 
-    return {**_stylize_defaults(), "n_styles": 1}
+    return {**stylize_defaults(), "n_styles": 1}
 
 
 def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):

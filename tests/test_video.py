@@ -478,7 +478,7 @@ def test_limits_refuse_with_the_limit_or_trim_with_consent(tmp_path):
 
 
 def test_a_file_named_like_a_glob_is_that_file_and_a_pattern_is_still_a_glob(tmp_path):
-    from nstcam.style._batch import expand_contents
+    from nstcam._files import expand_contents
 
     clip = write_clip(tmp_path / "clip[1].mp4", panning(3, 1), fps=6)
     write_clip(tmp_path / "clip1.mp4", panning(5, 1), fps=6)  # what the glob "clip[1].mp4" matches

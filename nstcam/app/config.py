@@ -21,9 +21,17 @@ __all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Ru
 logger = logging.getLogger(__name__)
 
 APP_ARCHS = (
-    "resnet18", "resnet50", "resnet101", "vit_b_16", "swin_t", "convnext_tiny", "efficientnet_b0",
-    "mobilenet_v3_large", "densenet121", "regnet_y_800mf",
-)  # fmt: skip
+    "resnet18",
+    "resnet50",
+    "resnet101",
+    "vit_b_16",
+    "swin_t",
+    "convnext_tiny",
+    "efficientnet_b0",
+    "mobilenet_v3_large",
+    "densenet121",
+    "regnet_y_800mf",
+)
 
 FOUND_ARCHS = (
     "fasterrcnn_mobilenet_v3_large_fpn",
@@ -108,8 +116,16 @@ class AppConfig:
     def found_archs(self) -> tuple[str, ...]:
         """Detectors and segmenters the app's Grad-CAM tab offers: MobileNet ones on a CPU (about a
         second an image), the ResNet-50 ones too on a GPU."""
-        big = ("fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn_v2", "retinanet_resnet50_fpn_v2",
-               "deeplabv3_resnet50") if self.torch_device.type != "cpu" else ()  # fmt: skip
+        big = (
+            (
+                "fasterrcnn_resnet50_fpn_v2",
+                "maskrcnn_resnet50_fpn_v2",
+                "retinanet_resnet50_fpn_v2",
+                "deeplabv3_resnet50",
+            )
+            if self.torch_device.type != "cpu"
+            else ()
+        )
         return FOUND_ARCHS + big
 
     @property

@@ -420,12 +420,26 @@ def cam_handler(
         if found:
             _check(score_threshold, "score threshold", 0, 1)
             _check(max_detections, "max detections", 1, 10)
-            results = gpu(explain_found)(cam, img, classes=asked, score_threshold=float(score_threshold),
-                                         max_detections=int(max_detections), top_k=int(top_k), max_side=side,
-                                         eigen_smooth=eigen, aug_smooth=bool(aug_smooth))  # fmt: skip
+            results = gpu(explain_found)(
+                cam,
+                img,
+                classes=asked,
+                score_threshold=float(score_threshold),
+                max_detections=int(max_detections),
+                top_k=int(top_k),
+                max_side=side,
+                eigen_smooth=eigen,
+                aug_smooth=bool(aug_smooth),
+            )
         else:
-            results = gpu(cam.explain)(img, top_k=int(top_k), max_side=side, progress=progress,
-                                       aug_smooth=bool(aug_smooth), eigen_smooth=eigen)  # fmt: skip
+            results = gpu(cam.explain)(
+                img,
+                top_k=int(top_k),
+                max_side=side,
+                progress=progress,
+                aug_smooth=bool(aug_smooth),
+                eigen_smooth=eigen,
+            )
     except Exception as e:
         raise _fail(e) from e
     random = bool(results[0].weights and results[0].weights.is_random)
@@ -470,8 +484,15 @@ def faithfulness_handler(
             )
         img, cam = _cam_request(models, image, model, layer, method, 1, aug_smooth)
         steps = 20 if cfg.torch_device.type == "cuda" else 10
-        (r,) = gpu(cam.explain)(img, top_k=1, max_side=cfg.display_size, evaluate=True, evaluate_steps=steps,
-                                aug_smooth=bool(aug_smooth), eigen_smooth=bool(eigen_smooth))  # fmt: skip
+        (r,) = gpu(cam.explain)(
+            img,
+            top_k=1,
+            max_side=cfg.display_size,
+            evaluate=True,
+            evaluate_steps=steps,
+            aug_smooth=bool(aug_smooth),
+            eigen_smooth=bool(eigen_smooth),
+        )
     except Exception as e:
         raise _fail(e) from e
     ours, chance = r.faithfulness, r.baseline

@@ -230,10 +230,15 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 )
                 with gr.Row():
                     mask_a, mask_b = (
-                        SafeEditor(label=f"Mask {k}", sources=["upload", "clipboard"], height=260,
-                                   elem_id=f"st-mask-{k.lower()}", brush=gr.Brush(colors=["#ffffff"]))
+                        SafeEditor(
+                            label=f"Mask {k}",
+                            sources=["upload", "clipboard"],
+                            height=260,
+                            elem_id=f"st-mask-{k.lower()}",
+                            brush=gr.Brush(colors=["#ffffff"]),
+                        )
                         for k in "AB"
-                    )  # fmt: skip
+                    )
             size, steps = _size_steps(config)
             with gr.Accordion("Advanced", open=False):
                 style_strength = gr.Number(50.0, label="Style strength", minimum=0)
@@ -262,13 +267,18 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                     info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
                 )
                 init = gr.Dropdown(
-                    ["content", "noise", "style", "style_stats"], value="content", label="Start from",
+                    ["content", "noise", "style", "style_stats"],
+                    value="content",
+                    label="Start from",
                     info="style_stats: noise with the style's colour mean and covariance",
-                )  # fmt: skip
+                )
                 average = gr.Number(
-                    0, label="Average the steps (decay; 0 = off)", minimum=0, maximum=0.9999,
+                    0,
+                    label="Average the steps (decay; 0 = off)",
+                    minimum=0,
+                    maximum=0.9999,
                     info="e.g. 0.99: the result is the moving average of the steps' images",
-                )  # fmt: skip
+                )
         with gr.Column():
             result = SafeImage(  # read by the slider's step (an input there): checked as uploads are
                 label="Result", format="png", elem_id="st-result", interactive=False
@@ -313,10 +323,27 @@ def _style_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         saved: dict = {}
         try:
             for item in stylize_handler(
-                models, content, style, style_b, blend, size, steps, style_weight, content_weight,
-                tv_weight, preserve_color, seed, optimizer, tile, stop=stop, style_loss=style_loss, init=init,
-                average=average, mask_a=mask_a, mask_b=mask_b,
-            ):  # fmt: skip
+                models,
+                content,
+                style,
+                style_b,
+                blend,
+                size,
+                steps,
+                style_weight,
+                content_weight,
+                tv_weight,
+                preserve_color,
+                seed,
+                optimizer,
+                tile,
+                stop=stop,
+                style_loss=style_loss,
+                init=init,
+                average=average,
+                mask_a=mask_a,
+                mask_b=mask_b,
+            ):
                 image, status, png = item  # the result's PNG, when there is one, is shown as is
                 yield png or _as_files(models.outbox, image, saved), status, png
         finally:
@@ -352,25 +379,39 @@ def _cam_tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> 
                 label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
             )
             arch = gr.Dropdown(
-                list(config.explain_archs), value="resnet50", label="Model", elem_id="cam-model",
+                list(config.explain_archs),
+                value="resnet50",
+                label="Model",
+                elem_id="cam-model",
                 info="classifiers, then detectors (a map per box) and segmenters (a map per class)",
-            )  # fmt: skip
+            )
             layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
-                layer_choices("resnet50"), value="", label="Layer (empty: the model's default)",
-                allow_custom_value=True, elem_id="cam-layer",
-            )  # fmt: skip
+                layer_choices("resnet50"),
+                value="",
+                label="Layer (empty: the model's default)",
+                allow_custom_value=True,
+                elem_id="cam-layer",
+            )
             method = gr.Dropdown(
-                method_choices(), value="gradcam", label="Method", info=method_note("gradcam"),
+                method_choices(),
+                value="gradcam",
+                label="Method",
+                info=method_note("gradcam"),
                 elem_id="cam-method",
-            )  # fmt: skip
+            )
             with gr.Row():
                 aug_smooth = gr.Checkbox(False, label="Smooth: 6 augmentations (6x cost)", elem_id="cam-aug")
                 eigen_smooth = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
             top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
             classes = gr.Dropdown(  # all offered models' names (for the API and MCP); one model's once picked
-                _all_classes(config), value=[], multiselect=True, allow_custom_value=True, visible=False,
-                elem_id="cam-classes", label="Classes (empty: all found)",
-            )  # fmt: skip
+                _all_classes(config),
+                value=[],
+                multiselect=True,
+                allow_custom_value=True,
+                visible=False,
+                elem_id="cam-classes",
+                label="Classes (empty: all found)",
+            )
             with gr.Row(visible=False) as detection_row:
                 score_threshold = gr.Slider(0, 1, value=0.5, step=0.05, label="Score threshold")
                 max_detections = gr.Slider(1, 10, value=5, step=1, label="Max detections")

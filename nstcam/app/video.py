@@ -53,9 +53,12 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
     try:
         dims = even_size(long_side_size((info.width, info.height), int(size)), "x.mp4")
         n = check_limits(
-            info, max_seconds=seconds, max_frame_pixels=cfg.max_video_pixels, frame_size=dims,
+            info,
+            max_seconds=seconds,
+            max_frame_pixels=cfg.max_video_pixels,
+            frame_size=dims,
             trim=bool(trim) or bool(max_seconds),
-        )  # fmt: skip
+        )
     except VideoError as e:
         hint = "" if trim or "not even one" in str(e) else " Tick Trim to stylise the start of the clip."
         raise refuse(f"Bad video: {e}{hint}") from None
@@ -105,9 +108,17 @@ def video_handler(
             return not stop.is_set()
 
         return st.stylize_video(
-            info, style_img, out, size=int(size), steps=int(steps), max_frames=n, seed=int(seed),
-            temporal_weight=float(temporal_weight), progress=on_frame, progress_bar=False,
-        )  # fmt: skip
+            info,
+            style_img,
+            out,
+            size=int(size),
+            steps=int(steps),
+            max_frames=n,
+            seed=int(seed),
+            temporal_weight=float(temporal_weight),
+            progress=on_frame,
+            progress_bar=False,
+        )
 
     yield None, f"{STARTING} {n} frames{trimmed}" + note, None
     try:
@@ -150,9 +161,13 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
                 1, config.max_steps, value=min(50, config.max_steps), step=1, label="Steps per frame"
             )
             temporal = gr.Slider(
-                0, 1000, value=DEFAULT_TEMPORAL_WEIGHT, step=5, label="Temporal weight",
+                0,
+                1000,
+                value=DEFAULT_TEMPORAL_WEIGHT,
+                step=5,
+                label="Temporal weight",
                 info="holds each frame to the previous one where the motion is certain; 0: every frame alone",
-            )  # fmt: skip
+            )
             with gr.Row():
                 max_seconds = gr.Number(0, label="Max seconds (0 = server limit)", minimum=0)
                 trim = gr.Checkbox(False, label="Trim a clip over the limits to its start")

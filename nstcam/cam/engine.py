@@ -112,11 +112,7 @@ class GradCAM:
             whole("input_size", input_size, minimum=16)
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
-        if model is None:
-            if arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
-                known = ", ".join((*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS))
-                raise ValueError(f"arch must be one of {known}; got {arch!r}")
-            model = build_model(arch, weights)
+        model = _built(arch, weights) if model is None else model
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
         info = weights_info(model)
@@ -131,13 +127,7 @@ class GradCAM:
         self.colormap = colormap
         self.weights = weights_info(model)
         self.categories = _categories(self.weights, self.kind)
-        if cuda_graphs and self.device.type != "cuda":
-            raise ValueError(
-                f"cuda_graphs=True needs a CUDA device; this engine runs on {self.device}: leave "
-                "cuda_graphs unset (on for CUDA only)"
-            )
-        use_graphs = self.device.type == "cuda" if cuda_graphs is None else cuda_graphs
-        self._graphs = CamGraphs() if use_graphs else None
+        self._graphs = _graphs_for(self.device, cuda_graphs)
         self._num_classes: int | None = None
         if self.weights is not None and self.weights.is_random:
             logger.warning("%s", self.weights.notice)
@@ -187,19 +177,33 @@ class GradCAM:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
         if self.kind != "classifier" and target is None:
-            return explain_found(self, _loaded(image, max_side), top_k=top_k, classes=classes,
-                                 score_threshold=score_threshold, max_detections=max_detections,
-                                 eigen_smooth=eigen_smooth, aug_smooth=aug_smooth,
-                                 evaluate=evaluate, progress=progress)  # fmt: skip
+            return explain_found(
+                self,
+                _loaded(image, max_side),
+                top_k=top_k,
+                classes=classes,
+                score_threshold=score_threshold,
+                max_detections=max_detections,
+                eigen_smooth=eigen_smooth,
+                aug_smooth=aug_smooth,
+                evaluate=evaluate,
+                progress=progress,
+            )
         top_k = whole("top_k", 1 if top_k is None else top_k, minimum=1)
         target = _checked_target(target, evaluate)
         img = _loaded(image, max_side)
         x = self.preprocess(img)
         evaluate_steps = whole("evaluate_steps", evaluate_steps, minimum=1)
-        maps, raw, probs, classes = self._run(
-            x, targets=target, top_k=top_k, out_size=(img.height, img.width), progress=progress,
-            aug_smooth=aug_smooth, eigen_smooth=eigen_smooth,
-        )  # fmt: skip
+        maps, raw, probs, classes = _run(
+            self,
+            x,
+            targets=target,
+            top_k=top_k,
+            out_size=(img.height, img.width),
+            progress=progress,
+            aug_smooth=aug_smooth,
+            eigen_smooth=eigen_smooth,
+        )
         chosen = [int(c) for c in classes[0]]
         scores = evaluate_maps(self.model, x, raw, chosen, evaluate_steps) if evaluate else None
         return _results(self, img, target, maps, raw, probs, classes[0], scores)
@@ -233,10 +237,15 @@ class GradCAM:
         """
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
-        maps, raws, _, _ = self._run(
-            x.to(self.device), targets=targets, out_size=tuple(x.shape[-2:]), progress=progress,
-            aug_smooth=aug_smooth, eigen_smooth=eigen_smooth,
-        )  # fmt: skip
+        maps, raws, _, _ = _run(
+            self,
+            x.to(self.device),
+            targets=targets,
+            out_size=tuple(x.shape[-2:]),
+            progress=progress,
+            aug_smooth=aug_smooth,
+            eigen_smooth=eigen_smooth,
+        )
         return raws[0] if raw else maps[0]
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
@@ -255,42 +264,75 @@ class GradCAM:
 
     graph_stats = property(lambda self: graph_stats(self._graphs), doc=graph_stats.__doc__)
 
-    # -- the work -----------------------------------------------------------------------------
-    def _run(
-        self,
-        x: torch.Tensor,
-        *,
-        targets: Any = None,
-        top_k: int = 1,
-        out_size: tuple[int, int],
-        progress: Callable[[int, int], None] | None = None,
-        aug_smooth: bool = False,
-        eigen_smooth: bool = False,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        objects, targets = split_targets(targets, x.shape[0], self.method)
-        if objects is not None:  # target objects: any output, one target per image
-            x = x.clone() if x.is_inference() else x
-            raws, scores = explain_targets(
-                self._spec(), eval_view(self.model), x, objects, aug_smooth, eigen_smooth, progress
-            )
-            return [upsample_maps(raws, out_size)], [raws], scores[:, None], torch.zeros(x.shape[0], 1).long()
-        spec = self._spec()
-        x = x.clone() if x.is_inference() else x
-        raws, probs, classes = raw_maps(spec, eval_view(self.model), x, targets, top_k, progress,
-                                        aug_smooth, eigen_smooth)  # fmt: skip
-        self._num_classes = probs.shape[1]
-        maps = [upsample_maps(r, out_size) for r in raws]
-        return maps, list(raws), probs, classes.T.cpu()
-
-    def _spec(self) -> Spec:
-        return Spec(self.method, self.target_layers, self.layouts, self.fuse, self.scorecam_batch, self.seed,
-                    self.n_samples, self.std, self._graphs, self._num_classes)  # fmt: skip
-
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _run(
+    cam: GradCAM,
+    x: torch.Tensor,
+    *,
+    targets: Any = None,
+    top_k: int = 1,
+    out_size: tuple[int, int],
+    progress: Callable[[int, int], None] | None = None,
+    aug_smooth: bool = False,
+    eigen_smooth: bool = False,
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """(maps at ``out_size``, raw maps, probabilities, classes) of the batch ``x``: class indices
+    through the method's pass (or its CUDA graph), target objects through the target path."""
+    objects, targets = split_targets(targets, x.shape[0], cam.method)
+    if objects is not None:  # target objects: any output, one target per image
+        x = x.clone() if x.is_inference() else x
+        raws, scores = explain_targets(
+            _spec(cam), eval_view(cam.model), x, objects, aug_smooth, eigen_smooth, progress
+        )
+        return [upsample_maps(raws, out_size)], [raws], scores[:, None], torch.zeros(x.shape[0], 1).long()
+    spec = _spec(cam)
+    x = x.clone() if x.is_inference() else x
+    raws, probs, classes = raw_maps(
+        spec, eval_view(cam.model), x, targets, top_k, progress, aug_smooth, eigen_smooth
+    )
+    cam._num_classes = probs.shape[1]
+    maps = [upsample_maps(r, out_size) for r in raws]
+    return maps, list(raws), probs, classes.T.cpu()
+
+
+def _built(arch: str, weights: str | Path) -> nn.Module:
+    """The registered model ``arch`` with ``weights``; an unknown name refused with the known ones."""
+    if arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
+        known = ", ".join((*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS))
+        raise ValueError(f"arch must be one of {known}; got {arch!r}")
+    return build_model(arch, weights)
+
+
+def _graphs_for(device: torch.device, cuda_graphs: bool | None) -> CamGraphs | None:
+    """The engine's CUDA graphs (on for CUDA unless ``cuda_graphs=False``), or None where it runs eagerly."""
+    if cuda_graphs and device.type != "cuda":
+        raise ValueError(
+            f"cuda_graphs=True needs a CUDA device; this engine runs on {device}: leave "
+            "cuda_graphs unset (on for CUDA only)"
+        )
+    use = device.type == "cuda" if cuda_graphs is None else cuda_graphs
+    return CamGraphs() if use else None
+
+
+def _spec(cam: GradCAM) -> Spec:
+    return Spec(
+        cam.method,
+        cam.target_layers,
+        cam.layouts,
+        cam.fuse,
+        cam.scorecam_batch,
+        cam.seed,
+        cam.n_samples,
+        cam.std,
+        cam._graphs,
+        cam._num_classes,
+    )
 
 
 def _loaded(image: ImageSource, max_side: int | None) -> Image.Image:
@@ -326,13 +368,18 @@ def _results(
     named = _target_name(target, cam.label) if is_target_object(target) else None
     return [
         cam_result(
-            cam, img, maps[j][0], raw[j][0], int(cls) if named is None else named[0], float(probs[0, cls]),
+            cam,
+            img,
+            maps[j][0],
+            raw[j][0],
+            int(cls) if named is None else named[0],
+            float(probs[0, cls]),
             label=None if named is None else named[1],
             faithfulness=scores[j][0] if scores else None,
             baseline=scores[j][1] if scores else None,
         )
         for j, cls in enumerate(classes)
-    ]  # fmt: skip
+    ]
 
 
 def _target_name(target: Any, label: Callable[[int], str]) -> tuple[int, str]:

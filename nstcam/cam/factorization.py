@@ -114,8 +114,12 @@ def concepts(
         n = a.shape[1] * a.shape[2]
         part = h[:, start : start + n].reshape(k, a.shape[1], a.shape[2]).float()
         start += n
-        up = F.interpolate(normalize_maps(part).unsqueeze(1), size=(img.height, img.width), mode="bilinear",
-                           align_corners=False)[:, 0]  # fmt: skip
+        up = F.interpolate(
+            normalize_maps(part).unsqueeze(1),
+            size=(img.height, img.width),
+            mode="bilinear",
+            align_corners=False,
+        )[:, 0]
         maps.append(normalize_maps(up).cpu().numpy())
     same = len({m.shape for m in maps}) == 1
     return Concepts(

@@ -10,7 +10,7 @@ Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG16_
 from nstcam.style._batch import BatchResult
 from nstcam.style._plan import DEFAULT_CONTENT_LAYERS, DEFAULT_STYLE_LAYERS
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
-from nstcam.style.engine import StyleTransfer
+from nstcam.style.engine import StyleTransfer, stylize_defaults
 from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.losses import STYLE_LOSSES
 from nstcam.style.vgg import VGG_LAYERS, fold_batchnorm, layer_index
@@ -28,4 +28,5 @@ __all__ = [
     "VGGFeatureHooks",
     "fold_batchnorm",
     "layer_index",
+    "stylize_defaults",
 ]

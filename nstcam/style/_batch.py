@@ -3,7 +3,6 @@ batch that goes on past a bad file."""
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -14,7 +13,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import whole
-from nstcam._files import unique_names
+from nstcam._files import IMAGE_EXTENSIONS, expand_contents, output_names
 from nstcam._terminal import watching
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
@@ -37,8 +36,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-
 
 class BatchResult(list):
     """Output paths of :meth:`StyleTransfer.stylize_batch` (written and already present).
@@ -54,36 +51,6 @@ class BatchResult(list):
         self.written: list[Path] = []
         self.skipped: list[Path] = []
         self.failed: dict[str, str] = {}
-
-
-def expand_contents(contents: str | Path | Sequence[ImageSource]) -> list[ImageSource]:
-    """A list of inputs from a list, a directory (its image files, sorted) or a glob pattern."""
-    if isinstance(contents, (str, Path)):
-        p = Path(contents)
-        if p.is_dir():
-            files = sorted(f for f in p.iterdir() if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file())
-            if not files:
-                raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in {p}")
-            return files
-        if not p.exists() and any(ch in str(contents) for ch in "*?["):  # a file is a file: photo[1].jpg
-            files = sorted(Path(f) for f in glob.glob(str(contents), recursive=True) if Path(f).is_file())
-            if not files:
-                raise ValueError(f"no files match {contents!r}")
-            return files
-        if not p.exists():
-            raise FileNotFoundError(
-                f"contents: {p} does not exist; give a folder, a glob pattern, an image file or a list"
-            )
-        return [p]
-    items = list(contents)
-    if not items:
-        raise ValueError("contents is empty")
-    return items
-
-
-def output_names(items: list[ImageSource], ext: str) -> list[str]:
-    """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
-    return unique_names(items, f"_stylized{ext}")
 
 
 def load_styles(style: ImageSource | Sequence[ImageSource]) -> list[Image.Image]:
@@ -123,9 +90,18 @@ def many_call(
     if len({sizes_at_scales(c, plan) for c in images}) != 1:
         raise ValueError("stylize_many needs contents of one size; group them by size first")
     return run_many(
-        rt, images, style_imgs, plan, callback, bar, {}, masks, inits=starts,
-        anchors=[list(a) for a in anchors] if anchors is not None else None, regions=regions,
-    )  # fmt: skip
+        rt,
+        images,
+        style_imgs,
+        plan,
+        callback,
+        bar,
+        {},
+        masks,
+        inits=starts,
+        anchors=[list(a) for a in anchors] if anchors is not None else None,
+        regions=regions,
+    )
 
 
 def batch_call(
@@ -156,9 +132,19 @@ def batch_call(
     regions = _regions(params, len(style_imgs))
     plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params})
     return run_batch(
-        rt, items, out_dir, style_imgs, plan, ext=ext, overwrite=overwrite, style_mask=style_mask,
-        callback=callback, progress_bar=progress_bar, batch_size=batch_size, regions=regions,
-    )  # fmt: skip
+        rt,
+        items,
+        out_dir,
+        style_imgs,
+        plan,
+        ext=ext,
+        overwrite=overwrite,
+        style_mask=style_mask,
+        callback=callback,
+        progress_bar=progress_bar,
+        batch_size=batch_size,
+        regions=regions,
+    )
 
 
 def _regions(params: dict[str, Any], n_styles: int) -> list | None:
@@ -267,9 +253,16 @@ def _stylize_group(
 ) -> None:
     try:
         images = run_many(
-            rt, [e[2] for e in group], styles, plan, callback, steps_bar, cache, [e[3] for e in group],
+            rt,
+            [e[2] for e in group],
+            styles,
+            plan,
+            callback,
+            steps_bar,
+            cache,
+            [e[3] for e in group],
             regions=regions,
-        )  # fmt: skip
+        )
     except Cancelled:
         raise
     except (InsufficientMemoryError, OSError) as e:

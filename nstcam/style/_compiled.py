@@ -140,9 +140,11 @@ def compiled_loss(
             if final:
                 rt.compiled_shapes[shape_key] = False
         logger.warning(
-            "compiled step failed (%s: %s); running eagerly%s", type(e).__name__, e,
+            "compiled step failed (%s: %s); running eagerly%s",
+            type(e).__name__,
+            e,
             f" at {shape_key[1]} from now on" if final else " for this step",
-        )  # fmt: skip
+        )
 
     last: dict = {}  # this step's sliced directions, for recover
 
@@ -164,8 +166,9 @@ def compiled_loss(
                     "compiled step: torch.compile's recompile limit (%d sizes in this process) is reached; "
                     "%s runs eagerly. Warm the sizes you serve first (StyleTransfer.warmup) or raise "
                     "torch._dynamo.config.recompile_limit",
-                    recompile_limit(), shape_key[1],
-                )  # fmt: skip
+                    recompile_limit(),
+                    shape_key[1],
+                )
                 return eager(x)
             try:
                 probe = x.detach().clone().requires_grad_(True)

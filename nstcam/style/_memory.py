@@ -113,9 +113,12 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     if free is None:
         return
     kw = dict(
-        optimizer=plan.optimizer, history_size=plan.history_size, deepest=deepest_layer(plan.layers),
-        batch=batch, steps=max(plan.steps),
-    )  # fmt: skip
+        optimizer=plan.optimizer,
+        history_size=plan.history_size,
+        deepest=deepest_layer(plan.layers),
+        batch=batch,
+        steps=max(plan.steps),
+    )
 
     def need(long_side: int, tile: int | None) -> int:
         size = long_side_size(content.size, long_side)

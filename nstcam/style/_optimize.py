@@ -150,9 +150,15 @@ def loss_terms(
     dirs = step_directions(targets, plan, x.device) if directions is None else directions
     if targets.mask is None:
         return unmasked_terms(
-            feats, x, targets.content, targets.style, plan.content_layers, plan.style_layers, plan.style_loss,
+            feats,
+            x,
+            targets.content,
+            targets.style,
+            plan.content_layers,
+            plan.style_layers,
+            plan.style_loss,
             dirs,
-        )  # fmt: skip
+        )
     # style where the mask is 1; content kept KEEP times harder where it is 0 (if it is anywhere)
     if targets.covered:
         c = _content_term(feats, targets.content, plan.content_layers)

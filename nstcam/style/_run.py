@@ -56,9 +56,18 @@ def run(
         Cancelled: ``callback`` returned False; holds the partial result as an image.
     """
     return run_many(
-        rt, [content], styles, plan, callback, progress_bar, cache, [mask], inits=[init],
-        anchors=[anchors or []], regions=regions,
-    )[0]  # fmt: skip
+        rt,
+        [content],
+        styles,
+        plan,
+        callback,
+        progress_bar,
+        cache,
+        [mask],
+        inits=[init],
+        anchors=[anchors or []],
+        regions=regions,
+    )[0]
 
 
 def run_many(
@@ -119,9 +128,19 @@ def run_many(
             for si, (side, n_steps) in enumerate(zip(plan.scales, plan.steps, strict=True)):
                 if windows[si] > 1:
                     x = optimize_tiled(
-                        rt, hooks, contents, styles, plan, side, cache, x, si, n_steps, progress,
+                        rt,
+                        hooks,
+                        contents,
+                        styles,
+                        plan,
+                        side,
+                        cache,
+                        x,
+                        si,
+                        n_steps,
+                        progress,
                         lambda targets: _loss_fn(rt, hooks, targets, plan),
-                    )  # fmt: skip
+                    )
                     continue
                 inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks, regions)
                 targets = inputs.targets

@@ -18,35 +18,35 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from PIL import Image
-from torch import nn
 
 from nstcam._checks import whole
-from nstcam._device import bf16_autocast, pick_device
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
+from nstcam.style._base import StyleEngine
 from nstcam.style._batch import BatchResult, batch_call, load_styles, many_call
-from nstcam.style._compiled import compile_stats
-from nstcam.style._memory import estimate_run
-from nstcam.style._plan import make_plan
+from nstcam.style._plan import Plan, make_plan
 from nstcam.style._regions import load_regions
 from nstcam.style._run import run
-from nstcam.style._runtime import Runtime, prepare_features
+from nstcam.style._runtime import Runtime
 from nstcam.style._types import StepInfo
-from nstcam.video import VideoResult, stylize_video
-from nstcam.weights import WeightsInfo, build_model, weights_info
 
-__all__ = ["StyleTransfer"]
+if TYPE_CHECKING:
+    from nstcam.video import VideoResult
+
+__all__ = ["StyleTransfer", "stylize_defaults"]
 
 logger = logging.getLogger(__name__)
 
 
-class StyleTransfer:
-    """Neural style transfer (Gatys et al.) on VGG16_bn.
+class StyleTransfer(StyleEngine):
+    """Neural style transfer (Gatys et al.) on VGG16_bn: :meth:`stylize` one image, a folder
+    (:meth:`stylize_batch`), same-size images together (:meth:`stylize_many`), a clip
+    (:meth:`stylize_video`), or many contents by one :meth:`plan` (:meth:`run_plan`: what scale-out
+    workers call).
 
     It runs a frozen eval copy of ``model.features``, BatchNorm folded into the convolutions; forward
     hooks read the ReLU outputs and stop the pass at the deepest layer needed (``model`` is only read).
@@ -70,42 +70,6 @@ class StyleTransfer:
     Attributes:
         model: the VGG16_bn given or built (``net``, ``weights``: see the properties).
     """
-
-    def __init__(
-        self,
-        weights: str | Path = "imagenet",
-        model: nn.Module | None = None,
-        device: torch.device | str | None = None,
-        *,
-        fold_bn: bool = True,
-        amp: bool = False,
-        channels_last: bool | None = None,
-        seed: int = 0,
-        compile: bool | None = None,
-    ) -> None:
-        device = pick_device(device)
-        if model is None:
-            model = build_model("vgg16_bn", weights, seed=seed)
-        features = _vgg_features(model)
-        self.model = model
-        info = weights_info(model) or WeightsInfo("vgg16_bn", "custom", "user model")
-        channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
-        net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
-        compile = device.type == "cuda" if compile is None else bool(compile)
-        self._rt = Runtime(net, device, bf16_autocast(bool(amp), device), channels_last, info, compile)
-        if info.is_random:
-            logger.warning("%s", info.notice)
-
-    # -- read-only views of the runtime --------------------------------------------------------
-    net = property(lambda self: self._rt.net, doc="The (folded, frozen) VGG16_bn features that run.")
-    device = property(lambda self: self._rt.device, doc="Where the engine runs.")
-    weights = property(lambda self: self._rt.weights, doc="Where the weights came from.")
-    amp = property(lambda self: self._rt.amp, doc="bfloat16 autocast on CUDA.")
-    channels_last = property(lambda self: self._rt.channels_last, doc="Channels-last inputs.")
-    compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
-    compiles = property(lambda self: self._rt.compile, doc="Steps run compiled (calls on one owner thread).")
-
-    style_target_computations = property(lambda self: self._rt.style_targets.value, doc="Gram targets made.")
 
     # -- public API ---------------------------------------------------------------------------
     def stylize(
@@ -251,9 +215,18 @@ class StyleTransfer:
             A bad input is logged and skipped; the rest complete.
         """
         return self._rt.call(
-            batch_call, self._rt, contents, style, out_dir, overwrite=overwrite, ext=ext,
-            progress_bar=progress_bar, batch_size=batch_size, defaults=_stylize_defaults(), **params,
-        )  # fmt: skip
+            batch_call,
+            self._rt,
+            contents,
+            style,
+            out_dir,
+            overwrite=overwrite,
+            ext=ext,
+            progress_bar=progress_bar,
+            batch_size=batch_size,
+            defaults=stylize_defaults(),
+            **params,
+        )
 
     def stylize_many(
         self,
@@ -268,7 +241,7 @@ class StyleTransfer:
         each image with its own targets, losses, start image (``inits``) and ``anchors``; the same
         results as one at a time up to float noise. Needs ``optimizer="adam"`` for more than one
         image (L-BFGS's line search would couple them). ``params``: as :meth:`stylize`."""
-        kw = {**_stylize_defaults(), **params}
+        kw = {**stylize_defaults(), **params}
         return self._rt.call(many_call, self._rt, contents, style, inits, anchors, kw)
 
     def stylize_video(
@@ -276,35 +249,28 @@ class StyleTransfer:
     ) -> VideoResult:
         """Stylises a clip without flicker (temporal consistency, Ruder et al. 2016); ``params``:
         see :func:`nstcam.video.stylize_video` (size, steps, temporal_weight, flow, passes...)."""
+        from nstcam.video import stylize_video  # PyAV and OpenCV load with the first clip, not the engine
+
         return stylize_video(self, video, style, output, **params)
+
+    def plan(self, n_styles: int = 1, **params: Any) -> Plan:
+        """:meth:`stylize`'s keywords ``params`` checked once into a plan for ``n_styles`` style images,
+        to stylise many contents with (:meth:`run_plan`)."""
+        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params})
+
+    def run_plan(
+        self, content: ImageSource, styles: Sequence[ImageSource], plan: Plan, cache: dict | None = None
+    ) -> Image.Image:
+        """Stylises ``content`` by a :meth:`plan`, on the engine's owner thread when it compiles.
+        ``cache`` (one per worker) keeps the style targets for the next content of the same size."""
+        imgs = [load_image(s) for s in styles]
+        kept = {} if cache is None else cache
+        return self._rt.call(run, self._rt, load_image(content), imgs, plan, None, False, kept)
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and
         returns the seconds it took (see :func:`warmup`)."""
         return self._rt.call(warmup, self._rt, width, height, **params)
-
-    def estimate_memory(self, width: int, height: int, *, optimizer: str = "lbfgs", history_size: int = 50,
-                        deepest: str = "relu5_1", steps: int | None = None, batch: int = 1,
-                        tile: int | None = None, style_loss: str = "gram") -> int:  # fmt: skip
-        """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``; ``style_loss="sliced"``: with its
-        projections) needs beyond the engine, calibrated on measured peaks (``style/_memory.py``)."""
-        return estimate_run(
-            self._rt, width, height, optimizer=optimizer, history_size=history_size, deepest=deepest,
-            steps=steps, batch=batch, tile=tile, style_loss=style_loss,
-        )  # fmt: skip
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
-
-
-def _vgg_features(model: nn.Module) -> nn.Sequential:
-    features = getattr(model, "features", None)
-    if not isinstance(features, nn.Sequential) or len(features) != 44:
-        raise TypeError(
-            "model must be a torchvision vgg16_bn (model.features with 44 modules); "
-            "build one with torchvision.models.vgg16_bn() or nstcam.build_model('vgg16_bn')"
-        )
-    return features
 
 
 _NOT_PLANNED = (
@@ -319,7 +285,7 @@ _NOT_PLANNED = (
 )
 
 
-def _stylize_defaults() -> dict[str, Any]:
+def stylize_defaults() -> dict[str, Any]:
     sig = inspect.signature(StyleTransfer.stylize)
     return {
         k: p.default
@@ -338,6 +304,6 @@ def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     t = time.perf_counter()
     size = (whole("width", width, minimum=16), whole("height", height, minimum=16))
     blank = Image.new("RGB", size)
-    kw = {**_stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
+    kw = {**stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
     run(rt, blank, [blank], make_plan(n_styles=1, **kw), None, False, {})
     return time.perf_counter() - t

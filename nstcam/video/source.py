@@ -15,6 +15,7 @@ import av
 import numpy as np
 from PIL import Image
 
+from nstcam._files import VIDEO_EXTENSIONS
 from nstcam.image import DEFAULT_MAX_PIXELS, ImageError, load_image, probe_image
 from nstcam.video._container import MediaError, open_media
 
@@ -30,7 +31,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
 """Files a dataset treats as videos (an animated GIF stays an image there; stylize_video reads it)."""
 FRAME_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 DEFAULT_FPS = 25.0

@@ -267,9 +267,19 @@ def stylize_video(
     )
     flicker = float(np.mean(run.flicker)) if run.flicker and not est.is_random else None
     result = VideoResult(
-        path, writer.frames, info.fps, dims, flicker, run.histories, time.perf_counter() - t0,
-        run.cancelled, random, engine.weights.notice, used, flow_random=est.is_random,
-    )  # fmt: skip
+        path,
+        writer.frames,
+        info.fps,
+        dims,
+        flicker,
+        run.histories,
+        time.perf_counter() - t0,
+        run.cancelled,
+        random,
+        engine.weights.notice,
+        used,
+        flow_random=est.is_random,
+    )
     logger.info(
         "%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error_text
     )
@@ -457,9 +467,14 @@ class _Run:
         kw = {k: v for k, v in self.call.items() if k != "progress_bar"}
         with self._stoppable():
             imgs = self.engine.stylize_many(
-                contents, self.style, inits=[j[0] for j in jobs], anchors=[j[1] for j in jobs],
-                progress=on_step, progress_bar=False, **kw,
-            )  # fmt: skip
+                contents,
+                self.style,
+                inits=[j[0] for j in jobs],
+                anchors=[j[1] for j in jobs],
+                progress=on_step,
+                progress_bar=False,
+                **kw,
+            )
         return [self._finish(i, p, img) for i, img in zip(idx, imgs, strict=True)]
 
     def _job(

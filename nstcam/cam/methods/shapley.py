@@ -57,8 +57,9 @@ def _shapley(req: Request, net: nn.Module, x: torch.Tensor, in_h: int, in_w: int
                 y = logits.gather(1, classes[j].view(-1, 1)).sum()
                 (g,) = torch.autograd.grad(y, act, create_graph=True)
                 if g.requires_grad:  # else the score is linear in the activation: H A = 0
-                    (hvp,) = torch.autograd.grad(g, act, grad_outputs=act.detach(), retain_graph=not last,
-                                                 allow_unused=True)  # fmt: skip
+                    (hvp,) = torch.autograd.grad(
+                        g, act, grad_outputs=act.detach(), retain_graph=not last, allow_unused=True
+                    )
                 else:
                     hvp = None
             hvp = torch.zeros_like(act) if hvp is None else hvp

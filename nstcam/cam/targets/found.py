@@ -81,8 +81,9 @@ def explain_found(
                 "top_k: a detector explains boxes, not its top classes; use score_threshold= and "
                 "max_detections= (or classes= to keep some labels)"
             )
-        return _detections(cam, img, x, classes, score_threshold, max_detections, (eigen_smooth, aug_smooth),
-                           progress)  # fmt: skip
+        return _detections(
+            cam, img, x, classes, score_threshold, max_detections, (eigen_smooth, aug_smooth), progress
+        )
     return _regions(cam, img, x, classes, top_k, (eigen_smooth, aug_smooth), progress)
 
 
@@ -125,8 +126,11 @@ def _regions(cam, img, x, classes, top_k, smooth, progress) -> list[CamResult]:
         p = predicted(out[0])
         pred.append(p)
         share = torch.bincount(p.flatten(), minlength=out.shape[1]).float() / p.numel()
-        order = asked if asked is not None else [c for c in share.argsort(descending=True).tolist()
-                                                   if share[c] > 0 and c != 0]  # fmt: skip
+        order = (
+            asked
+            if asked is not None
+            else [c for c in share.argsort(descending=True).tolist() if share[c] > 0 and c != 0]
+        )
         found.extend((c, float(share[c])) for c in order[:most])
         return [[RegionTarget(c, (p == c).to(out.dtype))] for c, _ in found]
 
@@ -160,11 +164,29 @@ def _explained(cam: Any, x: torch.Tensor, rows: Any, smooth: tuple[bool, bool], 
         return [] if aug_smooth else chosen  # augmented: the rows are explained below
 
     model = eval_view(cam.model)
-    raws, _, out = object_maps(cam.method, model, cam.target_layers[0], cam.layouts[0], x, pick, eigen_smooth,
-                               _options(cam, progress))  # fmt: skip
+    raws, _, out = object_maps(
+        cam.method,
+        model,
+        cam.target_layers[0],
+        cam.layouts[0],
+        x,
+        pick,
+        eigen_smooth,
+        _options(cam, progress),
+    )
     if aug_smooth and chosen:
-        spec = Spec(cam.method, cam.target_layers, cam.layouts, cam.fuse, cam.scorecam_batch, cam.seed,
-                    cam.n_samples, cam.std, None, None)  # fmt: skip
+        spec = Spec(
+            cam.method,
+            cam.target_layers,
+            cam.layouts,
+            cam.fuse,
+            cam.scorecam_batch,
+            cam.seed,
+            cam.n_samples,
+            cam.std,
+            None,
+            None,
+        )
         raws = torch.stack(
             [explain_targets(spec, model, x, row, True, eigen_smooth, progress)[0] for row in chosen]
         )
@@ -181,13 +203,23 @@ def _mean_probability(out: torch.Tensor, c: int, region: torch.Tensor) -> float:
     low = getattr(out, "low_res", None)
     if low is None:
         return float((out[0].softmax(0)[c] * region).sum() / area)
-    p = F.interpolate(low[:1].softmax(1)[:, c : c + 1], size=tuple(region.shape), mode="bilinear",
-                      align_corners=False)[0, 0]  # fmt: skip
+    p = F.interpolate(
+        low[:1].softmax(1)[:, c : c + 1], size=tuple(region.shape), mode="bilinear", align_corners=False
+    )[0, 0]
     return float((p * region).sum() / area)
 
 
-def cam_result(cam: Any, img: Image.Image, heat: torch.Tensor, raw: torch.Tensor, index: int, score: float,
-               *, label: str | None = None, **extra: Any) -> CamResult:  # fmt: skip
+def cam_result(
+    cam: Any,
+    img: Image.Image,
+    heat: torch.Tensor,
+    raw: torch.Tensor,
+    index: int,
+    score: float,
+    *,
+    label: str | None = None,
+    **extra: Any,
+) -> CamResult:
     """One :class:`CamResult` of ``cam`` (its method, layer, weights, colours) for class ``index``
     (named ``label``, default the class's name); ``extra``: ``box``, ``mask``, ``faithfulness``..."""
     return CamResult(

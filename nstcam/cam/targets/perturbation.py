@@ -131,8 +131,9 @@ def _variant(method, model, x, a, chosen, base, options, counter) -> torch.Tenso
     computes them (the same noise from the same seed)."""
     n_samples = options.n_samples or (35 if method == "sscam" else 10)
     std = 2.0 if options.std is None else options.std
-    masks = F.interpolate(minmax(a.float(), (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear",
-                          align_corners=False)  # fmt: skip
+    masks = F.interpolate(
+        minmax(a.float(), (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
+    )
     gen = torch.Generator(device=x.device).manual_seed(options.seed)
     gains = torch.zeros(len(chosen), *masks.shape[:2], device=x.device)
     for m, scale in variant_masks(method, masks, n_samples, std, gen):

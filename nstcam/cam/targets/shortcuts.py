@@ -76,15 +76,23 @@ class RcnnShortcut(HookManager):
         start = 0
         for i, det in enumerate(out):
             n = proposals[i].shape[0]
-            picked = _proposals_of(heads, det, logits[start : start + n], deltas[start : start + n],
-                                   proposals[i], sizes[i], tuple(x.shape[-2:]))  # fmt: skip
+            picked = _proposals_of(
+                heads,
+                det,
+                logits[start : start + n],
+                deltas[start : start + n],
+                proposals[i],
+                sizes[i],
+                tuple(x.shape[-2:]),
+            )
             start += n
             if picked is None:
                 logger.debug("R-CNN shortcut: a detection of image %d has no exact proposal; full graph", i)
                 return out
             features = {k: v[i : i + 1] for k, v in rec["backbone"].items()}  # image i's levels
-            boxes, scores = _detections(heads, features, proposals[i][picked], det["labels"], sizes[i],
-                                        tuple(x.shape[-2:]))  # fmt: skip
+            boxes, scores = _detections(
+                heads, features, proposals[i][picked], det["labels"], sizes[i], tuple(x.shape[-2:])
+            )
             if not _same(boxes, det["boxes"], 1e-3) or not _same(scores, det["scores"], 1e-5):
                 logger.debug("R-CNN shortcut: recomputed detections of image %d differ; full graph", i)
                 return out

@@ -1,0 +1,103 @@
+"""What every style call runs on: :class:`StyleEngine` builds the frozen VGG16_bn features once and
+holds them in a read-only :class:`~nstcam.style._runtime.Runtime`, with its views and the memory
+estimate. :class:`nstcam.StyleTransfer` adds the calls."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from nstcam._device import bf16_autocast, pick_device
+from nstcam.style._compiled import compile_stats
+from nstcam.style._memory import estimate_run
+from nstcam.style._runtime import Runtime, prepare_features
+from nstcam.weights import WeightsInfo, build_model, weights_info
+
+__all__ = ["StyleEngine"]
+
+logger = logging.getLogger(__name__)
+
+
+class StyleEngine:
+    """The frozen VGG16_bn features every style call runs on (the constructor's arguments:
+    :class:`nstcam.StyleTransfer`), their read-only views and the memory estimate."""
+
+    def __init__(
+        self,
+        weights: str | Path = "imagenet",
+        model: nn.Module | None = None,
+        device: torch.device | str | None = None,
+        *,
+        fold_bn: bool = True,
+        amp: bool = False,
+        channels_last: bool | None = None,
+        seed: int = 0,
+        compile: bool | None = None,
+    ) -> None:
+        device = pick_device(device)
+        if model is None:
+            model = build_model("vgg16_bn", weights, seed=seed)
+        features = _vgg_features(model)
+        self.model = model
+        info = weights_info(model) or WeightsInfo("vgg16_bn", "custom", "user model")
+        channels_last = device.type == "cuda" if channels_last is None else bool(channels_last)
+        net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
+        compile = device.type == "cuda" if compile is None else bool(compile)
+        self._rt = Runtime(net, device, bf16_autocast(bool(amp), device), channels_last, info, compile)
+        if info.is_random:
+            logger.warning("%s", info.notice)
+
+    # -- read-only views of the runtime --------------------------------------------------------
+    net = property(lambda self: self._rt.net, doc="The (folded, frozen) VGG16_bn features that run.")
+    device = property(lambda self: self._rt.device, doc="Where the engine runs.")
+    weights = property(lambda self: self._rt.weights, doc="Where the weights came from.")
+    amp = property(lambda self: self._rt.amp, doc="bfloat16 autocast on CUDA.")
+    channels_last = property(lambda self: self._rt.channels_last, doc="Channels-last inputs.")
+    compile_stats = property(lambda self: compile_stats(self._rt), doc=compile_stats.__doc__)
+    compiles = property(lambda self: self._rt.compile, doc="Steps run compiled (calls on one owner thread).")
+
+    style_target_computations = property(lambda self: self._rt.style_targets.value, doc="Gram targets made.")
+
+    def estimate_memory(
+        self,
+        width: int,
+        height: int,
+        *,
+        optimizer: str = "lbfgs",
+        history_size: int = 50,
+        deepest: str = "relu5_1",
+        steps: int | None = None,
+        batch: int = 1,
+        tile: int | None = None,
+        style_loss: str = "gram",
+    ) -> int:
+        """Peak bytes a run at ``width`` x ``height`` (tiled above ``tile``; ``style_loss="sliced"``: with its
+        projections) needs beyond the engine, calibrated on measured peaks (``style/_memory.py``)."""
+        return estimate_run(
+            self._rt,
+            width,
+            height,
+            optimizer=optimizer,
+            history_size=history_size,
+            deepest=deepest,
+            steps=steps,
+            batch=batch,
+            tile=tile,
+            style_loss=style_loss,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(weights={self.weights.notice!r}, device={str(self.device)!r})"
+
+
+def _vgg_features(model: nn.Module) -> nn.Sequential:
+    features = getattr(model, "features", None)
+    if not isinstance(features, nn.Sequential) or len(features) != 44:
+        raise TypeError(
+            "model must be a torchvision vgg16_bn (model.features with 44 modules); "
+            "build one with torchvision.models.vgg16_bn() or nstcam.build_model('vgg16_bn')"
+        )
+    return features
