@@ -22,13 +22,14 @@ from nstcam.app import (
     Models,
     build_demo,
     cam_handler,
+    default_layer,
     faithfulness_handler,
+    features_handler,
     layer_choices,
     load_upload,
     stylize_handler,
     subject_handler,
 )
-from nstcam.app.handlers import default_layer, features_handler
 
 
 def png_bomb(side: int) -> bytes:
@@ -227,7 +228,7 @@ def test_cam_handler_explains_what_detectors_and_segmenters_found(models, files)
 
 
 def test_the_grad_cam_tab_offers_each_models_own_options():
-    from nstcam.app.ui import _model_options
+    from nstcam.app.tabs.cam import _model_options
 
     layer, top_k, classes, detection_row = _model_options("fasterrcnn_mobilenet_v3_large_fpn")
     assert layer.value == "backbone" and top_k.visible is False and detection_row.visible is True
@@ -379,7 +380,7 @@ def test_cams_are_built_once_so_the_random_warning_is_logged_once(models, files,
 
 
 def test_features_handler(models, files):
-    from nstcam.app.handlers import features_handler
+    from nstcam.app import features_handler
 
     c, _, bad = files
     grid, rows, note = features_handler(models, str(c), "vgg16_bn", "relu2_1", 4)
@@ -467,7 +468,7 @@ def test_user_errors_are_one_log_line_and_faults_keep_their_traceback(models, fi
     assert len(refused) == 2 and all(r.exc_info is None for r in refused)
     assert "Upload an image." in refused[0].getMessage()
 
-    from nstcam.app.handlers import _fail
+    from nstcam.app.running import fail as _fail
 
     caplog.clear()
     try:
@@ -482,7 +483,7 @@ def test_models_outside_the_servers_list_are_refused_before_anything_is_built(mo
     """An API caller naming a big classifier the app does not offer (regnet_y_32gf: its skeleton is
     built on the CPU) is refused before any model, even a skeleton, is built."""
     import nstcam.cam.layers as L
-    from nstcam.app.handlers import features_handler
+    from nstcam.app import features_handler
 
     c, _, _ = files
     monkeypatch.setattr(L, "skeleton", lambda arch: (_ for _ in ()).throw(AssertionError(f"built {arch}")))
@@ -496,7 +497,7 @@ def test_models_outside_the_servers_list_are_refused_before_anything_is_built(mo
 def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path):
     from test_video import panning, write_clip
 
-    from nstcam.app.video import limits_text, video_handler
+    from nstcam.app.tabs.video import limits_text, video_handler
 
     _, s, bad = files
     clip = write_clip(tmp_path / "walk.mp4", panning(3, 2, w=64, h=48), fps=6)
@@ -522,7 +523,7 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
 def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_path):
     from test_video import panning, write_clip
 
-    from nstcam.app.video import video_handler
+    from nstcam.app.tabs.video import video_handler
 
     models = Models(
         AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20, max_video_seconds=1)
@@ -554,7 +555,7 @@ def test_video_cancel_writes_the_frames_done(models, files, tmp_path):
     import av
     from test_video import panning, write_clip
 
-    from nstcam.app.video import video_handler
+    from nstcam.app.tabs.video import video_handler
 
     _, s, _ = files
     clip = write_clip(tmp_path / "walk.mp4", panning(5, 2, w=64, h=48), fps=6)
@@ -621,12 +622,14 @@ def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figu
     demo = build_demo(models.config, models)
     gradcam = next(f.fn for f in demo.fns.values() if f.api_name == "gradcam")
     started = threading.Event()
-    real = gradcam.__globals__["cam_handler"]
+    import nstcam.app.tabs.cam as cam_tab  # the endpoint's body reads its handler from its tab's module
+
+    real = cam_tab.cam_handler
 
     def watched(*a, progress=None, **kw):  # the engine's progress, seen by the test too
         return real(*a, progress=lambda d, t: (started.set(), progress(d, t)), **kw)
 
-    monkeypatch.setitem(gradcam.__globals__, "cam_handler", watched)
+    monkeypatch.setattr(cam_tab, "cam_handler", watched)
     with ThreadPoolExecutor(1) as pool:
         job = pool.submit(lambda: list(gradcam(str(c), "resnet18", "layer3", "scorecam", 1)))
         assert started.wait(60)
@@ -639,7 +642,7 @@ def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figu
     def counted(*a, progress=None, **kw):
         return real(*a, progress=lambda d, t: (seen.append((d, t)), progress(d, t)), **kw)
 
-    monkeypatch.setitem(gradcam.__globals__, "cam_handler", counted)
+    monkeypatch.setattr(cam_tab, "cam_handler", counted)
     steps = gradcam(str(c), "resnet18", "layer3", "scorecam", 1)
     assert next(steps) == (gr.skip(), gr.skip(), gr.skip())  # started
     assert next(steps) == (gr.skip(), gr.skip(), gr.skip())  # a chunk done: nothing new to show

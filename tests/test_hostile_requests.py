@@ -250,7 +250,7 @@ def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_serve
 
 def test_closing_a_run_never_waits_for_its_worker():
     """Gradio closes a cancelled generator on its event loop: closing must not join the worker."""
-    from nstcam.app.handlers import _in_thread
+    from nstcam.app.running import in_thread as _in_thread
 
     stop, release = threading.Event(), threading.Event()
 

@@ -1,5 +1,6 @@
 """What ``view_api()`` and the OpenAPI-style API info say of each parameter of the named endpoints:
-its description (the same text an MCP agent reads, :mod:`nstcam.app.tools`) and its true type.
+its description (the same text an MCP agent reads: the endpoint's docstring, each tab's ``DOC``)
+and its true type.
 
 Gradio describes a component, not a parameter: a ``Dropdown`` that also takes other values is typed
 as the few choices it was built with (``layer`` as VGG's ReLUs only, ``/gradcam``'s as ResNet-50's),
@@ -15,7 +16,6 @@ import gradio as gr
 
 from nstcam.app.config import AppConfig
 from nstcam.app.gate import input_names
-from nstcam.app.tools import TOOL_DOCS, tool_doc
 
 __all__ = ["describe_api", "parameter_docs"]
 
@@ -49,9 +49,10 @@ def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:
     first one's)."""
     described: set[int] = set()
     for fn in demo.fns.values():
-        if fn.api_name not in TOOL_DOCS or getattr(fn, "api_visibility", "public") != "public":
+        doc = getattr(fn.fn, "__doc__", None) or ""
+        if not fn.api_name or "Args:" not in doc or getattr(fn, "api_visibility", "public") != "public":
             continue
-        docs = parameter_docs(tool_doc(fn.api_name, config))
+        docs = parameter_docs(doc)
         for comp, name in zip(fn.inputs, input_names(fn.fn, len(fn.inputs)), strict=False):
             if comp._id in described:
                 continue

@@ -42,6 +42,13 @@ class Spec:
     graphs: CamGraphs | None
     num_classes: int | None
 
+    @classmethod
+    def of(cls, cam: Any, *, graphs: bool = True) -> Spec:
+        """What the engine ``cam`` explains with now (without its CUDA graphs: ``graphs=False``)."""
+        kept = (cam._graphs, cam._num_classes) if graphs else (None, None)
+        options = (cam.fuse, cam.scorecam_batch, cam.seed, cam.n_samples, cam.std)
+        return cls(cam.method, cam.target_layers, cam.layouts, *options, *kept)
+
 
 def raw_maps(
     spec: Spec,

@@ -288,10 +288,10 @@ def _run(
     if objects is not None:  # target objects: any output, one target per image
         x = x.clone() if x.is_inference() else x
         raws, scores = explain_targets(
-            _spec(cam), eval_view(cam.model), x, objects, aug_smooth, eigen_smooth, progress
+            Spec.of(cam), eval_view(cam.model), x, objects, aug_smooth, eigen_smooth, progress
         )
         return [upsample_maps(raws, out_size)], [raws], scores[:, None], torch.zeros(x.shape[0], 1).long()
-    spec = _spec(cam)
+    spec = Spec.of(cam)
     x = x.clone() if x.is_inference() else x
     raws, probs, classes = raw_maps(
         spec, eval_view(cam.model), x, targets, top_k, progress, aug_smooth, eigen_smooth
@@ -318,21 +318,6 @@ def _graphs_for(device: torch.device, cuda_graphs: bool | None) -> CamGraphs | N
         )
     use = device.type == "cuda" if cuda_graphs is None else cuda_graphs
     return CamGraphs() if use else None
-
-
-def _spec(cam: GradCAM) -> Spec:
-    return Spec(
-        cam.method,
-        cam.target_layers,
-        cam.layouts,
-        cam.fuse,
-        cam.scorecam_batch,
-        cam.seed,
-        cam.n_samples,
-        cam.std,
-        cam._graphs,
-        cam._num_classes,
-    )
 
 
 def _loaded(image: ImageSource, max_side: int | None) -> Image.Image:

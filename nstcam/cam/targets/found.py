@@ -175,18 +175,7 @@ def _explained(cam: Any, x: torch.Tensor, rows: Any, smooth: tuple[bool, bool], 
         _options(cam, progress),
     )
     if aug_smooth and chosen:
-        spec = Spec(
-            cam.method,
-            cam.target_layers,
-            cam.layouts,
-            cam.fuse,
-            cam.scorecam_batch,
-            cam.seed,
-            cam.n_samples,
-            cam.std,
-            None,
-            None,
-        )
+        spec = Spec.of(cam, graphs=False)
         raws = torch.stack(
             [explain_targets(spec, model, x, row, True, eigen_smooth, progress)[0] for row in chosen]
         )

@@ -14,9 +14,10 @@ import gradio as gr
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
-from nstcam.app.handlers import STARTING, _check, _check_run, _fail, _in_thread, _Result, _weights_note
 from nstcam.app.listen import listen
-from nstcam.app.tools import tool_doc
+from nstcam.app.running import Result, cancel_on, check, check_run, endpoint, fail, in_thread, weights_note
+from nstcam.app.tabs.style import STARTING
+from nstcam.app.tools import fill_doc
 from nstcam.image import long_side_size
 from nstcam.video import (
     DEFAULT_TEMPORAL_WEIGHT,
@@ -27,9 +28,34 @@ from nstcam.video import (
     probe_video,
 )
 
-__all__ = ["video_handler", "video_tab"]
+__all__ = ["DOC", "limits_text", "tab", "video_handler"]
 
 logger = logging.getLogger(__name__)
+
+
+DOC = """Video style transfer without flicker (Ruder et al. 2016): every frame of the clip repainted
+in the style, each started from the previous stylised frame warped by the optical flow and held to
+it where the motion is certain. Costs about `steps` network evaluations per frame ({cost}).
+Clips longer than {video_seconds:g} s or over {video_pixels:,} frame pixels (frames x width x height at
+`size`) are refused unless `trim` is true. Results from random weights are labelled as such.
+
+Args:
+    video: the clip (mp4, webm, mov, mkv or GIF; at most {upload} MB) as an http(s) URL or a data: URL.
+    style: the painting or texture whose style is transferred: {image}.
+    size: long side of the frames in px, 64 to {max_size}.
+    steps: optimisation steps per frame, 1 to {max_steps}.
+    temporal_weight: weight of the temporal loss, 0 to 10000 (default 50; 0: every frame alone, flickers).
+    max_seconds: stylise at most this many seconds from the start (0: the server's limit).
+    trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
+    seed: random seed, >= 0.
+
+Returns:
+    preview: the last frame stylised.
+    status: "done: N frames ... warping error E" (lower is steadier), or why it stopped.
+    result_video: the stylised clip (H.264 mp4, the input's frame rate and audio).
+    download_mp4: the same clip as a file to download.
+"""
+"""The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
 
 
 def limits_text(cfg: AppConfig) -> str:
@@ -86,15 +112,15 @@ def video_handler(
     try:
         if video is None or style is None:
             raise refuse("Upload a video and a style image.")
-        _check_run(cfg, size, steps)
-        _check(temporal_weight, "temporal_weight", 0, 1e4)
-        _check(max_seconds, "max_seconds", 0, 1e6)
+        check_run(cfg, size, steps)
+        check(temporal_weight, "temporal_weight", 0, 1e4)
+        check(max_seconds, "max_seconds", 0, 1e6)
         info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
         style_img = load_upload(style, "style")
         st = models.style()
     except Exception as e:
-        raise _fail(e) from e
-    note = _weights_note(st.weights.is_random)
+        raise fail(e) from e
+    note = weights_note(st.weights.is_random)
     out = models.outbox.reserve(f"{Path(str(video)).stem}_stylized.mp4")
     trimmed = f" (the first {n} of {info.frames})" if n < info.frames else ""
 
@@ -122,10 +148,10 @@ def video_handler(
 
     yield None, f"{STARTING} {n} frames{trimmed}" + note, None
     try:
-        for preview, status in (result := _Result(_in_thread(run, stop))):
+        for preview, status in (result := Result(in_thread(run, stop))):
             yield preview, status + note, None
     except Exception as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     res: VideoResult = result.value
     err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
     head = (
@@ -138,7 +164,7 @@ def video_handler(
     yield None, status, str(res.path)
 
 
-def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
+def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Video" tab and its ``/stylize_video`` endpoint."""
     gr.Markdown(limits_text(config), elem_id="vid-limits")
     with gr.Row():
@@ -180,30 +206,15 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
             result = gr.Video(label="Result", interactive=False, elem_id="vid-result")
             download = gr.File(label="Download MP4", elem_id="vid-download")
 
-    def stylize_video(
-        video: str,
-        style: str,
-        size: int = 256,
-        steps: int = 50,
-        temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
-        max_seconds: float = 0.0,
-        trim: bool = False,
-        seed: int = 0,
-        request: gr.Request = None,
-    ):
-        stop = runs.start("video", request)
-        frame = None  # every output a file path or None, as the API says: the last frame repeated
-        try:
-            for image, text, path in video_handler(
-                models, video, style, size, steps, temporal_weight, max_seconds, trim, seed, stop=stop
-            ):
-                frame = image or frame
-                yield frame, text, path, path
-        finally:
-            runs.finish("video", request, stop)
-
     warn_bad_uploads([(style, "style")], status)
-    stylize_video.__doc__ = tool_doc("stylize_video", config)
+
+    @endpoint(video_handler, fill_doc(DOC, config), runs=(runs, "video"))
+    def stylize_video(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, str, Any, Any]]:
+        frame = None  # every output a file path or None, as the API says: the last frame repeated
+        for image, text, path in video_handler(models, **params, stop=stop):
+            frame = image or frame
+            yield frame, text, path, path
+
     listen(
         run,
         stylize_video,
@@ -214,7 +225,4 @@ def video_tab(config: AppConfig, models: Models, runs: Runs) -> None:
         trigger_mode="always_last",
     )
 
-    def cancel_run(request: gr.Request) -> None:
-        runs.cancel("video", request)
-
-    cancel.click(cancel_run, None, None, api_name=False, concurrency_limit=None)
+    cancel_on(cancel, runs, "video")

@@ -1,0 +1,25 @@
+"""The app's tabs, one module each: its handler (a plain function over the Python API, testable
+without a server), its layout, its API endpoint (built from the handler's signature) and the
+endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
+
+- ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
+- ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``).
+- ``subject``: "Subject-aware", ``/subject_aware``. ``features``: "Feature maps", ``/features``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nstcam.app.tabs import cam, features, style, subject, video
+
+__all__ = ["TABS"]
+
+TABS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("Style transfer", style.tab),
+    ("Video", video.tab),
+    ("Grad-CAM", cam.tab),
+    ("Subject-aware", subject.tab),
+    ("Feature maps", features.tab),
+)
+"""(title, ``tab(config, models, runs, demo)``) in the page's order."""

@@ -1,0 +1,308 @@
+"""The "Style transfer" tab: its handler (a plain function over :meth:`nstcam.StyleTransfer.stylize`),
+its layout, and its ``/stylize`` endpoint with the tool doc."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gradio as gr
+from PIL import Image
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
+from nstcam.app.files import SafeEditor, SafeImage, editor_mask, load_upload, warn_bad_uploads
+from nstcam.app.listen import listen
+from nstcam.app.running import (
+    Result,
+    cancel_on,
+    check,
+    check_run,
+    count,
+    endpoint,
+    fail,
+    in_thread,
+    progress_reporter,
+    weights_note,
+)
+from nstcam.app.tools import fill_doc
+from nstcam.app.widgets import as_files, before_after, pickers, sample, size_steps
+from nstcam.style import Cancelled
+from nstcam.style.losses import REGISTRY as STYLE_LOSSES
+
+__all__ = ["DOC", "STARTING", "stylize_handler", "tab"]
+
+STARTING = "starting: building targets…"
+
+
+DOC = """Neural style transfer (Gatys et al., VGG16_bn): repaints the content image in the colours
+and brush strokes of the style image while keeping its layout. Each step is a forward and backward
+pass of VGG16_bn; on this {device} server: {cost}. Results from random weights are labelled as such.
+
+Args:
+    content: the photo to repaint: {image}.
+    style: the painting or texture whose style is transferred: {image}.
+    style_b: optional second style, blended in by `blend`: {image}; or null.
+    blend: weight of style_b, 0 to 1 (0: style only).
+    size: long side of the result in px, 64 to {max_size}.
+    steps: optimisation steps (network evaluations), 1 to {max_steps}; more is closer to the style.
+    style_weight: strength of the style, >= 0 (default 50).
+    content_weight: strength of the content's layout, >= 0 (default 1).
+    tv_weight: smoothness (total variation), >= 0 (default 5).
+    preserve_color: "off", "luminance" (keep the photo's colours) or "histogram" (recolour the style first).
+    seed: random seed, >= 0; the same inputs and seed give the same image.
+    optimizer: "lbfgs" (default, fewer steps) or "adam".
+    tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
+    style_loss: {style_losses}.
+    init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
+    average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
+    mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
+    mask_b: style_b's region, as mask_a; or null.
+
+Returns:
+    result: the stylised image (PNG).
+    status: "done: WxH, N steps in S s" (or why it stopped), with a note when the weights are random.
+    download_png: the same PNG as a file to download.
+"""
+"""The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
+
+
+def _color_mode(value: bool | str | None) -> bool | str:
+    """The app's dropdown ("off", "luminance", "histogram"); API callers may still send a bool."""
+    if value in (None, False, "off"):
+        return False
+    if value is True or value in ("luminance", "histogram"):
+        return value
+    raise refuse(f"preserve_color must be 'off', 'luminance' or 'histogram', got {value!r}")
+
+
+def stylize_handler(
+    models: Models,
+    content: Any,
+    style: Any,
+    style_b: Any = None,
+    blend: float = 0.0,
+    size: int = 384,
+    steps: int = 100,
+    style_weight: float = 50.0,
+    content_weight: float = 1.0,
+    tv_weight: float = 5.0,
+    preserve_color: bool | str = "off",
+    seed: int = 0,
+    optimizer: str = "lbfgs",
+    tile: int = 0,
+    preview_every: int = 10,
+    stop: threading.Event | None = None,
+    style_loss: str = "gram",
+    init: str = "content",
+    average: float = 0.0,
+    mask_a: Any = None,
+    mask_b: Any = None,
+) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+    """Streams (image, status, PNG path) while stylising; the last item is the result.
+
+    ``blend`` is the weight of ``style_b`` (0 = only ``style``). ``mask_a`` and ``mask_b`` (image
+    editor values: painted strokes, or an uploaded mask) give each style its region
+    (``style_masks``; a missing one takes the rest, and ``blend`` is not used), or with style A
+    alone its ``style_mask``. ``tile`` > 0 optimises scales
+    above that many px window by window (0: whole images); ``average`` 0 is off. Setting ``stop`` (the Cancel
+    button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
+    its PNG; closing the generator stops it too.
+    """
+    cfg = models.config
+    stop = stop or threading.Event()
+    try:
+        if content is None or style is None:
+            raise refuse("Upload a content image and at least one style image.")
+        check_run(cfg, size, steps)
+        check(blend, "blend", 0, 1)
+        check(average, "average", 0, 0.9999)
+        if tile:
+            check(tile, "tile", 64, cfg.max_size)
+        content_img = load_upload(content, "content")
+        styles, weights = [load_upload(style, "style")], [1.0]
+        masks = {"style_masks": [editor_mask(mask_a, "mask A"), editor_mask(mask_b, "mask B")]}
+        if all(m is None for m in masks["style_masks"]):
+            masks = {}
+        elif style_b is None:
+            if masks["style_masks"][1] is not None:
+                raise refuse("Mask B is style B's region: upload style B too, or clear mask B.")
+            masks = {"style_mask": masks["style_masks"][0]}
+        if style_b is not None and (blend > 0 or "style_masks" in masks):
+            styles.append(load_upload(style_b, "style B"))
+            weights = [1.0 - blend, blend] if "style_masks" not in masks else [0.5, 0.5]
+        st = models.style()
+    except Exception as e:
+        raise fail(e) from e
+    note = weights_note(st.weights.is_random)
+    total = [int(steps)]  # evaluations in all (steps x windows when tiled), from the progress
+
+    def run(put: Callable[[Any], None]) -> Image.Image | Cancelled:
+        report = progress_reporter(put, stop)
+
+        def on_step(info: Any) -> bool:
+            total[0] = info.total_steps
+            return report(info)
+
+        try:
+            return st.stylize(
+                content_img,
+                styles,
+                style_weights=weights,
+                size=int(size),
+                steps=int(steps),
+                style_weight=float(style_weight),
+                content_weight=float(content_weight),
+                tv_weight=float(tv_weight),
+                preserve_color=_color_mode(preserve_color),
+                seed=int(seed),
+                optimizer=optimizer,
+                tile=int(tile) if tile else None,
+                style_loss=style_loss,
+                init=init,
+                average=float(average) if average else False,
+                progress=on_step,
+                **masks,
+                preview_every=max(1, int(preview_every)),
+            )
+        except Cancelled as c:
+            return c
+
+    yield None, STARTING + note, None  # at once: the first step's status comes seconds later on a CPU
+    try:
+        for preview, status in (result := Result(in_thread(run, stop))):
+            yield preview, status + note, None
+    except Exception as e:
+        raise fail(e) from e
+    if isinstance(result.value, Cancelled):
+        img = result.value.image
+        path = models.outbox.save(img, "stylized_partial.png") if img is not None else None
+        yield img, f"cancelled at step {len(result.value.history)}/{total[0]}" + note, path
+        return
+    img = result.value
+    meta = img.info["nstcam"]
+    status = (
+        f"done: {img.width}x{img.height}, {count(len(meta['history']), 'step')} in {meta['seconds']:.1f} s, "
+        f"seed {meta['params']['seed']}"
+        + (", a style per region" if meta["params"].get("style_masks") else "")
+        + note
+    )
+    yield img, status, models.outbox.save(img, "stylized.png")
+
+
+def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
+    """The "Style transfer" tab and its ``/stylize`` endpoint."""
+    with gr.Row():
+        with gr.Column():
+            with gr.Row():
+                content, style_a = pickers("st", "Style A")
+                style_b = SafeImage(
+                    label="Style B (optional)",
+                    sources=["upload", "clipboard"],
+                    height=200,
+                    elem_id="st-style-b",
+                )
+            with gr.Row():
+                run = gr.Button("Stylise", variant="primary", elem_id="st-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
+            blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
+            with gr.Accordion("Regions: a mask per style (optional)", open=False):
+                gr.Markdown(
+                    "Paint where each style goes, or upload a black and white mask (white = styled). "
+                    "With style B, each style keeps its own region (blend is not used) and a style "
+                    "without a mask takes the rest; where no mask reaches, the content is kept."
+                )
+                with gr.Row():
+                    mask_a, mask_b = (
+                        SafeEditor(
+                            label=f"Mask {k}",
+                            sources=["upload", "clipboard"],
+                            height=260,
+                            elem_id=f"st-mask-{k.lower()}",
+                            brush=gr.Brush(colors=["#ffffff"]),
+                        )
+                        for k in "AB"
+                    )
+            size, steps = size_steps(config)
+            with gr.Accordion("Advanced", open=False):
+                style_strength = gr.Number(50.0, label="Style strength", minimum=0)
+                content_strength = gr.Number(1.0, label="Content strength", minimum=0)
+                smoothness = gr.Number(5.0, label="Smoothness (total variation)", minimum=0)
+                preserve = gr.Dropdown(
+                    ["off", "luminance", "histogram"],
+                    value="off",
+                    allow_custom_value=True,  # API clients of the checkbox era may still send true/false
+                    label="Preserve content colours",
+                    info="luminance: the content's chroma back; histogram: the style recoloured first",
+                )
+                seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+                tile = gr.Number(
+                    0,
+                    label="Tile (px; 0 = whole image)",
+                    info="optimise big outputs window by window: memory follows the tile",
+                    precision=0,
+                    minimum=0,
+                )
+                optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
+                style_loss = gr.Radio(
+                    list(STYLE_LOSSES),
+                    value="gram",
+                    label="Style loss",
+                    info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
+                )
+                init = gr.Dropdown(
+                    ["content", "noise", "style", "style_stats"],
+                    value="content",
+                    label="Start from",
+                    info="style_stats: noise with the style's colour mean and covariance",
+                )
+                average = gr.Number(
+                    0,
+                    label="Average the steps (decay; 0 = off)",
+                    minimum=0,
+                    maximum=0.9999,
+                    info="e.g. 0.99: the result is the moving average of the steps' images",
+                )
+        with gr.Column():
+            result = SafeImage(  # read by the slider's step (an input there): checked as uploads are
+                label="Result", format="png", elem_id="st-result", interactive=False
+            )
+            status = gr.Textbox(label="Status", interactive=False, elem_id="st-status")
+            download = gr.File(label="Download PNG", elem_id="st-download")
+            slider = gr.ImageSlider(
+                label="Before / after (drag)", type="filepath", elem_id="st-slider", max_height=420
+            )
+    gr.Examples(
+        [
+            [sample("chelsea.png"), sample("hubble_deep_field.jpg")],
+            [sample("astronaut.png"), sample("brick.png")],
+        ],
+        inputs=[content, style_a],
+    )
+
+    warn_bad_uploads([(content, "content"), (style_a, "style A"), (style_b, "style B")], status)
+
+    @endpoint(stylize_handler, fill_doc(DOC, config), runs=(runs, "stylize"))
+    def stylize(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, str, str | None]]:
+        saved: dict = {}
+        for image, status, png in stylize_handler(models, **params, stop=stop):  # the result's PNG as is
+            yield png or as_files(models.outbox, image, saved), status, png
+
+    inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
+    listen(
+        run,
+        stylize,
+        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b],
+        [result, status, download],
+        status,
+        api_name="stylize",
+        trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
+    ).then(
+        lambda content, result: before_after(models.outbox, content, result),
+        [content, result],
+        slider,
+        api_name=False,
+    )
+
+    cancel_on(cancel, runs, "stylize")
