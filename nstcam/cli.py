@@ -627,12 +627,24 @@ def _cmd_features(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``nstcam`` command."""
+    """The argument parser of the ``nstcam`` command: one ``_add_<command>_parser`` per command."""
     p = argparse.ArgumentParser(prog="nstcam", description="Neural style transfer and Grad-CAM.")
     p.add_argument("--version", action="version", version=f"nstcam {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_weights_parser,
+        _add_stylize_parser,
+        _add_cam_parser,
+        _add_video_parser,
+        _add_features_parser,
+    ):
+        add(sub)
+    return p
 
+
+def _add_weights_parser(sub: Any) -> None:
+    """``nstcam weights download|list``."""
     w = sub.add_parser("weights", help="manage pretrained weight files")
     wsub = w.add_subparsers(dest="weights_command", required=True)
     d = wsub.add_parser("download", help="download official ImageNet weights into the weights directory")
@@ -649,6 +661,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--markdown", action="store_true", help="every known file as weights/README.md's table")
     ls.set_defaults(func=_cmd_weights_list)
 
+
+def _add_stylize_parser(sub: Any) -> None:
+    """``nstcam stylize``."""
     s = sub.add_parser("stylize", help="stylise images (files, folders or globs) with one or more styles")
     s.add_argument("content", nargs="+", metavar="CONTENT", help="content images, a folder, or a glob")
     s.add_argument(
@@ -749,6 +764,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ray_arguments(s)
     s.set_defaults(func=_cmd_stylize)
 
+
+def _add_cam_parser(sub: Any) -> None:
+    """``nstcam cam``."""
     c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
     c.add_argument("images", nargs="+", metavar="IMAGE")
     c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
@@ -822,8 +840,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
 
-    _add_video_parser(sub)
 
+def _add_features_parser(sub: Any) -> None:
+    """``nstcam features``."""
     f = sub.add_parser("features", help="a grid of the most active channels of one layer")
     f.add_argument("image", metavar="IMAGE")
     f.add_argument("--layer", required=True, help="relu3_1 (vgg16_bn) or layer3, layer4.1 (ResNets)")
@@ -834,7 +853,6 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     f.add_argument("--overwrite", action="store_true", help="redo an output that exists (default: keep it)")
     f.set_defaults(func=_cmd_features)
-    return p
 
 
 class _CliWords(logging.Filter):

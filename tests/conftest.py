@@ -61,6 +61,7 @@ SUBPROCESS = {  # start Python processes of their own (besides the live app: the
     "test_gpu_report.py::test_dry_run_on_cpu_writes_every_section",
     "test_gpu_report.py::test_refuses_clearly_without_cuda",
     "test_hostile_requests.py::test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files",
+    "test_layout.py::test_import_nstcam_and_its_engines_load_neither_pyav_nor_opencv",
     "test_package.py::test_python_m_nstcam_runs",
     "test_server.py::test_the_results_folder_goes_when_the_app_is_stopped",
     "test_tiles.py::test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",

@@ -705,3 +705,17 @@ def test_a_non_image_dropped_in_an_image_box_is_taken_out_and_said(models, files
     refused = checks["cam-input"].fn(str(bad))
     assert refused[0] is None and refused[1].startswith("⚠️ Bad image (image): garbage.png is not an image")
     assert checks["cam-input"].fn(str(c)) == (gr.skip(), gr.skip())
+
+
+def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
+    """docs/architecture.md's claim: the page is the tabs of nstcam.app.tabs.TABS, in order."""
+    import nstcam.app.ui as ui
+
+    def tab(config, models, runs, demo):  # a tab module's one function
+        gr.Markdown("probe", elem_id="probe-tab")
+
+    monkeypatch.setattr(ui, "TABS", (*ui.TABS, ("Probe", tab)))
+    demo = build_demo(models.config, models)
+    tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
+    assert tabs == ["Style transfer", "Video", "Grad-CAM", "Subject-aware", "Feature maps", "Probe"]
+    assert any(getattr(b, "elem_id", None) == "probe-tab" for b in demo.blocks.values())

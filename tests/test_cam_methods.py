@@ -12,7 +12,7 @@ from conftest import in_threads
 from torch import nn
 from torchvision.models import resnet18, vit_b_16
 
-from nstcam.cam import METHOD_INFO, METHODS, GradCAM
+from nstcam.cam import METHOD_INFO, METHODS, CamHooks, GradCAM
 from nstcam.hooks import count_hooks
 
 NEW = [
@@ -260,3 +260,56 @@ def test_ablationcam_runs_only_the_layers_after_the_target_where_the_network_cut
     )
     torch.testing.assert_close(fast, whole, atol=1e-5, rtol=1e-4)
     assert count_hooks(res) == 0
+
+
+def test_docs_method_table_is_the_registry():
+    """docs/cam-methods.md is generated from the registry: a method added there is listed here."""
+    from pathlib import Path
+
+    from nstcam.cam.registry import methods_table
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cam-methods.md").read_text()
+    assert methods_table() in page
+    assert all(f"| `{m}` |" in page for m in METHODS)
+
+
+def test_one_record_says_everything_the_engine_reads_of_a_method():
+    """Each record's pass kind agrees with what it is: a gradient formula, an activation map, or a
+    pass of its own; the lists the app and the target path read are derived from the records."""
+    from nstcam.cam.registry import GRAPHED_METHODS, REGISTRY, TARGET_METHODS
+
+    for name, m in REGISTRY.items():
+        assert m.name == name and callable(m.run)
+        assert not (m.formula is not None and m.activation is not None)
+        assert (m.targets == "one-pass") == (m.formula is not None or m.activation is not None)
+        assert m.targets in (None, "one-pass", "perturbation", "scored")
+        assert (m.targets == "perturbation") == (m.family == "perturbation")
+    assert set(GRAPHED_METHODS) <= {n for n, m in REGISTRY.items() if m.formula is not None}
+    assert set(TARGET_METHODS) == {n for n, m in REGISTRY.items() if m.targets is not None}
+    no_eigen = {n for n, m in REGISTRY.items() if not m.eigen}
+    assert no_eigen == {"fullgrad", "guided-backprop", "guided-gradcam", "legrad"}
+
+
+def test_a_new_gradient_method_is_one_function_and_one_record(res, monkeypatch):
+    """docs/architecture.md's claim: a terms function and its record make a method the engine runs
+    (its checks, its pass, its CUDA-graph key) and the app's menu offers."""
+    from nstcam.app.tools import method_choices
+    from nstcam.cam.methods.gradient import Formula
+    from nstcam.cam.registry import REGISTRY, Method, _gradient
+
+    def squared_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:  # the one function
+        return g.pow(2).mean(dim=(2, 3))[:, :, None, None] * a
+
+    record = _gradient("sq-gradcam", Formula(squared_terms), "weights mean(g^2)", "a test", ())
+    assert isinstance(record, Method) and record.targets == "one-pass" and record.graphed
+    monkeypatch.setitem(REGISTRY, "sq-gradcam", record)  # the one record
+    x = batch(64)
+    cam = GradCAM(model=res, target_layer="layer4", method="sq-gradcam", device="cpu")
+    got = cam.compute(x, targets=[1, 2], raw=True)
+    with CamHooks(res, "layer4") as hooks:
+        logits = res(x)
+        a = hooks.checked_activation(logits).detach()
+        torch.autograd.grad(logits.gather(1, torch.tensor([[1], [2]])).sum(), hooks.activation)
+        want = torch.relu((squared_terms(a, hooks.gradient)).sum(1))
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-4)
+    assert ("Gradient · sq-gradcam", "sq-gradcam") in method_choices()

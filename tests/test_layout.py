@@ -152,3 +152,34 @@ def test_no_class_over_250_lines():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 250:
                 long.append(f"{mod}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert not long, long
+
+
+def test_no_private_module_of_another_package_is_imported():
+    """A package's ``_private`` modules and names are its own: what another part needs is its API
+    (issue 38: distributed.py reached into style._run, style._plan and the engine's ``_rt``)."""
+    reached = []
+    for mod, path in modules().items():
+        own = mod.split(".")[1] if mod.count(".") >= 1 else ""
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nstcam.")):
+                continue
+            parts = node.module.split(".")
+            if parts[1] == own or (len(parts) == 2 and parts[1].startswith("_")):
+                continue  # its own package, or a top-level helper (nstcam._files, nstcam._checks...)
+            private = [p for p in parts[2:] if p.startswith("_")]
+            names = [a.name for a in node.names if a.name.startswith("_")]
+            if private or names:
+                reached.append(f"{mod}: from {node.module} import {', '.join(a.name for a in node.names)}")
+    assert not reached, reached
+
+
+def test_import_nstcam_and_its_engines_load_neither_pyav_nor_opencv():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nstcam; from nstcam import StyleTransfer, GradCAM; import nstcam.distributed;"
+        "print(sorted(m for m in ('av', 'cv2') if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "[]", run.stdout + run.stderr

@@ -10,6 +10,7 @@ import torch
 from conftest import in_threads
 from PIL import Image
 
+from nstcam import StyleTransfer
 from nstcam.style.losses.sliced import random_directions, sliced_w2, sorted_projections
 from nstcam.style.losses.wasserstein import RIDGE, feature_stats, gaussian_w2, psd_sqrt
 
@@ -338,3 +339,45 @@ def test_the_memory_check_counts_the_sliced_loss_and_its_tiles():
     st = StyleTransfer("random", device="cpu")
     gram, sliced = st.estimate_memory(512, 384), st.estimate_memory(512, 384, style_loss="sliced")
     assert sliced - gram == big
+
+
+def test_style_losses_are_one_module_each_and_the_engine_reads_the_registry():
+    """A loss provides its targets, its term and its memory figure; the engine, the app and the CLI
+    read :data:`nstcam.style.losses.REGISTRY` (what the app offers is exactly what it holds)."""
+    from nstcam.app.tabs.style import STYLE_LOSSES as offered
+    from nstcam.style import STYLE_LOSSES
+    from nstcam.style.losses import REGISTRY, style_loss_named
+
+    assert tuple(REGISTRY) == STYLE_LOSSES == ("gram", "wasserstein", "sliced") and offered is REGISTRY
+    assert {name: loss.reads for name, loss in REGISTRY.items()} == {
+        "gram": "grams",
+        "wasserstein": "grams",
+        "sliced": "positions",
+    }
+    assert REGISTRY["gram"].extra_bytes(512, 512, ["relu1_1"]) == 0
+    assert REGISTRY["sliced"].extra_bytes(512, 512, ["relu1_1"]) > 0
+    with pytest.raises(ValueError, match="style_loss must be one of gram, wasserstein, sliced"):
+        style_loss_named("mse")
+
+
+def test_a_new_style_loss_is_one_record_the_engine_runs(monkeypatch):
+    """docs/architecture.md's claim: a loss is one module providing a StyleLoss; registered, the
+    engine plans, targets, steps and estimates with it, and it is what the run optimised."""
+    from dataclasses import replace
+
+    from nstcam.style.losses import REGISTRY
+
+    calls = []
+
+    def term(feats, targets, weights, mask, directions=None, sqrt="eigh"):
+        calls.append(sorted(weights))
+        return REGISTRY["gram"].term(feats, targets, weights, mask, directions, sqrt)
+
+    monkeypatch.setitem(REGISTRY, "gram-probe", replace(REGISTRY["gram"], name="gram-probe", term=term))
+    st = StyleTransfer(weights="random", device="cpu")
+    content, style = Image.new("RGB", (32, 32), (200, 40, 40)), Image.new("RGB", (32, 32), (40, 40, 200))
+    kw = {"size": 32, "steps": 2, "seed": 0, "optimizer": "adam", "progress_bar": False}
+    probe = st.stylize(content, style, style_loss="gram-probe", **kw)
+    gram = st.stylize(content, style, style_loss="gram", **kw)
+    assert calls and np.array_equal(np.asarray(probe), np.asarray(gram))
+    assert st.estimate_memory(64, 64, style_loss="gram-probe") == st.estimate_memory(64, 64)

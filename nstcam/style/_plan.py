@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from nstcam._checks import finite, whole
-from nstcam.style.losses import STYLE_LOSSES
+from nstcam.style.losses import style_loss_named
 from nstcam.style.vgg import layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
@@ -184,7 +184,7 @@ def make_plan(
     else:  # an image, given to the run itself
         init = "image"
     _check_choice("on_memory", on_memory, ("error", "reduce"))
-    _check_choice("style_loss", style_loss, STYLE_LOSSES)
+    style_loss_named(style_loss)  # an unknown loss refused, listing the registry's
     _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
     scales_list, steps_list = _scales_and_steps(size, scales, steps)
     _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)

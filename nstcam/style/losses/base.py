@@ -8,9 +8,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["StyleLoss", "no_bytes", "wide"]
+__all__ = ["Feats", "MaskFn", "StyleLoss", "Weights", "no_bytes", "wide"]
 
 Term = Callable[..., torch.Tensor]
+Feats = Mapping[str, torch.Tensor]
+"""Each layer's features (N, C, H, W), or a style loss' targets, by layer name."""
+Weights = Mapping[str, float]
+MaskFn = Callable[[str], "torch.Tensor | None"]
+"""A layer's position weights (N, 1, H, W), or None: every position counts."""
 
 
 def wide(t: torch.Tensor) -> torch.Tensor:
@@ -54,6 +59,3 @@ class StyleLoss:
     augment: bool = False
     random_directions: bool = False
     extra_bytes: Callable[..., int] = no_bytes
-
-
-Targets = Mapping[str, Any]

@@ -3,12 +3,12 @@ style's squared norm."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from nstcam.style.losses.base import StyleLoss
+from nstcam.style.losses.base import Feats, MaskFn, StyleLoss, Weights
 
 __all__ = ["LOSS", "gram", "reduce_images", "style_loss"]
 
@@ -57,12 +57,7 @@ def style_loss(
 
 
 def gram_term(
-    feats: Mapping[str, torch.Tensor],
-    targets: Mapping[str, Any],
-    weights: Mapping[str, float],
-    mask: Callable[[str], torch.Tensor | None],
-    directions: Any = None,
-    sqrt: str = "eigh",
+    feats: Feats, targets: Feats, weights: Weights, mask: MaskFn, directions: Any = None, sqrt: str = "eigh"
 ) -> torch.Tensor:
     """Each image's Gram loss (N,), positions weighed by ``mask(name)``."""
     grams = {n: gram(feats[n], mask(n)) for n in weights}

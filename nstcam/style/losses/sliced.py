@@ -7,12 +7,12 @@ the style's sorted values are interpolated, never repeated).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from nstcam.style.losses.base import StyleLoss, wide
+from nstcam.style.losses.base import Feats, MaskFn, StyleLoss, Weights, wide
 from nstcam.style.vgg import layer_channels, layer_stride
 
 __all__ = [
@@ -156,12 +156,7 @@ def sliced_bytes(
 
 
 def sliced_term(
-    feats: Mapping[str, torch.Tensor],
-    targets: Mapping[str, Any],
-    weights: Mapping[str, float],
-    mask: Callable[[str], torch.Tensor | None],
-    directions: Any = None,
-    sqrt: str = "eigh",
+    feats: Feats, targets: Feats, weights: Weights, mask: MaskFn, directions: Any = None, sqrt: str = "eigh"
 ) -> torch.Tensor:
     """Each image's sliced loss (N,) on each layer's ``directions``, positions weighed by ``mask``."""
     masks = {n: mask(n) for n in weights}

@@ -11,14 +11,13 @@ gradient ``V diag(1 / 2 sqrt(l)) V^T`` needs no eigenvalue gaps) or Newton-Schul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from nstcam._lapack import eigh
 from nstcam.style._trace_sqrt import trace_sqrt
-from nstcam.style.losses.base import StyleLoss, wide
+from nstcam.style.losses.base import Feats, MaskFn, StyleLoss, Weights, wide
 
 __all__ = [
     "LOSS",
@@ -157,12 +156,7 @@ def w2_style_loss(
 
 
 def w2_term(
-    feats: Mapping[str, torch.Tensor],
-    targets: Mapping[str, Any],
-    weights: Mapping[str, float],
-    mask: Callable[[str], torch.Tensor | None],
-    directions: Any = None,
-    sqrt: str = "eigh",
+    feats: Feats, targets: Feats, weights: Weights, mask: MaskFn, directions: Any = None, sqrt: str = "eigh"
 ) -> torch.Tensor:
     """Each image's W2 loss (N,), positions weighed by ``mask(name)``, square roots by ``sqrt``."""
     stats = {n: feature_stats(feats[n], mask(n)) for n in weights}
