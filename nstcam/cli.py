@@ -12,7 +12,7 @@ from typing import Any
 
 from nstcam._mark import mark_random, tag_weights
 from nstcam._version import __version__
-from nstcam.cam.registry import METHOD_INFO, METHODS
+from nstcam.cam.registry import METHODS, REGISTRY
 from nstcam.style import STYLE_LOSSES
 from nstcam.style.losses import REGISTRY as STYLE_LOSS_REGISTRY
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
@@ -793,7 +793,7 @@ def _add_cam_parser(sub: Any) -> None:
         default="gradcam",
         choices=list(METHODS),
         metavar="METHOD",
-        help="; ".join(f"{m}: {i.summary} ({i.cost})" for m, i in METHOD_INFO.items()),
+        help="; ".join(f"{m}: {i.summary} ({i.cost})" for m, i in REGISTRY.items()),
     )
     c.add_argument(
         "--fuse", default="mean", choices=["mean", "max", "product"], help="how several layers' maps join"

@@ -495,7 +495,7 @@ def test_models_outside_the_servers_list_are_refused_before_anything_is_built(mo
 
 # -- video ---------------------------------------------------------------------------------------------
 def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path):
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     from nstcam.app.tabs.video import limits_text, video_handler
 
@@ -521,7 +521,7 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
 
 
 def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_path):
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     from nstcam.app.tabs.video import video_handler
 
@@ -553,7 +553,7 @@ def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_pat
 
 def test_video_cancel_writes_the_frames_done(models, files, tmp_path):
     import av
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     from nstcam.app.tabs.video import video_handler
 

@@ -330,7 +330,7 @@ def test_app_help_has_a_line_for_every_option():
 
 # -- one rule for outputs, clean refusals, readable figures (issue 29) -----------------------------
 def test_every_command_keeps_outputs_that_exist_unless_overwrite(tmp_path, caplog, capsys):
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     a, b = _img(tmp_path / "a.png", 1), _img(tmp_path / "b.png", 2)
     clip = write_clip(tmp_path / "walk.mp4", panning(2, 1, w=48, h=32), fps=4)
@@ -398,7 +398,7 @@ def test_weights_list_columns_line_up_and_the_warping_error_keeps_its_digits(tmp
     lines = [x for x in capsys.readouterr().out.splitlines()[1:] if x.strip()]
     states = {x.index(" absent") if " absent" in x else x.index(" present") for x in lines}
     assert len(states) == 1, lines  # the state column starts at one place for every name
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     clip = write_clip(tmp_path / "pan.mp4", panning(3, 1, w=48, h=32), fps=4)
     style = _img(tmp_path / "s.png", 3)

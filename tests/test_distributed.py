@@ -186,7 +186,7 @@ def test_explain_dataset_with_a_transformer_arch(local_ray, data, tmp_path):
 
 
 def test_a_folder_of_videos_runs_one_task_per_clip_and_resumes(local_ray, data, tmp_path):
-    from test_video import write_clip
+    from _media import write_clip
 
     inp = tmp_path / "clips"
     inp.mkdir()

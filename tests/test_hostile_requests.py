@@ -16,10 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _media import write_clip
 from conftest import _free_port, launch_app, pattern
 from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
-from test_video import write_clip
 
 from nstcam.app.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEXT
 

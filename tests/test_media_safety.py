@@ -9,7 +9,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from test_video import write_clip
+from _media import write_clip
 
 from nstcam.video import (
     CONTAINERS,

@@ -46,7 +46,7 @@ def readme_files(tmp_path, monkeypatch):
     (tmp_path / "photos").mkdir()
     shutil.copy(tmp_path / "cat.jpg", tmp_path / "photos" / "cat.jpg")
     (tmp_path / "photos" / "broken.jpg").write_bytes(b"not a jpeg")
-    from test_video import panning, write_clip, write_frames
+    from _media import panning, write_clip, write_frames
 
     write_clip(tmp_path / "walk.mp4", panning(3, 2, w=48, h=32), fps=8, audio=True)
     write_frames(tmp_path / "frames", panning(3, 2, w=48, h=32))

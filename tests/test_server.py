@@ -544,8 +544,8 @@ def test_browser_single_overlay_is_whole_with_its_caption_below(server, images, 
 
 def test_stylize_video_through_gradio_client(server, images, tmp_path):
     import av
+    from _media import panning, write_clip
     from gradio_client import Client, handle_file
-    from test_video import panning, write_clip
 
     c, _ = images
     clip = write_clip(tmp_path / "walk[1].mp4", panning(4, 2, w=64, h=48), fps=8, audio=True)  # not a glob
@@ -573,7 +573,7 @@ def test_stylize_video_through_gradio_client(server, images, tmp_path):
 
 
 def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, browser, tmp_path):
-    from test_video import panning, write_clip
+    from _media import panning, write_clip
 
     c, _ = images
     clip = write_clip(tmp_path / "walk.mp4", panning(4, 2, w=64, h=48), fps=8, audio=True)

@@ -1,4 +1,4 @@
-"""Distribution-matching style losses (nstcam/style/_distribution.py, issue 27): the Gaussian W2
+"""Distribution-matching style losses (nstcam/style/losses/, issue 27): the Gaussian W2
 against its closed form in float64 (scipy's sqrtm), its gradient by gradcheck, the sliced distance
 against a numpy reference for given directions, and both zero where the features are the style's."""
 

@@ -10,7 +10,7 @@ endpoint's docstring (``DOC``) with the limits as fields; :func:`fill_doc` fills
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.cam import METHOD_INFO, METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
+from nstcam.cam import METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
@@ -62,11 +62,11 @@ _FAMILIES = {
 def method_choices() -> list[tuple[str, str]]:
     """The Grad-CAM methods as (label, value), grouped by family in the catalogue's order."""
     order = list(_FAMILIES)
-    items = sorted(METHOD_INFO.items(), key=lambda kv: order.index(kv[1].family))
+    items = sorted(REGISTRY.items(), key=lambda kv: order.index(kv[1].family))
     return [(f"{_FAMILIES[info.family]} · {name}", name) for name, info in items]
 
 
 def method_note(method: str) -> str:
     """One line under the method menu: what it computes and what it costs."""
-    info = METHOD_INFO.get(method)
+    info = REGISTRY.get(method)
     return f"{info.summary}; costs {info.cost} ({info.paper})" if info else ""

@@ -61,7 +61,7 @@ class GradCAM:
         target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
             ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
             :mod:`nstcam.cam.layers`).
-        method: one of :data:`nstcam.cam.METHODS` (:data:`nstcam.cam.METHOD_INFO` says what each
+        method: one of :data:`nstcam.cam.METHODS` (:data:`nstcam.cam.REGISTRY` says what each
             computes and costs). A method that cannot work on the model or layer (``"cam"`` without
             a pooled linear head, ``"legrad"`` on a CNN, guided backprop without ReLU modules) is
             refused here, with the reason and a method that works.
