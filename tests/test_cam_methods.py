@@ -283,7 +283,7 @@ def test_one_record_says_everything_the_engine_reads_of_a_method():
         assert not (m.formula is not None and m.activation is not None)
         assert (m.targets == "one-pass") == (m.formula is not None or m.activation is not None)
         assert m.targets in (None, "one-pass", "perturbation", "scored")
-        assert (m.targets == "perturbation") == (m.family == "perturbation")
+        assert (m.targets == "perturbation") == (m.family == "perturbation") == (m.target_weights is not None)
     assert set(GRAPHED_METHODS) <= {n for n, m in REGISTRY.items() if m.formula is not None}
     assert set(TARGET_METHODS) == {n for n, m in REGISTRY.items() if m.targets is not None}
     no_eigen = {n for n, m in REGISTRY.items() if not m.eigen}

@@ -11,13 +11,13 @@ import torch
 from torch import nn
 
 from nstcam.cam._graphed import CamGraphs, Outputs
+from nstcam.cam._maps import model_output
 from nstcam.cam._request import Request
 from nstcam.cam._smooth import OTHERS, augmented, augmented_batch, deaugmented, fuse_maps
 from nstcam.cam.kinds import model_kind
 from nstcam.cam.registry import TARGET_METHODS, method
 from nstcam.cam.targets.classes import host_targets, resolve_targets
 from nstcam.cam.targets.objects import ClassTarget, check_boxes, check_fit, flip_target, per_image
-from nstcam.cam.targets.one_pass import model_output
 from nstcam.cam.targets.perturbation import TargetOptions, target_maps
 from nstcam.cam.targets.scored import scored_model
 from nstcam.hooks import HookManager

@@ -4,6 +4,7 @@ as (N, C, h, w), per-map normalisation and upsampling."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -12,7 +13,7 @@ from torch import nn
 from nstcam.cam.hooks import CamHooks
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["hooked_pass", "minmax", "normalize_maps", "read_nchw", "upsample_maps"]
+__all__ = ["hooked_pass", "minmax", "model_output", "normalize_maps", "read_nchw", "upsample_maps"]
 
 
 def normalize_maps(m: torch.Tensor) -> torch.Tensor:
@@ -55,3 +56,10 @@ def read_nchw(act: torch.Tensor, layout: str | None, x: torch.Tensor) -> torch.T
     """``act`` as (N, C, h, w) for the input ``x``, in ``layout`` (None: read from the shape)."""
     in_h, in_w = x.shape[-2:]
     return to_nchw(act, layout or detect_layout(tuple(act.shape), in_h, in_w), in_h, in_w)
+
+
+def model_output(out: Any) -> Any:
+    """What targets read: a segmenter's ``"out"`` tensor, else the output as the model gives it."""
+    if isinstance(out, dict) and "out" in out:
+        return out["out"]
+    return out

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["Outputs", "Request"]
+__all__ = ["Outputs", "Request", "TargetRequest"]
 
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """(raws (k, N, h, w) after ReLU, probs (N, classes), classes (k, N))."""
@@ -47,3 +48,34 @@ class Request:
 
     def generator(self) -> torch.Generator:
         return torch.Generator(device=self.x.device).manual_seed(self.seed)
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    """A perturbation method's call on target objects: what its channel weights read.
+
+    Attributes:
+        model: the network (an eval-mode view; never altered).
+        layer: the target layer's name; layout: its layout (None: read from the shape).
+        x: the normalised batch (N, 3, H, W).
+        native: the layer's output as the model gives it (a tensor, or a dict of levels).
+        a: that output read as (N, C, h, w) (levels side by side on the finest grid).
+        rows: k rows of one target per image (a detector's k boxes...).
+        base: (k, N) the targets' scores on the unchanged images.
+        chunk: changed images per forward pass; seed, n_samples, std: as :class:`Request`'s.
+        done: ``done(m)`` after each forward pass of ``m`` changed images (the progress).
+    """
+
+    model: nn.Module
+    layer: str
+    layout: str | None
+    x: torch.Tensor
+    native: Any
+    a: torch.Tensor
+    rows: Sequence[Sequence[Any]]
+    base: torch.Tensor
+    chunk: int
+    seed: int
+    n_samples: int | None
+    std: float | None
+    done: Callable[[int], None]

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
-from nstcam.cam._request import Outputs, Request
+from nstcam.cam._request import Outputs, Request, TargetRequest
 from nstcam.cam.methods import activation, fullgrad, gradient, guided, legrad, perturbation, shapley, smooth
 from nstcam.cam.methods.activation import ActivationMap
 from nstcam.cam.methods.gradient import Formula
@@ -56,6 +57,8 @@ class Method:
             None (class indices only; a ClassTarget's logit is its class index).
         formula: a gradient method's map from (A, G) (CUDA graphs and target objects read it).
         activation: a gradient-free method's map from the activation alone (target objects).
+        target_weights: a perturbation method's (k, N, C) channel weights for target objects, from a
+            :class:`~nstcam.cam._request.TargetRequest`.
         graphed: its whole pass (no SVD, no random numbers) can be captured in a CUDA graph.
         eigen: ``eigen_smooth`` applies (it has weighted activations to project).
         whole_network: it reads the whole network, not a layer: one target layer or none.
@@ -74,6 +77,7 @@ class Method:
     targets: str | None = None
     formula: Formula | None = None
     activation: ActivationMap | None = None
+    target_weights: Callable[[TargetRequest], torch.Tensor] | None = None
     graphed: bool = False
     eigen: bool = True
     whole_network: bool = False
@@ -279,6 +283,7 @@ _PERTURBATION = (
         "Wang et al. 2020",
         _BOTH,
         title="Score-CAM",
+        target_weights=perturbation.scorecam_targets,
     ),
     _perturbation(
         "sscam",
@@ -289,6 +294,7 @@ _PERTURBATION = (
         _TORCHCAM,
         title="SS-CAM",
         samples=35,
+        target_weights=perturbation.variant_targets("sscam"),
     ),
     _perturbation(
         "iscam",
@@ -299,6 +305,7 @@ _PERTURBATION = (
         _TORCHCAM,
         title="IS-CAM",
         samples=10,
+        target_weights=perturbation.variant_targets("iscam"),
     ),
     _perturbation(
         "ablationcam",
@@ -308,6 +315,7 @@ _PERTURBATION = (
         "Desai & Ramaswamy 2020",
         _PGC,
         title="AblationCAM",
+        target_weights=perturbation.ablationcam_targets,
     ),
 )
 _OTHER = (

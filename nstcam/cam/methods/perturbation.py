@@ -5,20 +5,30 @@ torch-cam 0.5.0 defines them, and AblationCAM (Desai & Ramaswamy 2020). The chan
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nstcam.cam._maps import hooked_pass, minmax, normalize_maps, read_nchw
-from nstcam.cam._request import Outputs, Request
+from nstcam.cam._maps import hooked_pass, minmax, model_output, normalize_maps, read_nchw
+from nstcam.cam._request import Outputs, Request, TargetRequest
 from nstcam.cam._tail import checked_tail
 from nstcam.cam.methods.combine import cam_from_weights
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
 
-__all__ = ["ablationcam_pass", "score_variant", "scorecam", "scorecam_pass", "variant_masks"]
+__all__ = [
+    "ablationcam_pass",
+    "ablationcam_targets",
+    "score_variant",
+    "scorecam",
+    "scorecam_pass",
+    "scorecam_targets",
+    "variant_masks",
+    "variant_targets",
+]
 
 
 def variant_masks(
@@ -171,3 +181,123 @@ def score_variant(kind: str) -> Callable[[Request], Outputs]:
         return torch.stack(raws), probs, classes
 
     return run
+
+
+# -- on target objects (boxes, regions, any output): the (k, N, C) channel weights -----------------
+def scorecam_targets(req: TargetRequest) -> torch.Tensor:
+    """Score-CAM's weights for target objects: the softmax over channels of each target's score on
+    the image masked by each channel (pytorch-grad-cam's convention for any target: a target object
+    has no class probability)."""
+    weights = torch.empty(len(req.rows), req.x.shape[0], req.a.shape[1], device=req.a.device)
+    for i in range(req.x.shape[0]):
+        targets, x1 = [row[i] for row in req.rows], req.x[i : i + 1]
+        masks = normalize_maps(_up(req.a[i : i + 1], req.x))
+        weights[:, i] = _masked_scores(req.model, x1, masks, targets, req.chunk, req.done).softmax(1)
+    return weights
+
+
+def ablationcam_targets(req: TargetRequest) -> torch.Tensor:
+    """AblationCAM's weights for target objects: each target's relative drop ``(y - y_c) / y`` when
+    channel c of the layer is zeroed, on a private twin of the network."""
+    weights = torch.empty(len(req.rows), req.x.shape[0], req.a.shape[1], device=req.a.device)
+    for i in range(req.x.shape[0]):
+        weights[:, i] = _ablation(req, i, [row[i] for row in req.rows], req.base[:, i])
+    return weights
+
+
+def variant_targets(kind: str) -> Callable[[TargetRequest], torch.Tensor]:
+    """SS-CAM's or IS-CAM's (k, N, C) channel weights for target objects: the softmax over channels
+    of the mean gain over the unchanged score, the same noise from the same seed as the class path."""
+
+    def weights(req: TargetRequest) -> torch.Tensor:
+        return _variant(kind, req)
+
+    return weights
+
+
+def _variant(method: str, req: TargetRequest) -> torch.Tensor:
+    """(k, N, C) weights of SS-CAM (noisy masks) or IS-CAM (integrated masks), as the class path
+    computes them (the same noise from the same seed)."""
+    x, a, chosen, base = req.x, req.a, req.rows, req.base
+    n_samples = req.n_samples or (35 if method == "sscam" else 10)
+    std = 2.0 if req.std is None else req.std
+    masks = F.interpolate(
+        minmax(a.float(), (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
+    )
+    gen = torch.Generator(device=x.device).manual_seed(req.seed)
+    gains = torch.zeros(len(chosen), *masks.shape[:2], device=x.device)
+    for m, scale in variant_masks(method, masks, n_samples, std, gen):
+        for i in range(x.shape[0]):
+            targets = [row[i] for row in chosen]
+            y = _masked_scores(req.model, x[i : i + 1], m[i], targets, req.chunk, req.done, scale)
+            gains[:, i] += y - base[:, i, None]
+    return (gains / n_samples).softmax(dim=2)
+
+
+def _ablation(req: TargetRequest, i: int, targets: Sequence[Any], base: torch.Tensor) -> torch.Tensor:
+    """(k, C) relative drops ``(y - y_c) / y`` of each target when channel c of the layer is zeroed
+    (a dict of levels: the channel of its level, counted across the levels as they are read)."""
+    x, native, chunk = req.x, req.native, req.chunk
+    net = twin(req.model)  # a private, hook-free copy: the replacing hook is never seen by other callers
+    module = dict(net.named_modules())[req.layer]
+    replaced: list[Any] = []
+    handle = module.register_forward_hook(lambda _m, _i, _o: replaced[0])
+    try:
+        channels = _channels(native, req.layout, x)
+        drops = []
+        for s in range(0, len(channels), chunk):
+            ks = channels[s : s + chunk]
+            replaced[:] = [_ablated(native, i, ks)]
+            out = model_output(net(x[i : i + 1].expand(len(ks), *x.shape[1:])))
+            y = _scores(out, targets, len(ks))
+            drops.append(
+                torch.where(base[:, None] != 0, (base[:, None] - y) / base[:, None], base.new_zeros(()))
+            )
+            req.done(len(ks))
+        return torch.cat(drops, dim=1)
+    finally:
+        handle.remove()
+
+
+def _up(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return F.interpolate(a.float(), size=x.shape[-2:], mode="bilinear", align_corners=False)[0]
+
+
+def _scores(out: Any, targets: Sequence[Any], m: int) -> torch.Tensor:
+    """(k, m) scores of each target on each of the ``m`` images of a changed batch of one image."""
+    return torch.stack([torch.stack([t(out, j).reshape(()).float() for j in range(m)]) for t in targets])
+
+
+def _masked_scores(model, x1, masks, targets, chunk, done, scale: float = 1.0) -> torch.Tensor:
+    """(k, C) scores of the image ``x1`` (1, 3, H, W) masked by each of ``masks`` (C, H, W)."""
+    parts = []
+    for s in range(0, masks.shape[0], chunk):
+        m = masks[s : s + chunk].unsqueeze(1)
+        out = model_output(model((scale * (m * x1)).to(x1.dtype)))
+        parts.append(_scores(out, targets, len(m)))
+        done(len(m))
+    return torch.cat(parts, dim=1)
+
+
+def _channels(native: Any, layout: str | None, x: torch.Tensor) -> list[tuple[Any, int, int]]:
+    """Each channel as (level key or None, channel dimension, index), in the order maps read them."""
+    if isinstance(native, dict):
+        return [(k, 1, ch) for k, v in native.items() for ch in range(v.shape[1])]
+    layout = layout or detect_layout(tuple(native.shape), *x.shape[-2:])
+    dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
+    return [(None, dim, ch) for ch in range(native.shape[dim])]
+
+
+def _ablated(native: Any, i: int, ks: Sequence[tuple[Any, int, int]]) -> Any:
+    """Image i's layer output repeated once per channel of ``ks``, copy j with channel ``ks[j]`` zeroed."""
+
+    def one(t: torch.Tensor, key: Any) -> torch.Tensor:
+        batch = t[i : i + 1].repeat(len(ks), *([1] * (t.ndim - 1)))
+        for j, (level, dim, ch) in enumerate(ks):
+            if level == key:
+                batch[j].select(dim - 1, ch).zero_()
+        return batch
+
+    if isinstance(native, dict):
+        return type(native)((k, one(v, k)) for k, v in native.items())
+    return one(native, None)

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.cam._maps import model_output
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.registry import method as method_record
 from nstcam.cam.targets.objects import Target
@@ -38,13 +39,6 @@ def _resized(t: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return (
         t if t.shape[-2:] == (h, w) else F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
     )
-
-
-def model_output(out: Any) -> Any:
-    """What targets read: a segmenter's ``"out"`` tensor, else the output as the model gives it."""
-    if isinstance(out, dict) and "out" in out:
-        return out["out"]
-    return out
 
 
 def target_pass(

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from nstcam.cam._maps import model_output
 from nstcam.cam.targets.objects import Target
-from nstcam.cam.targets.one_pass import model_output
 from nstcam.hooks import twin
 
 __all__ = ["scored_model"]
