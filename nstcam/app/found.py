@@ -18,7 +18,7 @@ from nstcam.app.limits import MAX_CLASSES
 from nstcam.cam import PERTURBATION_METHODS, TARGET_METHODS, CamResult, GradCAM, arch_kind
 from nstcam.weights import DETECTORS, SEGMENTERS
 
-__all__ = ["check_found", "class_choices", "explain_found", "found_caption", "found_row"]
+__all__ = ["check_found", "class_choices", "findings_or_refusal", "found_caption", "found_row"]
 
 
 @functools.cache
@@ -61,7 +61,7 @@ def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[s
     return asked
 
 
-def explain_found(
+def findings_or_refusal(
     cam: GradCAM,
     img: Image.Image,
     *,

@@ -16,7 +16,7 @@ from nstcam.app.cam_limits import cam_request
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, warn_bad_uploads
-from nstcam.app.found import check_found, class_choices, explain_found, found_caption, found_row
+from nstcam.app.found import check_found, class_choices, findings_or_refusal, found_caption, found_row
 from nstcam.app.layers import default_layer, layer_choices
 from nstcam.app.listen import listen
 from nstcam.app.running import (
@@ -99,7 +99,7 @@ def cam_handler(
         if found:
             check(score_threshold, "score threshold", 0, 1)
             check(max_detections, "max detections", 1, 10)
-            results = gpu(explain_found)(
+            results = gpu(findings_or_refusal)(
                 cam,
                 img,
                 classes=asked,
