@@ -206,6 +206,52 @@ def test_a_transient_capture_failure_is_retried_and_a_lasting_one_gives_up(engin
     assert sum("runs eagerly from now on" in r.message for r in caplog.records) == 1
 
 
+def test_a_key_first_met_in_inference_mode_replays_in_any_mode(engines):
+    """Issue 39.4: a graph captured inside torch.inference_mode() held inference tensors, and every
+    later call outside inference mode failed for that key, for good."""
+    eager, _ = engines
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=traced_capture)
+    cam.compute(batch(0))
+    with torch.inference_mode():
+        for seed in (1, 2):  # seen twice: captured here
+            cam.compute(batch(seed))
+    for seed, inference in ((3, False), (4, True), (5, False)):
+        x = batch(seed)
+        with torch.inference_mode(inference):
+            got = cam.compute(x)
+        torch.testing.assert_close(got, eager.compute(x), atol=1e-5, rtol=0)
+    assert cam.graph_stats == {"captures": 1, "replays": 4, "cached": 1, "failures": 0}
+
+
+def test_a_failing_replay_runs_eagerly_and_is_counted(engines, caplog):
+    """Issue 39.4: a replay that raises (a device fault, a graph invalidated by another capture)
+    falls back to the eager pass for that call; the key is recaptured, given up after max_failures."""
+    eager, _ = engines
+    calls = []
+
+    def faulty(fn, inputs, pool):
+        _, outputs = traced_capture(fn, inputs, pool)
+
+        def broken_replay():
+            calls.append(1)
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+        return broken_replay, outputs
+
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=faulty, max_failures=2)
+    caplog.set_level(logging.WARNING)
+    cam.compute(batch(0))
+    for seed in range(1, 9):
+        x = batch(seed)
+        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    stats = cam.graph_stats
+    assert stats["failures"] == 2 and stats["cached"] == 0 and stats["replays"] == 0 and len(calls) == 2
+    assert sum("replay failed" in r.message for r in caplog.records) == 2
+    assert sum("runs eagerly from now on" in r.message for r in caplog.records) == 1
+
+
 def test_one_off_shapes_are_never_captured_and_the_cache_is_bounded():
     graphs = CamGraphs(capture=traced_capture, max_graphs=2)
     cam = GradCAM("resnet18", weights="random", device="cpu")

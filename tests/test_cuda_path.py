@@ -207,3 +207,34 @@ def test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions(recorde
         assert engine.compile_stats["failures"] == 2
         h, w = got.info["nstcam"]["history"], want.info["nstcam"]["history"]
         assert [r["style"] for r in h] == pytest.approx([r["style"] for r in w], rel=1e-5)
+
+
+def test_a_compiled_runs_eager_steps_take_the_compiled_steps_square_root(recorded, monkeypatch):
+    """Issue 39.6: on CUDA the compiled W2 step takes Newton-Schulz and its eager fallback took eigh,
+    so a run that fell back mid-way changed its objective (about 1e-3) under L-BFGS's line search.
+    Every step of a compiling engine's run, compiled or fallen back, takes the compiled one's method."""
+    import nstcam.style.losses.wasserstein as W
+
+    _, fail = recorded
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)  # no inductor: the contract only
+    monkeypatch.setattr(C, "sqrt_method", lambda device: "newton-schulz")  # what CUDA takes
+    import nstcam.style._run as R
+
+    monkeypatch.setattr(R, "sqrt_method", lambda device: "newton-schulz")
+    seen = []
+    real = W.w2_style_loss
+
+    def spy(stats, targets, weights, method="eigh"):
+        seen.append(method)
+        return real(stats, targets, weights, method)
+
+    monkeypatch.setattr(W, "w2_style_loss", spy)
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    engine = StyleTransfer("random", device="cpu", compile=True)
+    fail.append(3)  # the second step falls back to eager
+    engine.stylize(content, style, size=32, style_loss="wasserstein", **KW)
+    assert engine.compile_stats["failures"] == 1 and len(seen) >= 4
+    assert set(seen) == {"newton-schulz"}, seen
+    seen.clear()
+    StyleTransfer("random", device="cpu").stylize(content, style, size=32, style_loss="wasserstein", **KW)
+    assert set(seen) == {"eigh"}  # an engine that does not compile keeps the exact eigh

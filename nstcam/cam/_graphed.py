@@ -173,7 +173,27 @@ class CamGraphs:
                 if captured is None:
                     return None
             self._graphs.move_to_end(key)
-            return self._replay(captured, x, classes)
+            try:
+                return self._replay(captured, x, classes)
+            except Exception as e:  # noqa: BLE001 - a replay that fails: this call runs eagerly
+                self._drop(key, e)
+                return None
+
+    def _drop(self, key: Hashable, e: BaseException) -> None:
+        """A failed replay: the key's graph is dropped and counted as a failed capture (after
+        ``max_failures`` the key runs eagerly for good), said once per failure."""
+        self._graphs.pop(key, None)
+        n = self._failures[key] = self._failures.get(key, 0) + 1
+        self.failures += 1
+        self._seen[key] = self.capture_after - 1  # captured again when it comes back, unless given up
+        then = (
+            "this shape runs eagerly from now on"
+            if n >= self.max_failures
+            else "running eagerly, will recapture"
+        )
+        logger.warning(
+            "Grad-CAM graph replay failed for input %s (%s: %s); %s", key[0], type(e).__name__, e, then
+        )
 
     def _maybe_capture(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
         if self._failures.get(key, 0) >= self.max_failures:
@@ -217,8 +237,9 @@ class CamGraphs:
         return t
 
     def _new(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
-        static_x = x.detach().clone()
-        static_classes = classes.clone() if isinstance(classes, torch.Tensor) else None
+        with torch.inference_mode(False):  # a key first met inside inference mode still replays outside it
+            static_x = x.detach().clone()
+            static_classes = classes.clone() if isinstance(classes, torch.Tensor) else None
         net = self._twin(model)
 
         def resolve(logits: torch.Tensor) -> torch.Tensor:
@@ -228,7 +249,7 @@ class CamGraphs:
             return gradient_pass(net, layer, formula, inp, resolve, layout)
 
         try:
-            with CAPTURE_LOCK:
+            with CAPTURE_LOCK, torch.inference_mode(False):  # static tensors replayable in any mode
                 if self._pool is None and x.is_cuda:
                     self._pool = torch.cuda.graph_pool_handle()
                 replay, outputs = self._capture(fn, (static_x,), self._pool)

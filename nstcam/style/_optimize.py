@@ -144,9 +144,11 @@ def loss_terms(
     targets: Targets,
     plan: Plan,
     directions: dict[str, torch.Tensor] | None = None,
+    sqrt: str = "eigh",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Unweighted content, style and total-variation losses of each image (three (N,) tensors);
-    the sliced loss on ``directions``, else on this evaluation's (:func:`step_directions`)."""
+    the sliced loss on ``directions``, else on this evaluation's (:func:`step_directions`); the W2
+    loss' square roots by ``sqrt`` (a compiled run's eager steps: the compiled step's method)."""
     dirs = step_directions(targets, plan, x.device) if directions is None else directions
     if targets.mask is None:
         return unmasked_terms(
@@ -158,6 +160,7 @@ def loss_terms(
             plan.style_layers,
             plan.style_loss,
             dirs,
+            sqrt,
         )
     # style where the mask is 1; content kept KEEP times harder where it is 0 (if it is anywhere)
     if targets.covered:
@@ -181,9 +184,10 @@ def loss_terms(
         for r in targets.regions:  # on the positions the region reaches: its share of the cost
             sel = {n: r.select(feats[n]) for n in plan.style_layers}
             f, m = {n: v[0] for n, v in sel.items()}, {n: v[1] for n, v in sel.items()}
-            s = s + r.weight * style_term(f, r.style, plan.style_layers, plan.style_loss, None, dirs, masks=m)
+            region = style_term(f, r.style, plan.style_layers, plan.style_loss, None, dirs, sqrt, masks=m)
+            s = s + r.weight * region
     else:
-        s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs)
+        s = style_term(feats, targets.style, plan.style_layers, plan.style_loss, targets.mask_for, dirs, sqrt)
     return c, s, total_variation(x, reduction="none")
 
 
@@ -201,9 +205,10 @@ def compute_losses(
     targets: Targets,
     plan: Plan,
     directions: dict[str, torch.Tensor] | None = None,
+    sqrt: str = "eigh",
 ) -> torch.Tensor:
     """The eager step: features through the hooks, then :func:`weighted` losses, (4, N)."""
-    return weighted(loss_terms(rt.features(hooks, x), x, targets, plan, directions), plan)
+    return weighted(loss_terms(rt.features(hooks, x), x, targets, plan, directions, sqrt), plan)
 
 
 def _make_optimizer(x: torch.Tensor, plan: Plan, n_steps: int) -> torch.optim.Optimizer:

@@ -14,7 +14,7 @@ from PIL import Image
 from nstcam.anchor import PixelAnchor
 from nstcam.image import long_side_size
 from nstcam.style._anchors import start_images, with_anchors
-from nstcam.style._compiled import compiled_loss
+from nstcam.style._compiled import compiled_loss, sqrt_method
 from nstcam.style._memory import check_memory
 from nstcam.style._optimize import compute_losses, init_image, optimize
 from nstcam.style._output import finish, to_output
@@ -175,11 +175,14 @@ def _loss_fn(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's losses: compiled where the engine compiles (no mask), else eager through hooks."""
 
+    compiled = rt.compile and targets.mask is None
+    sqrt = sqrt_method(rt.device) if compiled else "eigh"  # a compiled run's eager steps: the same function
+
     def eager(x: torch.Tensor, directions: dict | None = None) -> torch.Tensor:
-        return compute_losses(rt, hooks, x, targets, plan, directions)
+        return compute_losses(rt, hooks, x, targets, plan, directions, sqrt)
 
     eager.new_block = targets.new_block  # L-BFGS with the sliced loss: new directions between blocks
 
-    if rt.compile and targets.mask is None:
+    if compiled:
         return compiled_loss(rt, targets, plan, eager)
     return eager
