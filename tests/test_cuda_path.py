@@ -238,3 +238,34 @@ def test_a_compiled_runs_eager_steps_take_the_compiled_steps_square_root(recorde
     seen.clear()
     StyleTransfer("random", device="cpu").stylize(content, style, size=32, style_loss="wasserstein", **KW)
     assert set(seen) == {"eigh"}  # an engine that does not compile keeps the exact eigh
+
+
+def test_the_compile_key_holds_every_shape_the_traced_step_reads(recorded, monkeypatch):
+    """Issue 39.5: the sliced loss' targets take their size from the style image, so a new style
+    aspect ratio traces a new graph at the same output size; the bookkeeping (and the recompile
+    limit it enforces) counted only the image's shape. Gram targets do not depend on the style's size."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)  # no inductor: the bookkeeping only
+    content = pattern(1, 48, 32)
+    for loss, want in (("sliced", 2), ("gram", 1)):
+        engine = StyleTransfer("random", device="cpu", compile=True)
+        for style in (pattern(2, 40, 40), pattern(3, 64, 24)):  # two aspect ratios, one output size
+            engine.stylize(content, style, size=32, style_loss=loss, **KW)
+        assert engine.compile_stats == {"shapes": want, "eager_shapes": 0, "failures": 0}, loss
+
+
+def test_a_parameter_replaced_on_the_network_is_seen_by_the_compiled_step(monkeypatch, caplog):
+    """Issue 39.7: the compiled step runs a twin built over the network's Parameter objects; one
+    replaced afterwards was seen by the eager step only. Now the step is compiled again."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)  # no inductor: the contract only
+    content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    engine = StyleTransfer("random", device="cpu", compile=True)
+    eager = StyleTransfer("random", device="cpu")
+    assert close(engine.stylize(content, style, size=32, **KW), eager.stylize(content, style, size=32, **KW))
+    for st in (engine, eager):
+        conv = st.net[0]
+        conv.weight = torch.nn.Parameter(conv.weight.detach() * 0.5, requires_grad=False)
+    caplog.set_level(logging.WARNING)
+    got, want = engine.stylize(content, style, size=32, **KW), eager.stylize(content, style, size=32, **KW)
+    assert close(got, want)
+    assert "new parameters since its step was compiled" in caplog.text
+    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 0}

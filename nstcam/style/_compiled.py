@@ -65,7 +65,30 @@ def _build(
         return torch.stack(unmasked_terms(feats, x, content, style, contents, styles, kind, directions, sqrt))
 
     mode = "reduce-overhead" if rt.device.type == "cuda" else "default"
-    return torch.compile(step, mode=mode, dynamic=False)
+    compiled = torch.compile(step, mode=mode, dynamic=False)
+    compiled.nstcam_parameters = tuple(rt.net.parameters())  # what its twin reads (see _same_parameters)
+    return compiled
+
+
+def _same_parameters(fn: Callable, net: nn.Module) -> bool:
+    """Whether ``net`` still holds the Parameter objects the compiled step's twin was built over. A
+    Parameter replaced on the engine's network (``st.net[0].weight = nn.Parameter(...)``) is seen by
+    the eager step and the hooks, never by the twin: the step is then compiled again."""
+    built = getattr(fn, "nstcam_parameters", None)
+    if built is None:
+        return True
+    now = tuple(net.parameters())
+    return len(now) == len(built) and all(a is b for a, b in zip(now, built, strict=True))
+
+
+def _forget(rt: Runtime, key: tuple) -> None:
+    """Drops the compiled step of layer set ``key`` and what is known of its shapes (under rt.lock)."""
+    old = rt.compiled.pop(key, None)
+    for known in (rt.compiled_shapes, rt.shape_failures):
+        for shape_key in [k for k in known if k[0] == key]:
+            del known[shape_key]
+    with _ENTRIES_LOCK:
+        _ENTRIES.difference_update({e for e in _ENTRIES if e[0] == id(old)})
 
 
 def sqrt_method(device: torch.device) -> str:
@@ -77,8 +100,19 @@ def sqrt_method(device: torch.device) -> str:
 MAX_FAILURES = 3
 """Failures of the compiled step at one shape before that shape runs eagerly for good."""
 
-_ENTRIES: set[tuple[int, tuple[int, ...]]] = set()  # (compiled function, shape): dynamo cache entries
+_ENTRIES: set[tuple[int, tuple]] = set()  # (compiled function, shape): dynamo cache entries
 _ENTRIES_LOCK = threading.Lock()
+
+
+def _shapes(obj: object) -> tuple:
+    """The shapes of every tensor in ``obj`` (dicts, lists and tuples of tensors), in order."""
+    if isinstance(obj, torch.Tensor):
+        return (tuple(obj.shape),)
+    if isinstance(obj, dict):
+        return tuple(s for k in sorted(obj) for s in _shapes(obj[k]))
+    if isinstance(obj, (list, tuple)):
+        return tuple(s for v in obj for s in _shapes(v))
+    return ()
 
 
 def recompile_limit() -> int:
@@ -89,8 +123,9 @@ def recompile_limit() -> int:
     return int(getattr(config, "recompile_limit", None) or getattr(config, "cache_size_limit", 8))
 
 
-def _admit(fn: Callable, shape: tuple[int, ...]) -> bool:
-    """Whether ``shape`` may compile: within the process-wide recompile limit (see above)."""
+def _admit(fn: Callable, shape: tuple) -> bool:
+    """Whether ``shape`` (the image's and the targets' shapes) may compile: within the process-wide
+    recompile limit (see above)."""
     entry = (id(fn), shape)
     with _ENTRIES_LOCK:
         if entry in _ENTRIES:
@@ -122,6 +157,12 @@ def compiled_loss(
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()), plan.style_loss)
     with rt.lock:
         fn = rt.compiled.get(key)
+        if fn and not _same_parameters(fn, rt.net):
+            logger.warning(
+                "the engine's network has new parameters since its step was compiled: compiling it again"
+            )
+            _forget(rt, key)
+            fn = None
         if fn is None:
             try:
                 fn = rt.compiled[key] = _build(rt, *key)
@@ -147,6 +188,7 @@ def compiled_loss(
         )
 
     last: dict = {}  # this step's sliced directions, for recover
+    target_shapes = _shapes((targets.content, targets.style))  # the sliced loss': the style image's size
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         directions = last["directions"] = step_directions(targets, plan, x.device)  # once per step
@@ -154,12 +196,12 @@ def compiled_loss(
         def eager(x: torch.Tensor) -> torch.Tensor:
             return eager_step(x, directions)
 
-        shape_key = (key, tuple(x.shape))
+        shape_key = (key, tuple(x.shape), target_shapes)  # every shape the traced graph depends on
         state = rt.compiled_shapes.get(shape_key)  # None: not compiled yet (or its probe failed)
         if state is False:
             return eager(x)
         if state is None:
-            if not _admit(fn, shape_key[1]):
+            if not _admit(fn, shape_key[1:]):
                 with rt.lock:
                     rt.compiled_shapes[shape_key] = False
                 logger.warning(
@@ -189,7 +231,7 @@ def compiled_loss(
     def recover(x: torch.Tensor, e: BaseException) -> torch.Tensor:
         """After the compiled step's backward pass failed: counted as a failure at this shape (three
         make it eager for good), and this step's losses computed eagerly."""
-        failed((key, tuple(x.shape)), e)
+        failed((key, tuple(x.shape), target_shapes), e)
         return eager_step(x, last.get("directions"))
 
     loss.recover = recover

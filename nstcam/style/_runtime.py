@@ -80,8 +80,8 @@ class Runtime:
     compile: bool = False
     style_targets: Counter = field(default_factory=Counter)
     compiled: dict = field(default_factory=dict)  # layers -> compiled step, or False (see _compiled.py)
-    compiled_shapes: dict = field(default_factory=dict)  # (layers, shape) -> True (compiled) or False (eager)
-    shape_failures: dict = field(default_factory=dict)  # (layers, shape) -> failures of the compiled step
+    compiled_shapes: dict = field(default_factory=dict)  # (layers, shapes) -> True (compiled), False (eager)
+    shape_failures: dict = field(default_factory=dict)  # (layers, shapes) -> failures of the compiled step
     compile_failures: Counter = field(default_factory=Counter)  # fallbacks to the eager step
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: Owner = field(default_factory=Owner)  # the thread a compiling engine's calls run on
