@@ -180,20 +180,21 @@ class CamGraphs:
                 return None
 
     def _drop(self, key: Hashable, e: BaseException) -> None:
-        """A failed replay: the key's graph is dropped and counted as a failed capture (after
-        ``max_failures`` the key runs eagerly for good), said once per failure."""
+        """A failed replay: the key's graph is dropped, to be captured again when it comes back."""
         self._graphs.pop(key, None)
+        self._seen[key] = self.capture_after - 1
+        self._failed(key, "replay", e, "will recapture")
+
+    def _failed(self, key: Hashable, what: str, e: BaseException, retry: str) -> None:
+        """Counts a failed capture or replay of ``key`` (after ``max_failures`` it runs eagerly for
+        good) and says so, once per failure."""
         n = self._failures[key] = self._failures.get(key, 0) + 1
         self.failures += 1
-        self._seen[key] = self.capture_after - 1  # captured again when it comes back, unless given up
         then = (
-            "this shape runs eagerly from now on"
-            if n >= self.max_failures
-            else "running eagerly, will recapture"
+            "this shape runs eagerly from now on" if n >= self.max_failures else f"running eagerly, {retry}"
         )
-        logger.warning(
-            "Grad-CAM graph replay failed for input %s (%s: %s); %s", key[0], type(e).__name__, e, then
-        )
+        why = f"{type(e).__name__}: {e}"
+        logger.warning("Grad-CAM graph %s failed for input %s (%s); %s", what, key[0], why, then)
 
     def _maybe_capture(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
         if self._failures.get(key, 0) >= self.max_failures:
@@ -254,16 +255,7 @@ class CamGraphs:
                     self._pool = torch.cuda.graph_pool_handle()
                 replay, outputs = self._capture(fn, (static_x,), self._pool)
         except Exception as e:  # noqa: BLE001 - a failed capture: this call runs eagerly
-            n = self._failures[key] = self._failures.get(key, 0) + 1
-            self.failures += 1
-            then = (
-                "this shape runs eagerly from now on"
-                if n >= self.max_failures
-                else "running eagerly, will retry"
-            )
-            logger.warning(
-                "Grad-CAM graph capture failed for input %s (%s: %s); %s", key[0], type(e).__name__, e, then
-            )
+            self._failed(key, "capture", e, "will retry")
             return None
         self.captures += 1
         return _Captured(static_x, static_classes, replay, outputs)
