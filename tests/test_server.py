@@ -658,11 +658,11 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
         page.get_by_role("tab", name="Grad-CAM").click()
         assert page.locator("#cam-layer input").input_value() == "layer4"  # the layer used, shown
         page.locator("#cam-input input[type=file]").set_input_files(str(bad))
-        page.wait_for_timeout(1500)
-        page.locator("#cam-run").click()
-        status = page.locator("#cam-status")
+        status = page.locator("#cam-status")  # said at the upload, before any run (issue 37.13)
         status.get_by_text("Bad image").wait_for(timeout=30_000)
         assert "upload.png is not an image" in status.inner_text()
+        page.locator("#cam-run").click()  # the bad file was taken out: the run asks for an image
+        status.get_by_text("Upload an image.").wait_for(timeout=30_000)
         assert _toasts(page) == []  # said in Status, no toast, no panel in an error state
         assert page.locator("#cam-overlays .error, #cam-heatmap .error").count() == 0
         page.locator("#cam-input input[type=file]").set_input_files(str(c))
