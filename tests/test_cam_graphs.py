@@ -82,6 +82,9 @@ def test_cpu_never_takes_the_graph_path(monkeypatch):
         "replays": 0,
         "cached": 0,
         "failures": 0,
+        "checked": 0,
+        "mismatches": 0,
+        "max_rel_err": 0.0,
     }
     cam.compute(batch(0))
     cam.explain(photo(1, 80, 64), top_k=2)
@@ -221,19 +224,32 @@ def test_a_key_first_met_in_inference_mode_replays_in_any_mode(engines):
         with torch.inference_mode(inference):
             got = cam.compute(x)
         torch.testing.assert_close(got, eager.compute(x), atol=1e-5, rtol=0)
-    assert cam.graph_stats == {"captures": 1, "replays": 4, "cached": 1, "failures": 0}
+    stats = cam.graph_stats
+    assert {k: stats[k] for k in ("captures", "replays", "cached", "failures", "checked", "mismatches")} == {
+        "captures": 1,
+        "replays": 4,
+        "cached": 1,
+        "failures": 0,
+        "checked": 1,
+        "mismatches": 0,
+    }
 
 
 def test_a_failing_replay_runs_eagerly_and_is_counted(engines, caplog):
     """Issue 39.4: a replay that raises (a device fault, a graph invalidated by another capture)
-    falls back to the eager pass for that call; the key is recaptured, given up after max_failures."""
+    falls back to the eager pass for that call; the key is recaptured, given up after max_failures.
+    (Its first two replays, the self-check's, succeed: a graph failing there is never served.)"""
     eager, _ = engines
     calls = []
 
     def faulty(fn, inputs, pool):
-        _, outputs = traced_capture(fn, inputs, pool)
+        replay, outputs = traced_capture(fn, inputs, pool)
+        checked = []
 
         def broken_replay():
+            if len(checked) < 2:  # the self-check's replay and its canary
+                checked.append(1)
+                return replay()
             calls.append(1)
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
@@ -248,8 +264,73 @@ def test_a_failing_replay_runs_eagerly_and_is_counted(engines, caplog):
         torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
     stats = cam.graph_stats
     assert stats["failures"] == 2 and stats["cached"] == 0 and stats["replays"] == 0 and len(calls) == 2
+    assert stats["checked"] == 2 and stats["mismatches"] == 0
     assert sum("replay failed" in r.message for r in caplog.records) == 2
     assert sum("runs eagerly from now on" in r.message for r in caplog.records) == 1
+
+
+def _faulty_capture(fault: str):
+    """A capture whose replays go wrong as a CUDA graph could: ``scaled`` maps (1.001x), ``stale``
+    (the outputs of the capture, never updated), ``nan``, ``raises`` at replay."""
+
+    def capture(fn, inputs, pool):
+        replay, outputs = traced_capture(fn, inputs, pool)
+
+        def wrong():
+            if fault == "raises":
+                raise RuntimeError("CUDA error: unspecified launch failure")
+            if fault == "stale":
+                return None
+            replay()
+            outputs[0].mul_(1.001 if fault == "scaled" else float("nan"))
+
+        return wrong, outputs
+
+    return capture
+
+
+@pytest.mark.parametrize("fault", ["scaled", "stale", "nan", "raises"])
+def test_a_graph_that_disagrees_with_eager_is_never_served(engines, caplog, fault):
+    """Issue 39: a new graph's first replay is compared with the eager pass before it is cached; one
+    that differs (or raises) is dropped, counted, said once, and its key runs eagerly for good."""
+    eager, _ = engines
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=_faulty_capture(fault))
+    caplog.set_level(logging.WARNING)
+    for seed in range(6):
+        x = batch(seed)
+        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    stats = cam.graph_stats
+    assert stats["mismatches"] == 1 and stats["checked"] == 1 and stats["max_rel_err"] > 1e-5
+    assert stats["captures"] == 0 and stats["cached"] == 0 and stats["replays"] == 0
+    assert sum("disagrees with the eager pass" in r.message for r in caplog.records) == 1
+
+
+def test_the_self_check_finds_graph_outputs_handed_out_uncopied(engines, monkeypatch):
+    """A CUDA graph writes every replay into the same output tensors: ``_replay`` copies them before
+    the next replay. A clean graph passes its self-check with an error under 1e-6; the same replay
+    without the copy is caught by the check's canary (the second replay overwrites the first's)."""
+    eager, _ = engines
+    cam = GradCAM(model=eager.model, device="cpu", input_size=64)
+    cam._graphs = CamGraphs(capture=traced_capture)
+    for seed in range(4):
+        cam.compute(batch(seed))
+    stats = cam.graph_stats
+    assert stats["checked"] == 1 and stats["mismatches"] == 0 and stats["max_rel_err"] < 1e-6
+
+    def uncopied(self, captured, x, classes):
+        captured.x.copy_(x)
+        if captured.classes is not None:
+            captured.classes.copy_(classes)
+        captured.replay()
+        return captured.outputs
+
+    monkeypatch.setattr(CamGraphs, "_replay", uncopied)
+    cam._graphs = CamGraphs(capture=traced_capture)
+    for seed in range(4):
+        x = batch(seed)
+        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    assert cam.graph_stats["mismatches"] == 1 and cam.graph_stats["captures"] == 0
 
 
 def test_one_off_shapes_are_never_captured_and_the_cache_is_bounded():

@@ -60,8 +60,17 @@ def recorded(monkeypatch):
         return step
 
     monkeypatch.setattr(C, "_build", recording_build)
-    monkeypatch.setattr(C, "_ENTRIES", set())
     return threads, fail
+
+
+CHECK_CALLS = 4
+"""Compiled calls of a new key's self-check (two checks, each the image and its canary): a run's
+first step is call CHECK_CALLS + 1."""
+
+
+def core(stats: dict) -> dict:
+    """The compiled step's shape bookkeeping (the self-check's figures are asserted apart)."""
+    return {k: stats[k] for k in ("shapes", "eager_shapes", "failures")}
 
 
 def test_every_compiled_call_runs_on_the_owner_thread_and_threads_equal_eager(recorded):
@@ -80,7 +89,9 @@ def test_every_compiled_call_runs_on_the_owner_thread_and_threads_equal_eager(re
     for g, w in zip(got, want, strict=True):
         assert g.size == w.size and close(g, w)
     stats = engine.compile_stats
-    assert stats == {"shapes": 2, "eager_shapes": 0, "failures": 0}
+    assert core(stats) == {"shapes": 2, "eager_shapes": 0, "failures": 0}
+    assert stats["checked"] == 4 and stats["mismatches"] == 0 and stats["max_rel_err"] < 1e-4  # 2 per size
+    assert stats["recompiles"] == 1 and stats["torch_fallbacks"] == 0
     owner = engine._rt.owner.ident
     assert owner is not None and owner != threading.get_ident()
     assert threads and set(threads) == {owner}, "a compiled call ran outside the owner thread"
@@ -92,12 +103,12 @@ def test_a_failure_after_the_probe_falls_back_for_that_step(recorded, monkeypatc
     content, style = pattern(1, 48, 32), pattern(2, 40, 40)
     eager = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **KW)
     engine = StyleTransfer("random", device="cpu", compile=True)
-    fail.append(3)  # call 1 is the probe, 2 the first step: the second step fails
+    fail.append(CHECK_CALLS + 2)  # after the self-check's calls, the first step: the second step fails
     caplog.set_level(logging.WARNING)
     got = engine.stylize(content, style, size=32, **KW)
     assert close(got, eager) and len(got.info["nstcam"]["history"]) == 3
-    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 1}
-    assert "injected failure at call 3); running eagerly for this step" in caplog.text
+    assert core(engine.compile_stats) == {"shapes": 1, "eager_shapes": 0, "failures": 1}
+    assert f"injected failure at call {CHECK_CALLS + 2}); running eagerly for this step" in caplog.text
 
     assert engine._rt.compiled_shapes and all(v is True for v in engine._rt.compiled_shapes.values())
     fail.append(-1)  # from now on every call fails: the shape is given up after 3
@@ -119,12 +130,13 @@ def test_a_failed_backward_of_the_compiled_step_runs_that_step_eagerly(
     kw = {**KW, "optimizer": optimizer}
     eager = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **kw)
     engine = StyleTransfer("random", device="cpu", compile=True)
-    fail.append(-(3 + 100))  # the second step's backward fails, after its forward succeeded
+    fail.append(-(CHECK_CALLS + 2 + 100))  # the second step's backward fails, after its forward succeeded
     caplog.set_level(logging.WARNING)
     got = engine.stylize(content, style, size=32, **kw)
     assert close(got, eager) and len(got.info["nstcam"]["history"]) == 3
-    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 1}
-    assert "injected backward failure at call 3); running eagerly for this step" in caplog.text
+    assert core(engine.compile_stats) == {"shapes": 1, "eager_shapes": 0, "failures": 1}
+    said = f"injected backward failure at call {CHECK_CALLS + 2}); running eagerly for this step"
+    assert said in caplog.text
     anchored = engine.stylize(content, style, size=32, anchors=[PixelAnchor(content, None, 10.0)], **kw)
     fail.append(-(len(threads) + 2 + 100))  # with anchors too: the next run's second step
     again = engine.stylize(content, style, size=32, anchors=[PixelAnchor(content, None, 10.0)], **kw)
@@ -140,8 +152,8 @@ def test_past_the_recompile_limit_a_new_size_runs_eagerly_and_says_so(recorded, 
     caplog.set_level(logging.WARNING)
     engine.stylize(content, style, size=32, **KW)
     engine.stylize(content, style, size=40, **KW)
-    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 1, "failures": 0}
-    assert "recompile limit (1 sizes in this process) is reached" in caplog.text
+    assert core(engine.compile_stats) == {"shapes": 1, "eager_shapes": 1, "failures": 0}
+    assert "recompile limit (1 sizes per step) is reached" in caplog.text
 
 
 def test_bf16_only_where_the_gpu_has_it(monkeypatch, caplog):
@@ -162,7 +174,6 @@ def test_the_app_compiles_its_common_sizes_at_start_where_steps_compile(monkeypa
     models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
     assert models.warm() is None  # CPU: nothing compiles, nothing to warm
     monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)
-    monkeypatch.setattr(C, "_ENTRIES", set())
     models._style = StyleTransfer("random", device="cpu", compile=True)
     assert models.warm_sizes() == [(128, 85), (128, 128), (85, 128), (128, 96)]
     thread = models.warm()
@@ -187,8 +198,10 @@ def test_the_distribution_losses_compile_and_equal_eager(recorded):
             assert g["style"] == pytest.approx(w["style"], rel=1e-3), (loss, g, w)
         d = np.abs(np.asarray(got, np.int16) - np.asarray(want, np.int16))
         assert d.mean() < 1.0, (loss, d.mean())  # W2: eigh's float noise, which Adam's step amplifies
-    assert engine.compile_stats == {"shapes": 2, "eager_shapes": 0, "failures": 0}
-    assert len(threads) >= 8  # probe + 4 steps per loss ran compiled
+    stats = engine.compile_stats
+    assert core(stats) == {"shapes": 2, "eager_shapes": 0, "failures": 0}
+    assert stats["checked"] == 4 and stats["mismatches"] == 0  # each within its loss' own tolerance
+    assert len(threads) >= 2 * (CHECK_CALLS + 4)  # the self-check's calls + 4 steps per loss ran compiled
 
 
 def test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions(recorded, monkeypatch):
@@ -199,10 +212,8 @@ def test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions(recorde
         kw = {**KW, "steps": 25, "style_loss": "sliced", "optimizer": optimizer}
         want = StyleTransfer("random", device="cpu").stylize(content, style, size=32, **kw)
         engine = StyleTransfer("random", device="cpu", compile=True)
-        n = len(
-            threads
-        )  # calls so far (probe: n + 1); the second step's forward and the fourth's backward fail
-        fail[:] = [n + 3, -(n + 5 + 100)]
+        n = len(threads) + CHECK_CALLS  # calls before this run's first step
+        fail[:] = [n + 2, -(n + 4 + 100)]  # the second step's forward and the fourth's backward fail
         got = engine.stylize(content, style, size=32, **kw)
         assert engine.compile_stats["failures"] == 2
         h, w = got.info["nstcam"]["history"], want.info["nstcam"]["history"]
@@ -231,7 +242,7 @@ def test_a_compiled_runs_eager_steps_take_the_compiled_steps_square_root(recorde
     monkeypatch.setattr(W, "w2_style_loss", spy)
     content, style = pattern(1, 48, 32), pattern(2, 40, 40)
     engine = StyleTransfer("random", device="cpu", compile=True)
-    fail.append(3)  # the second step falls back to eager
+    fail.append(CHECK_CALLS + 2)  # the second step falls back to eager
     engine.stylize(content, style, size=32, style_loss="wasserstein", **KW)
     assert engine.compile_stats["failures"] == 1 and len(seen) >= 4
     assert set(seen) == {"newton-schulz"}, seen
@@ -250,7 +261,7 @@ def test_the_compile_key_holds_every_shape_the_traced_step_reads(recorded, monke
         engine = StyleTransfer("random", device="cpu", compile=True)
         for style in (pattern(2, 40, 40), pattern(3, 64, 24)):  # two aspect ratios, one output size
             engine.stylize(content, style, size=32, style_loss=loss, **KW)
-        assert engine.compile_stats == {"shapes": want, "eager_shapes": 0, "failures": 0}, loss
+        assert core(engine.compile_stats) == {"shapes": want, "eager_shapes": 0, "failures": 0}, loss
 
 
 def test_a_parameter_replaced_on_the_network_is_seen_by_the_compiled_step(monkeypatch, caplog):
@@ -268,4 +279,4 @@ def test_a_parameter_replaced_on_the_network_is_seen_by_the_compiled_step(monkey
     got, want = engine.stylize(content, style, size=32, **KW), eager.stylize(content, style, size=32, **KW)
     assert close(got, want)
     assert "new parameters since its step was compiled" in caplog.text
-    assert engine.compile_stats == {"shapes": 1, "eager_shapes": 0, "failures": 0}
+    assert core(engine.compile_stats) == {"shapes": 1, "eager_shapes": 0, "failures": 0}

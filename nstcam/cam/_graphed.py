@@ -10,9 +10,17 @@ launches everything at once. What makes it right for a server with a thread per 
 - **When**: a key (input shape, dtype, device, layer, method, kind of target) is captured the second
   time it is seen; one-off shapes run eagerly and never pay for a capture.
 - **Capture while other threads run**: ``capture_error_mode="thread_local"``, so another thread's
-  allocation or synchronisation does not invalidate the capture, and one process-wide lock, so two
-  captures never overlap. A failed capture is retried when the key comes again; after
-  ``max_failures`` failures the key runs eagerly for good (logged once).
+  allocation or synchronisation does not invalidate the capture, and one process-wide lock
+  (``nstcam/_capture.py``, shared with the compiled style step's first calls, and torch's own), so
+  two captures never overlap; a capture that finds it held runs that call eagerly instead of waiting.
+  A failed capture is retried when the key comes again; after ``max_failures`` failures the key runs
+  eagerly for good (logged once).
+- **Self-check**: before a new graph serves, its first replay, on an input other than the one
+  captured (so a graph that never updates its outputs shows), is compared with the eager pass on
+  that input, after a second replay (so an output that a later replay overwrites shows): raw maps
+  within :data:`CHECK_TOLERANCE` of their largest value, probabilities likewise, classes equal. A
+  graph that fails is dropped and its key runs eagerly for good (said once); ``graph_stats`` counts
+  the checks, mismatches and the largest error.
 - **Foreign hooks**: the capture runs on a hook-free twin of the network (same parameters), so hooks
   that other code keeps on the shared model (another CAM library's ``.cpu()``, a user's probe) never
   run inside a graph nor break its capture.
@@ -36,6 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nstcam._capture import CAPTURE_LOCK, CheckRecord, capture_turn, error_of_max, torch_capture_lock
 from nstcam.cam.hooks import CamHooks
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, to_nchw
@@ -51,8 +60,9 @@ MapFormula = Any
 """A gradient method's formula: ``map(A, G, eigen_smooth)`` -> raw maps (N, h, w), hashable."""
 Capture = Callable[[Callable[..., Outputs], tuple[torch.Tensor, ...], Any], tuple[Replay, Outputs]]
 
-CAPTURE_LOCK = threading.Lock()
-"""One capture at a time in the process (CUDA graph captures do not nest across threads)."""
+CHECK_TOLERANCE = 1e-5
+"""A new graph's first replay must give each raw map within this fraction of the eager map's
+largest value, and the probabilities within this much; the classes equal."""
 
 
 def gradient_pass(
@@ -96,15 +106,16 @@ def cuda_capture(
 ) -> tuple[Callable[[], None], Outputs]:
     """Warms ``fn(*inputs)`` up on a side stream, captures it in a :class:`torch.cuda.CUDAGraph` from
     the shared memory ``pool`` (thread-local error mode), and returns the replay and static outputs."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # cuDNN picks its algorithms and the allocator warms up outside the graph
-            fn(*inputs)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
-        outputs = fn(*inputs)
+    with torch_capture_lock():  # never beside one of torch.compile's recordings (nstcam/_capture.py)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # cuDNN picks its algorithms and the allocator warms up outside the graph
+                fn(*inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+            outputs = fn(*inputs)
     return graph.replay, outputs
 
 
@@ -147,6 +158,7 @@ class CamGraphs:
         self.captures = 0
         self.replays = 0
         self.failures = 0
+        self.checks = CheckRecord()
 
     def __len__(self) -> int:
         return len(self._graphs)
@@ -174,10 +186,12 @@ class CamGraphs:
                     return None
             self._graphs.move_to_end(key)
             try:
-                return self._replay(captured, x, classes)
+                out = self._replay(captured, x, classes)
             except Exception as e:  # noqa: BLE001 - a replay that fails: this call runs eagerly
                 self._drop(key, e)
                 return None
+            self.replays += 1
+            return out
 
     def _drop(self, key: Hashable, e: BaseException) -> None:
         """A failed replay: the key's graph is dropped, to be captured again when it comes back."""
@@ -223,11 +237,10 @@ class CamGraphs:
         if captured.classes is not None:
             captured.classes.copy_(classes)
         captured.replay()
-        out = tuple(t.clone() for t in captured.outputs)
+        out = tuple(t.clone() for t in captured.outputs)  # the next replay overwrites the graph's outputs
         if cuda:
             self._event = torch.cuda.Event()
             self._event.record()
-        self.replays += 1
         return out  # type: ignore[return-value]
 
     def _twin(self, model: nn.Module) -> nn.Module:
@@ -246,29 +259,81 @@ class CamGraphs:
         def resolve(logits: torch.Tensor) -> torch.Tensor:
             return static_classes if static_classes is not None else logits.topk(classes, dim=1).indices.T
 
-        def fn(inp: torch.Tensor) -> Outputs:
+        def fn(inp: torch.Tensor) -> Outputs:  # captured; and run eagerly, the self-check's reference
             return gradient_pass(net, layer, formula, inp, resolve, layout)
 
-        try:
-            with CAPTURE_LOCK, torch.inference_mode(False):  # static tensors replayable in any mode
-                if self._pool is None and x.is_cuda:
-                    self._pool = torch.cuda.graph_pool_handle()
-                replay, outputs = self._capture(fn, (static_x,), self._pool)
-        except Exception as e:  # noqa: BLE001 - a failed capture: this call runs eagerly
-            self._failed(key, "capture", e, "will retry")
-            return None
+        with capture_turn(blocking=False) as turn:
+            if not turn:  # another thread captures or compiles: this call runs eagerly, no waiting
+                logger.debug("Grad-CAM graph capture for input %s deferred: another is under way", key[0])
+                return None
+            try:
+                with torch.inference_mode(False):  # static tensors replayable in any mode
+                    if self._pool is None and x.is_cuda:
+                        self._pool = torch.cuda.graph_pool_handle()
+                    replay, outputs = self._capture(fn, (static_x,), self._pool)
+            except Exception as e:  # noqa: BLE001 - a failed capture: this call runs eagerly
+                self._failed(key, "capture", e, "will retry")
+                return None
+            captured = _Captured(static_x, static_classes, replay, outputs)
+            if not self._check(key, captured, fn, x, classes):
+                return None
         self.captures += 1
-        return _Captured(static_x, static_classes, replay, outputs)
+        return captured
+
+    def _check(self, key, captured: _Captured, eager: Callable[[torch.Tensor], Outputs], x, classes) -> bool:
+        """The new graph's first replay against the eager pass (module docstring); False (and the
+        key eager for good, said once) where it differs or raises."""
+        other = -x.flip(-1)  # not the captured input: a graph that never updates its outputs shows
+        try:
+            got = self._replay(captured, other, classes)
+            self._replay(captured, x, classes)  # the canary: overwrites the graph's outputs
+            want = eager(other)
+            error, why = _compare(got, want)
+        except Exception as e:  # noqa: BLE001 - a graph that raises is not one to serve
+            error, why = float("inf"), f"it raised {type(e).__name__}: {e}"
+        self.checks.add(error)
+        if not why:
+            return True
+        self.checks.mismatch()
+        self._failures[key] = self.max_failures
+        logger.warning(
+            "Grad-CAM graph for input %s disagrees with the eager pass (%s); it runs eagerly from now on",
+            key[0],
+            why,
+        )
+        return False
 
 
-def graph_stats(graphs: CamGraphs | None) -> dict[str, int]:
-    """The CUDA-graph path's record: ``captures`` made, ``replays`` served, ``cached`` graphs held,
-    ``failures`` of capture (all 0 where the engine runs eagerly: CPU, MPS, ``cuda_graphs=False``)."""
+def _compare(got: Outputs, want: Outputs) -> tuple[float, str]:
+    """The largest relative error of a replay's outputs against eager's, and what is wrong (empty:
+    within :data:`CHECK_TOLERANCE`, classes equal)."""
+    (raws, probs, classes), (raws_e, probs_e, classes_e) = got, want
+    if classes.shape != classes_e.shape or not torch.equal(classes.cpu(), classes_e.cpu()):
+        return float("inf"), "other classes"
+    maps = [error_of_max(g, w) for g, w in zip(raws.flatten(0, 1), raws_e.flatten(0, 1), strict=True)]
+    map_error = max(maps, default=0.0)
+    prob_error = float((probs.double() - probs_e.double()).abs().max()) if probs.numel() else 0.0
+    if not bool(torch.isfinite(probs).all()):
+        prob_error = float("inf")
+    error = max(map_error, prob_error)
+    if map_error > CHECK_TOLERANCE:
+        return error, f"raw maps differ by {map_error:.2e} of their largest value"
+    if prob_error > CHECK_TOLERANCE:
+        return error, f"probabilities differ by {prob_error:.2e}"
+    return error, ""
+
+
+def graph_stats(graphs: CamGraphs | None) -> dict[str, int | float]:
+    """The CUDA-graph path's record: ``captures`` made (and passing their self-check), ``replays``
+    served, ``cached`` graphs held, ``failures`` of capture or replay, and the self-check's
+    ``checked`` graphs, ``mismatches`` (each key then eager) and ``max_rel_err`` (all 0 where the
+    engine runs eagerly: CPU, MPS, ``cuda_graphs=False``)."""
     if graphs is None:
-        return {"captures": 0, "replays": 0, "cached": 0, "failures": 0}
+        return {"captures": 0, "replays": 0, "cached": 0, "failures": 0, **CheckRecord().as_dict()}
     return {
         "captures": graphs.captures,
         "replays": graphs.replays,
         "cached": len(graphs),
         "failures": graphs.failures,
+        **graphs.checks.as_dict(),
     }

@@ -13,24 +13,40 @@ image size compiles once (``StyleTransfer.warmup`` does it ahead), then hits the
 
 from __future__ import annotations
 
+import itertools
 import logging
-import threading
+import types
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from nstcam._capture import capture_turn
 from nstcam.hooks import twin
 from nstcam.image import normalize
 from nstcam.style._optimize import step_directions, unmasked_terms, weighted
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
+from nstcam.style._selfcheck import Verdict, check_step, tolerance
 from nstcam.style._targets import Targets
+from nstcam.style.losses import style_loss_named
 from nstcam.style.vgg import layer_index
 
-__all__ = ["MAX_FAILURES", "compile_stats", "compiled_loss", "recompile_limit", "sqrt_method", "tap_features"]
+__all__ = [
+    "MAX_FAILURES",
+    "Compiled",
+    "compile_stats",
+    "compiled_loss",
+    "recompile_limit",
+    "sqrt_method",
+    "tap_features",
+]
 
 logger = logging.getLogger(__name__)
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+Weigh = Callable[[torch.Tensor], torch.Tensor]
 
 
 def tap_features(net: nn.Sequential, x: torch.Tensor, taps: dict[int, str]) -> dict[str, torch.Tensor]:
@@ -44,12 +60,29 @@ def tap_features(net: nn.Sequential, x: torch.Tensor, taps: dict[int, str]) -> d
     return out
 
 
+_CODES = itertools.count(1)
+
+
+def _own_code(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own. torch.compile keeps its compiled graphs (and its
+    recompile limit) per code object, and a closure defined in one place shares one code object
+    however many times it is made: two engines' steps would share compiled graphs, and on CUDA the
+    graphs recorded for one engine's static buffers would serve the other's, from its thread."""
+    n = next(_CODES)
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{n}", co_qualname=f"{fn.__qualname__}_{n}")
+    own = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+    own.__kwdefaults__ = fn.__kwdefaults__
+    return own
+
+
 def _build(
     rt: Runtime,
     content_layers: tuple[str, ...],
     style_layers: tuple[tuple[str, float], ...],
     kind: str = "gram",
-):
+) -> Callable:
+    """The compiled step of one layer set of one engine: ``step(x, content, style, directions)`` ->
+    its (3, N) unweighted content, style and tv losses."""
     taps = {layer_index(n): n for n in dict.fromkeys([n for n, _ in style_layers] + list(content_layers))}
     styles = dict(style_layers)
     contents = list(content_layers)
@@ -65,30 +98,34 @@ def _build(
         return torch.stack(unmasked_terms(feats, x, content, style, contents, styles, kind, directions, sqrt))
 
     mode = "reduce-overhead" if rt.device.type == "cuda" else "default"
-    compiled = torch.compile(step, mode=mode, dynamic=False)
-    compiled.nstcam_parameters = tuple(rt.net.parameters())  # what its twin reads (see _same_parameters)
-    return compiled
+    return torch.compile(_own_code(step), mode=mode, dynamic=False)
 
 
-def _same_parameters(fn: Callable, net: nn.Module) -> bool:
-    """Whether ``net`` still holds the Parameter objects the compiled step's twin was built over. A
-    Parameter replaced on the engine's network (``st.net[0].weight = nn.Parameter(...)``) is seen by
-    the eager step and the hooks, never by the twin: the step is then compiled again."""
-    built = getattr(fn, "nstcam_parameters", None)
-    if built is None:
-        return True
-    now = tuple(net.parameters())
-    return len(now) == len(built) and all(a is b for a, b in zip(now, built, strict=True))
+@dataclass
+class Compiled:
+    """One layer set's compiled step (``fn``), the network's Parameter objects it was built over,
+    and the shapes admitted to compile (each one of torch.compile's cache entries)."""
+
+    fn: Callable
+    parameters: tuple
+    shapes: set = field(default_factory=set)
+
+    def same_parameters(self, net: nn.Module) -> bool:
+        """Whether ``net`` still holds the Parameter objects the step's twin was built over. A
+        Parameter replaced on the engine's network (``st.net[0].weight = nn.Parameter(...)``) is
+        seen by the eager step and the hooks, never by the twin: the step is then compiled again."""
+        now = tuple(net.parameters())
+        if len(now) != len(self.parameters):
+            return False
+        return all(a is b for a, b in zip(now, self.parameters, strict=True))
 
 
 def _forget(rt: Runtime, key: tuple) -> None:
     """Drops the compiled step of layer set ``key`` and what is known of its shapes (under rt.lock)."""
-    old = rt.compiled.pop(key, None)
+    rt.compiled.pop(key, None)
     for known in (rt.compiled_shapes, rt.shape_failures):
         for shape_key in [k for k in known if k[0] == key]:
             del known[shape_key]
-    with _ENTRIES_LOCK:
-        _ENTRIES.difference_update({e for e in _ENTRIES if e[0] == id(old)})
 
 
 def sqrt_method(device: torch.device) -> str:
@@ -99,9 +136,6 @@ def sqrt_method(device: torch.device) -> str:
 
 MAX_FAILURES = 3
 """Failures of the compiled step at one shape before that shape runs eagerly for good."""
-
-_ENTRIES: set[tuple[int, tuple]] = set()  # (compiled function, shape): dynamo cache entries
-_ENTRIES_LOCK = threading.Lock()
 
 
 def _shapes(obj: object) -> tuple:
@@ -117,23 +151,88 @@ def _shapes(obj: object) -> tuple:
 
 def recompile_limit() -> int:
     """Entries torch.compile keeps per code object before it silently runs the frame uncompiled
-    (``torch._dynamo.config.recompile_limit``, 8 by default). Every engine's step shares one code
-    object, so the limit is shared across engines in a process."""
+    (``torch._dynamo.config.recompile_limit``, 8 by default). Each engine's layer set has a code
+    object of its own (:func:`_own_code`), so the limit counts that step's sizes only."""
     config = torch._dynamo.config
     return int(getattr(config, "recompile_limit", None) or getattr(config, "cache_size_limit", 8))
 
 
-def _admit(fn: Callable, shape: tuple) -> bool:
-    """Whether ``shape`` (the image's and the targets' shapes) may compile: within the process-wide
-    recompile limit (see above)."""
-    entry = (id(fn), shape)
-    with _ENTRIES_LOCK:
-        if entry in _ENTRIES:
+def _admit(rt: Runtime, compiled: Compiled, shape: tuple) -> bool:
+    """Whether ``shape`` (the image's and the targets' shapes) may compile: within torch.compile's
+    recompile limit for this step (see above)."""
+    with rt.lock:
+        if shape in compiled.shapes:
             return True
-        if len(_ENTRIES) >= recompile_limit():
+        if len(compiled.shapes) >= recompile_limit():
             return False
-        _ENTRIES.add(entry)
+        compiled.shapes.add(shape)
         return True
+
+
+def _torch_counts() -> tuple[int, int]:
+    """torch.compile's own counters: graphs compiled and CUDA-graph skips, process-wide."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"]), int(counters["inductor"]["cudagraph_skips"])
+
+
+def _compiled_for(rt: Runtime, key: tuple) -> Compiled | None:
+    """The engine's compiled step for layer set ``key``, built on first use and again after a
+    Parameter of the network was replaced; None where no compiler works (that layer set runs eagerly)."""
+    with rt.lock:
+        compiled = rt.compiled.get(key)
+        if compiled and not compiled.same_parameters(rt.net):
+            logger.warning(
+                "the engine's network has new parameters since its step was compiled: compiling it again"
+            )
+            _forget(rt, key)
+            compiled = None
+        if compiled is None:
+            try:
+                compiled = rt.compiled[key] = Compiled(_build(rt, *key), tuple(rt.net.parameters()))
+            except Exception as e:  # noqa: BLE001 - no compiler at all: this layer set runs eagerly
+                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
+                rt.compile_failures.add()
+                compiled = rt.compiled[key] = False
+    return compiled or None
+
+
+def _self_check(rt: Runtime, shape_key: tuple, run: Step, weigh: Weigh, eager: Step, x: torch.Tensor) -> bool:
+    """A new key's first calls, under the process-wide capture lock: two checks against eager
+    (``_selfcheck.py``: the compiled function's first call and its first replay), recorded in
+    ``rt.checks``, with torch.compile's own record of them (a frame it left uncompiled, CUDA graphs
+    it skipped). Returns whether the key runs compiled; a key that fails (a wrong value, or the
+    compiled step raised) runs eagerly from now on, said once."""
+    tol = tolerance(rt.amp, style_loss_named(shape_key[0][2]).check)
+    verdict = Verdict(0.0, 1.0)
+    with capture_turn():
+        graphs, skips = _torch_counts()
+        for _ in range(2):  # call 1, then the first replay (CUDA graphs record on call 2)
+            try:
+                verdict = check_step(run, weigh, eager, x, tol)
+            except Exception as e:  # noqa: BLE001 - a compiled step that raises is not one to serve
+                rt.compile_failures.add()
+                verdict = Verdict(float("inf"), -1.0, f"it raised {type(e).__name__}: {e}")
+            rt.checks.add(verdict.error)
+            if not verdict.ok:
+                break
+        graphs_now, skips_now = _torch_counts()
+    if graphs_now == graphs:
+        rt.torch_fallbacks.add()
+        logger.info("torch.compile compiled no graph for %s: torch runs that step uncompiled", shape_key[1])
+    if skips_now > skips:
+        rt.graph_skips.add(skips_now - skips)
+        logger.warning("torch.compile skipped CUDA graphs at %s: its steps run without them", shape_key[1])
+    with rt.lock:
+        rt.compiled_shapes[shape_key] = verdict.ok
+    if not verdict.ok:
+        rt.checks.mismatch()
+        logger.warning(
+            "compiled step disagrees with eager at %s (%s); that size runs eagerly from now on",
+            shape_key[1],
+            verdict.why,
+        )
+    return verdict.ok
 
 
 def compiled_loss(
@@ -144,33 +243,20 @@ def compiled_loss(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The step's (4, N) weighted losses through the engine's compiled function for these layers.
 
-    The first step at each image shape is a probe: one forward and backward pass of the compiled
-    function on a copy of the image. Every call is guarded: a failure (a compiler error at the
-    probe, running out of memory while recording a graph, anything later) is logged and counted,
-    and that step runs eagerly (``eager_step(x, directions)``: the same sliced directions) with the
-    same result; after :data:`MAX_FAILURES`
-    failures at a shape, that shape runs eagerly for good. A new shape beyond torch.compile's
-    recompile limit runs eagerly too, said once, rather than silently uncompiled inside torch.
-    The backward pass runs later, in the optimiser: a failure there is handed to ``loss.recover``,
-    which counts it likewise and gives the step's losses eagerly, and the step runs again eagerly.
+    The first step at each new key (layer set and every shape the traced step reads) checks the
+    compiled function against eager (:func:`_self_check`); that step's result is then the compiled
+    one, or the eager one where the check failed (and the key runs eagerly from then on). Every
+    later call is guarded: a failure (running out of memory while recording a graph, anything) is
+    logged and counted, and that step runs eagerly (``eager_step(x, directions)``: the same sliced
+    directions) with the same result; after :data:`MAX_FAILURES` failures at a shape, that shape
+    runs eagerly for good. A new shape beyond torch.compile's recompile limit runs eagerly too, said
+    once, rather than silently uncompiled inside torch. The backward pass runs later, in the
+    optimiser: a failure there is handed to ``loss.recover``, which counts it likewise and gives the
+    step's losses eagerly, and the step runs again eagerly.
     """
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()), plan.style_loss)
-    with rt.lock:
-        fn = rt.compiled.get(key)
-        if fn and not _same_parameters(fn, rt.net):
-            logger.warning(
-                "the engine's network has new parameters since its step was compiled: compiling it again"
-            )
-            _forget(rt, key)
-            fn = None
-        if fn is None:
-            try:
-                fn = rt.compiled[key] = _build(rt, *key)
-            except Exception as e:  # noqa: BLE001 - no compiler at all: this layer set runs eagerly
-                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
-                rt.compile_failures.add()
-                fn = rt.compiled[key] = False
-    if fn is False:
+    compiled = _compiled_for(rt, key)
+    if compiled is None:
         return lambda x: eager_step(x, step_directions(targets, plan, x.device))
 
     def failed(shape_key: tuple, e: BaseException) -> None:
@@ -190,43 +276,43 @@ def compiled_loss(
     last: dict = {}  # this step's sliced directions, for recover
     target_shapes = _shapes((targets.content, targets.style))  # the sliced loss': the style image's size
 
+    def weigh(terms: torch.Tensor) -> torch.Tensor:
+        return weighted((terms[0], terms[1], terms[2]), plan)
+
     def loss(x: torch.Tensor) -> torch.Tensor:
         directions = last["directions"] = step_directions(targets, plan, x.device)  # once per step
 
         def eager(x: torch.Tensor) -> torch.Tensor:
             return eager_step(x, directions)
 
+        def run(x: torch.Tensor) -> torch.Tensor:
+            terms = compiled.fn(x, targets.content, targets.style, directions)
+            return terms.clone()  # a CUDA graph's output buffer: the next replay overwrites it
+
         shape_key = (key, tuple(x.shape), target_shapes)  # every shape the traced graph depends on
-        state = rt.compiled_shapes.get(shape_key)  # None: not compiled yet (or its probe failed)
+        state = rt.compiled_shapes.get(shape_key)  # None: not compiled yet
         if state is False:
             return eager(x)
         if state is None:
-            if not _admit(fn, shape_key[1:]):
+            if not _admit(rt, compiled, shape_key[1:]):
                 with rt.lock:
                     rt.compiled_shapes[shape_key] = False
                 logger.warning(
-                    "compiled step: torch.compile's recompile limit (%d sizes in this process) is reached; "
+                    "compiled step: torch.compile's recompile limit (%d sizes per step) is reached; "
                     "%s runs eagerly. Warm the sizes you serve first (StyleTransfer.warmup) or raise "
                     "torch._dynamo.config.recompile_limit",
                     recompile_limit(),
                     shape_key[1],
                 )
                 return eager(x)
-            try:
-                probe = x.detach().clone().requires_grad_(True)
-                dirs = None if directions is None else {n: d.clone() for n, d in directions.items()}
-                fn(probe, targets.content, targets.style, dirs).sum().backward()
-            except Exception as e:  # noqa: BLE001 - any compiler failure: this step runs eagerly
-                failed(shape_key, e)
+            if not _self_check(rt, shape_key, run, weigh, eager, x):
                 return eager(x)
-            with rt.lock:
-                rt.compiled_shapes[shape_key] = True
         try:
-            terms = fn(x, targets.content, targets.style, directions).clone()  # CUDA graph outputs are reused
-        except Exception as e:  # noqa: BLE001 - after the probe too: eager for this step, counted
+            terms = run(x)
+        except Exception as e:  # noqa: BLE001 - after the check too: eager for this step, counted
             failed(shape_key, e)
             return eager(x)
-        return weighted((terms[0], terms[1], terms[2]), plan)
+        return weigh(terms)
 
     def recover(x: torch.Tensor, e: BaseException) -> torch.Tensor:
         """After the compiled step's backward pass failed: counted as a failure at this shape (three
@@ -239,13 +325,27 @@ def compiled_loss(
     return loss
 
 
-def compile_stats(rt: Runtime) -> dict[str, int]:
-    """The compiled step's record: ``shapes`` compiled and probed, ``eager_shapes`` given up on (after
-    repeated failures or past the recompile limit) and ``failures`` (each a step run eagerly
-    instead, logged). Benchmarks use it to tell a compiled run from one that silently ran eagerly."""
+def compile_stats(rt: Runtime) -> dict[str, int | float]:
+    """The compiled step's record:
+
+    - ``shapes`` compiled and passing their self-check, ``eager_shapes`` given up on (a failed
+      self-check, repeated failures, or past the recompile limit), ``failures`` (each a step run
+      eagerly instead, logged);
+    - the self-check (``_selfcheck.py``): ``checked`` comparisons with eager, ``mismatches`` (keys
+      found wrong, each then eager), ``max_rel_err`` (the largest relative error of any comparison);
+    - ``recompiles`` (sizes compiled beyond each layer set's first), and torch.compile's own record
+      of them: ``torch_fallbacks`` (new keys it compiled no graph for) and ``graph_skips`` (CUDA
+      graphs it skipped).
+
+    Benchmarks and ``gpu_report.py`` use it to tell a compiled run from one that silently ran eagerly."""
     shape_states = list(rt.compiled_shapes.values())
+    records = [c for c in rt.compiled.values() if c]
     return {
         "shapes": sum(v is True for v in shape_states),
         "eager_shapes": sum(v is False for v in shape_states),
         "failures": rt.compile_failures.value,
+        **rt.checks.as_dict(),
+        "recompiles": sum(max(len(c.shapes) - 1, 0) for c in records),
+        "torch_fallbacks": rt.torch_fallbacks.value,
+        "graph_skips": rt.graph_skips.value,
     }

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from nstcam._capture import CheckRecord
 from nstcam.image import normalize
 from nstcam.style._owner import Owner
 from nstcam.style.hooks import VGGFeatureHooks
@@ -79,10 +80,13 @@ class Runtime:
     weights: WeightsInfo
     compile: bool = False
     style_targets: Counter = field(default_factory=Counter)
-    compiled: dict = field(default_factory=dict)  # layers -> compiled step, or False (see _compiled.py)
+    compiled: dict = field(default_factory=dict)  # layers -> Compiled step, or False (see _compiled.py)
     compiled_shapes: dict = field(default_factory=dict)  # (layers, shapes) -> True (compiled), False (eager)
     shape_failures: dict = field(default_factory=dict)  # (layers, shapes) -> failures of the compiled step
     compile_failures: Counter = field(default_factory=Counter)  # fallbacks to the eager step
+    checks: CheckRecord = field(default_factory=CheckRecord)  # the compiled step's self-checks
+    torch_fallbacks: Counter = field(default_factory=Counter)  # new keys torch.compile left uncompiled
+    graph_skips: Counter = field(default_factory=Counter)  # CUDA graphs torch.compile skipped
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: Owner = field(default_factory=Owner)  # the thread a compiling engine's calls run on
 

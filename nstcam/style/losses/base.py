@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from nstcam.style._selfcheck import Tolerance
+
 __all__ = ["Feats", "MaskFn", "StyleLoss", "Weights", "no_bytes", "wide"]
 
 Term = Callable[..., torch.Tensor]
@@ -49,6 +51,9 @@ class StyleLoss:
             per block of evaluations, so its line searches see one function).
         extra_bytes: ``extra_bytes(width, height, style_layers, style_scale, tile)``: memory beyond
             the model's activations (the estimate before a run).
+        check: how closely two float32 evaluations of it can agree, where that is looser than the
+            compiled step's self-check demands of a well-conditioned loss (``style/_selfcheck.py``);
+            None: the self-check's own tolerances.
     """
 
     name: str
@@ -59,3 +64,4 @@ class StyleLoss:
     augment: bool = False
     random_directions: bool = False
     extra_bytes: Callable[..., int] = no_bytes
+    check: Tolerance | None = None

@@ -1,0 +1,141 @@
+"""The compiled style step proves itself: compared with the eager step before it serves a key.
+
+A compiled key (layer set, image and target shapes, engine) runs two checks on its first step, one
+on the compiled function's first call and one on its first replay (with CUDA graphs torch records on
+the second call and replays from the third): each check evaluates the compiled step (losses and the
+gradient with respect to the image) at the image plus seeded noise (:func:`probe_of`), then at a
+*canary*, a different image, before it reads the first result (so an output buffer that a later call
+overwrites is caught), then the eager step at the first point, and compares:
+
+- each image's loss terms within ``terms`` relative (1e-4 in float32, 2e-2 under bf16 autocast),
+  terms under a millionth of the image's largest weighted term judged against that millionth;
+- every value finite;
+- each image's gradient within ``grad`` relative L2 (1e-3; bf16 2e-2) and cosine >= ``cosine``
+  (0.9999; bf16 0.999).
+
+A style loss whose float32 value is itself less exact says so (``StyleLoss.check``): the Gaussian W2
+loss, a difference of nearly cancelling traces, is held to 2e-3, 1e-1 and 0.999.
+
+A key that fails runs eagerly from then on (``_compiled.py``). The cost: per key, four compiled and
+two eager evaluations, once (``README``: the measured figure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["BF16", "FP32", "Tolerance", "Verdict", "canary_of", "check_step", "probe_of", "tolerance"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close the compiled step must come to eager (see the module docstring)."""
+
+    terms: float
+    grad: float
+    cosine: float
+
+
+FP32 = Tolerance(terms=1e-4, grad=1e-3, cosine=0.9999)
+BF16 = Tolerance(terms=2e-2, grad=2e-2, cosine=0.999)
+
+
+def tolerance(bf16: bool, loss: Tolerance | None = None) -> Tolerance:
+    """The self-check's tolerance: the precision's (:data:`FP32` or :data:`BF16`), or the loss' own
+    where that is looser (``StyleLoss.check``: a loss whose float32 value is less exact)."""
+    base = BF16 if bf16 else FP32
+    if loss is None:
+        return base
+    return Tolerance(max(base.terms, loss.terms), max(base.grad, loss.grad), min(base.cosine, loss.cosine))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's outcome: the largest relative error (terms and gradient), the smallest cosine,
+    and why it failed (empty when it passed)."""
+
+    error: float
+    cosine: float
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.why
+
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+"""An image batch -> its losses (eager: the (4, N) weighted total, content, style, tv)."""
+Weigh = Callable[[torch.Tensor], torch.Tensor]
+"""The compiled step's (3, N) unweighted terms -> the (4, N) weighted losses."""
+
+
+def probe_of(x: torch.Tensor) -> torch.Tensor:
+    """Where a check evaluates: the image plus seeded noise (std 0.1), clamped. At the image itself
+    every term can be zero (a warm-up's blank content and style, a first step that starts at the
+    content), and relative errors of zeros mean nothing."""
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(x.device, x.dtype)
+    return (x.detach() + 0.1 * noise).clamp(0, 1)
+
+
+def canary_of(x: torch.Tensor) -> torch.Tensor:
+    """A different image of the same shape: inverted and squeezed (every loss term changes)."""
+    return (1 - x.detach()) * 0.8 + 0.1
+
+
+def _evaluate(run: Step, weigh: Weigh, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``run`` at a copy of ``x``: its output as returned (not copied: the check reads it later) and
+    the gradient of its weighted total with respect to the image."""
+    xg = x.detach().clone().requires_grad_(True)
+    out = run(xg)
+    (grad,) = torch.autograd.grad(weigh(out)[0].sum(), xg)
+    return out, grad.detach().clone()
+
+
+def _gradient_error(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """The largest per-image relative L2 error and the smallest per-image cosine."""
+    g, w = got.detach().double().flatten(1), want.detach().double().flatten(1)
+    if not bool(torch.isfinite(g).all()):
+        return float("inf"), -1.0
+    norm_w, norm_g = w.norm(dim=1), g.norm(dim=1)
+    nothing = torch.where(norm_g > 0, float("inf"), 0.0)  # want is zero: any gradient at all is wrong
+    rel = torch.where(norm_w > 0, (g - w).norm(dim=1) / norm_w.clamp_min(1e-300), nothing)
+    both = norm_w * norm_g
+    cos = torch.where(both > 0, (g * w).sum(1) / both.clamp_min(1e-300), (norm_g == norm_w).double())
+    return float(rel.max()), float(cos.min())
+
+
+def check_step(run: Step, weigh: Weigh, eager: Step, x: torch.Tensor, tol: Tolerance) -> Verdict:
+    """Compares the compiled step (``weigh(run(x))``: ``run`` gives the unweighted terms as the step
+    does, its output copy included) with ``eager`` at ``x``, with an overwrite canary between the
+    compiled call and the reading of its result (module docstring). Raises what ``run`` raises."""
+    x = probe_of(x)
+    out, grad = _evaluate(run, weigh, x)
+    _evaluate(run, weigh, canary_of(x))  # an output buffer the step reuses now holds the canary's terms
+    got = weigh(out.detach())
+    want, want_grad = _evaluate(eager, lambda losses: losses, x)
+    want = want.detach()
+    floor = want[1:].abs().amax(0, keepdim=True).clamp_min(1e-30) * 1e-6  # per image
+    terms = _terms_error(got, want, floor)
+    grad_err, cosine = _gradient_error(grad, want_grad)
+    error = max(terms, grad_err)
+    if not (bool(torch.isfinite(got).all()) and bool(torch.isfinite(grad).all())):
+        return Verdict(float("inf"), cosine, "not finite")
+    if terms > tol.terms:
+        return Verdict(error, cosine, f"loss terms differ by {terms:.2e} relative (tolerance {tol.terms:g})")
+    if grad_err > tol.grad or cosine < tol.cosine:
+        why = f"gradient differs by {grad_err:.2e} relative L2, cosine {cosine:.6f}"
+        return Verdict(error, cosine, f"{why} (tolerance {tol.grad:g}, {tol.cosine:g})")
+    return Verdict(error, cosine)
+
+
+def _terms_error(got: torch.Tensor, want: torch.Tensor, floor: torch.Tensor) -> float:
+    """The largest relative error of the (4, N) weighted losses, each judged against ``max(|want|,
+    floor)`` (``floor``: a millionth of its image's largest term)."""
+    got, want, floor = got.double(), want.double(), floor.double()
+    if not bool(torch.isfinite(got).all()):
+        return float("inf")
+    rel = (got - want).abs() / torch.maximum(want.abs(), floor)
+    return float(rel.max()) if rel.numel() else 0.0
