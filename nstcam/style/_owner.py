@@ -8,6 +8,11 @@ call (``stylize``, ``stylize_batch``, ``warmup``) on one long-lived thread of it
 threads hand it the call and wait. Calls on one engine are therefore serialised, which a single GPU
 does anyway; progress callbacks and cancellation work as before (they run on the owner thread).
 Engines that do not compile run calls on the caller's thread, concurrently.
+
+The owner thread keeps one engine's graphs on one thread; it does not keep two engines apart. A
+compiled function's graphs are torch.compile's cache entries, kept per code object, so each engine's
+step is given a code object of its own (``_compiled._own_code``): otherwise a second engine's first
+call would be served the first engine's compiled graph and static buffers, from another thread.
 """
 
 from __future__ import annotations

@@ -215,6 +215,7 @@ def check_compiled(report: Report, device, s: Settings) -> str:
         lines.append(
             "- the W2 and sliced compiled steps: on CUDA only here (on a CPU: tests/test_cuda_path.py)"
         )
+        lines.append(self_check_line(report, "compiled style step", engine.compile_stats))
         return "\n".join(lines)
     # on CUDA the compiled W2 step takes its square root by Newton-Schulz (eager: eigh), to about 1e-3
     for loss, images, losses in (("wasserstein", 4, 1e-3), ("sliced", 2, 1e-4)):
@@ -236,7 +237,23 @@ def check_compiled(report: Report, device, s: Settings) -> str:
             ),
             report.check(diff <= images, f"{loss}: image equals eager within {images} grey levels ({diff})"),
         ]
+    lines.append(self_check_line(report, "compiled style step", engine.compile_stats))
     return "\n".join(lines)
+
+
+def self_check_line(report: Report, what: str, stats: dict) -> str:
+    """The run-time self-check's figures (compiled or graphed keys against eager): fails on any
+    mismatch, and on a compiled step that torch left uncompiled or ran without its CUDA graphs."""
+    extra = ""
+    if "torch_fallbacks" in stats:
+        extra = f"; torch left {stats['torch_fallbacks']} key(s) uncompiled, skipped {stats['graph_skips']} CUDA graph(s)"
+    ok = stats["mismatches"] == 0 and stats["checked"] > 0 and not stats.get("torch_fallbacks")
+    ok = ok and not stats.get("graph_skips")
+    return report.check(
+        ok,
+        f"{what} self-check: {stats['checked']} comparisons with eager, {stats['mismatches']} mismatches, "
+        f"largest relative error {stats['max_rel_err']:.2g}{extra}",
+    )
 
 
 # -- style transfer ---------------------------------------------------------------------------------
@@ -351,6 +368,7 @@ def cam(report: Report, device, s: Settings) -> str:
     checks = []
     if device.type == "cuda":
         for r in rows:
+            checks.append(self_check_line(report, f"{r.arch}: Grad-CAM graphs", r.graphs))
             problems = graph_problems(r)
             checks.append(report.check(not problems, "; ".join(problems) or
                                        f"{r.arch}: graphs captured ({r.graphs['captures']}), replayed ({r.graphs['replays']}), "
@@ -523,6 +541,8 @@ def app_pattern(report: Report, device, s: Settings) -> str:
         report.check(cam_diff <= 1e-4, f"Grad-CAM heatmaps equal eager within 1e-4 (max {cam_diff:.2g})"),
     ]
     if gpu:
+        lines.append(self_check_line(report, "compiled style step", stats))
+        lines.append(self_check_line(report, "Grad-CAM graphs", graphs))
         lines.append(report.check(stats["failures"] == 0, "the compiled step never fell back to eager"))
         lines.append(report.check(graphs["failures"] == 0 and hit >= 0.5,
                                   f"Grad-CAM replayed its graph for most requests ({hit:.2f})"))  # fmt: skip

@@ -174,7 +174,8 @@ LOSS = StyleLoss(
     random_directions=True,
     extra_bytes=sliced_bytes,
     # Sorting: values that nearly tie swap places between two float32 evaluations, and their
-    # gradients with them: the compiled step against eager, image gradients differ by up to 7.7e-4
-    # relative L2 (32-96 px, tests/benchmarks/bench_selfcheck.py); the terms by 1.3e-6.
-    check=Tolerance(terms=1e-4, grad=1e-2, cosine=0.9999),
+    # gradients with them: the compiled step against eager, image gradients differ by up to 4.4e-3
+    # relative L2 (cosine >= 0.99999; 32-96 px, tests/benchmarks/bench_selfcheck.py); the terms by
+    # 1.3e-6, held to the usual 1e-4.
+    check=Tolerance(terms=1e-4, grad=5e-2, cosine=0.9999),
 )

@@ -1,0 +1,188 @@
+"""The compiled style step's run-time self-check: how closely compiled and eager agree, and its cost.
+
+    python tests/benchmarks/bench_selfcheck.py                 # CPU (inductor), random weights
+    python tests/benchmarks/bench_selfcheck.py --device cuda   # CUDA graphs
+
+Prints three tables:
+
+1. For each style loss, over output sizes and style shapes: the largest relative error of the loss
+   terms and of the image gradient, and the smallest gradient cosine, between the compiled step and
+   eager, as the self-check measures them, beside the tolerance it applies (``StyleLoss.check``).
+2. How exact each loss is in float32 at all: the eager loss and gradient in float32 against float64
+   on the same network, images and targets (the Gaussian W2 loss is a difference of nearly
+   cancelling traces).
+3. What the self-check costs per new key: the first check (torch.compile's compilation included),
+   the second, and one compiled step, in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from conftest import pattern
+
+import nstcam.style._compiled as C
+import nstcam.style._selfcheck as S
+from nstcam import StyleTransfer
+from nstcam.image import image_to_tensor, normalize
+from nstcam.style.losses import style_loss_named
+from nstcam.style.losses.gram import gram
+from nstcam.style.losses.gram import style_loss as gram_loss
+from nstcam.style.losses.wasserstein import augmented, feature_stats, w2_style_loss, w2_target
+from nstcam.style.vgg import layer_index
+
+LOSSES = ("gram", "sliced", "wasserstein")
+KW = dict(optimizer="adam", seed=0)  # the default layers
+
+
+def agreement(device: str, sizes: list[int], styles: int) -> dict:
+    """Each loss' worst compiled-versus-eager errors over ``sizes`` and ``styles`` style shapes."""
+    worst: dict = defaultdict(lambda: {"terms": 0.0, "grad": 0.0, "cos": 1.0, "n": 0})
+    current = {"loss": ""}
+    terms_error, gradient_error = S._terms_error, S._gradient_error
+
+    def terms(*a):
+        v = terms_error(*a)
+        w = worst[current["loss"]]
+        w["terms"], w["n"] = max(w["terms"], v), w["n"] + 1
+        return v
+
+    def grad(*a):
+        v = gradient_error(*a)
+        w = worst[current["loss"]]
+        w["grad"], w["cos"] = max(w["grad"], v[0]), min(w["cos"], v[1])
+        return v
+
+    S._terms_error, S._gradient_error = terms, grad
+    mismatches = {}
+    try:
+        eager = StyleTransfer("random", device=device)
+        for loss in LOSSES:
+            current["loss"] = loss
+            engine = StyleTransfer(model=eager.model, device=device, compile=True)
+            for size in sizes:
+                for k in range(styles):
+                    content, style = pattern(1 + k, 48, 32), pattern(5 + k, 40 + 8 * k, 40)
+                    engine.stylize(content, style, size=size, style_loss=loss, steps=1, **KW)
+            mismatches[loss] = engine.compile_stats["mismatches"]
+    finally:
+        S._terms_error, S._gradient_error = terms_error, gradient_error
+    for loss in LOSSES:
+        worst[loss]["mismatches"] = mismatches[loss]
+    return worst
+
+
+def float32_error(sizes: list[int], seeds: int) -> dict:
+    """Gram and W2 losses (5 layers) in float32 against float64, eager on CPU: worst relative errors."""
+    names = ["relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1"]
+    taps = {layer_index(n): n for n in names}
+    weights = {n: 1.0 for n in names}
+    net32 = StyleTransfer("random", device="cpu").net
+    nets = {torch.float32: net32, torch.float64: copy.deepcopy(net32).double()}
+    out: dict = defaultdict(lambda: {"terms": 0.0, "grad": 0.0})
+    for size in sizes:
+        for seed in range(seeds):
+            x = image_to_tensor(pattern(1 + seed, size * 3 // 2, size))
+            s = image_to_tensor(pattern(5 + seed, 40, 40))
+            fs = C.tap_features(net32, normalize(s), taps)  # one set of targets (float32) for both
+            w2_targets = {n: w2_target(gram(augmented(fs[n]))) for n in names}
+            gram_targets = {n: gram(fs[n]) for n in names}
+            got = {}
+            for dt, net in nets.items():
+                xg = x.to(dt).clone().requires_grad_(True)
+                f = C.tap_features(net, normalize(xg), taps)
+                w2t = {n: tuple(t.to(dt) for t in w2_targets[n]) for n in names}
+                w2 = w2_style_loss({n: feature_stats(f[n]) for n in names}, w2t, weights)
+                g = gram_loss(
+                    {n: gram(f[n]) for n in names}, {n: gram_targets[n].to(dt) for n in names}, weights
+                )
+                for name, value in (("gram", g), ("wasserstein", w2)):
+                    (grad,) = torch.autograd.grad(value.sum(), xg, retain_graph=True)
+                    got[(name, dt)] = (value.detach().double(), grad.double())
+            for name in ("gram", "wasserstein"):
+                (v32, g32), (v64, g64) = got[(name, torch.float32)], got[(name, torch.float64)]
+                o = out[name]
+                o["terms"] = max(o["terms"], float(((v32 - v64).abs() / v64.abs()).max()))
+                o["grad"] = max(o["grad"], float((g32 - g64).norm() / g64.norm()))
+    return out
+
+
+def cost(device: str, size: int) -> dict:
+    """Seconds: the first check of a new key (compilation included), the second, a compiled step."""
+    times: list[float] = []
+    real = C.check_step
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            times.append(time.perf_counter() - t)
+
+    C.check_step = timed
+    try:
+        engine = StyleTransfer("random", device=device, compile=True)
+        content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+        engine.stylize(content, style, size=size, steps=1, **KW)
+        runs = {}
+        for steps in (5, 25):
+            t = time.perf_counter()
+            engine.stylize(content, style, size=size, steps=steps, **KW)
+            runs[steps] = time.perf_counter() - t
+    finally:
+        C.check_step = real
+    return {"first": times[0], "second": times[1], "step": (runs[25] - runs[5]) / 20}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--sizes", default="32,48,64,96")
+    p.add_argument("--styles", type=int, default=2, help="style shapes per size (the sliced loss' key)")
+    p.add_argument("--cost-size", type=int, default=128)
+    a = p.parse_args(argv)
+    sizes = [int(v) for v in a.sizes.split(",")]
+    torch.manual_seed(0)
+    print(f"device: {a.device}, torch {torch.__version__}, random weights (VGG16_bn seed 0)\n")
+    rows = agreement(a.device, sizes, a.styles)
+    print(f"Compiled against eager, sizes {a.sizes} px, {a.styles} style shapes each (2 checks per key):\n")
+    print(
+        "| loss | checks | worst terms rel | worst gradient rel L2 | lowest cosine | tolerance | mismatches |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for loss in LOSSES:
+        r, tol = rows[loss], S.tolerance(False, style_loss_named(loss).check)
+        print(
+            f"| {loss} | {r['n']} | {r['terms']:.2e} | {r['grad']:.2e} | {r['cos']:.7f} | "
+            f"{tol.terms:g}, {tol.grad:g}, {tol.cosine:g} | {r['mismatches']} |"
+        )
+    f32 = float32_error([32, 64, 128], 3)
+    print("\nEager float32 against float64 (5 layers, 32-128 px, 3 images each):\n")
+    print("| loss | worst terms rel | worst gradient rel L2 |")
+    print("| --- | --- | --- |")
+    for loss, r in f32.items():
+        print(f"| {loss} | {r['terms']:.2e} | {r['grad']:.2e} |")
+    c = cost(a.device, a.cost_size)
+    print(f"\nSelf-check cost at {a.cost_size} px (gram), seconds:\n")
+    print(
+        "| first check (compilation included) | second check | one compiled step | both checks without compiling |"
+    )
+    print("| --- | --- | --- | --- |")
+    extra = 2 * c["second"]
+    print(
+        f"| {c['first']:.2f} | {c['second']:.3f} | {c['step']:.3f} | {extra:.3f} ({extra / c['step']:.1f} steps) |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
