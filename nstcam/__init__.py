@@ -14,6 +14,7 @@ from nstcam._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "PixelAnchor": "nstcam.anchor",
+    "Preprocess": "nstcam.preprocess",
     "FeatureMaps": "nstcam.features",
     "feature_maps": "nstcam.features",
     "RecognitionReport": "nstcam.subject",
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "__version__",
     "PixelAnchor",
+    "Preprocess",
     "FeatureMaps",
     "feature_maps",
     "RecognitionReport",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         tensor_to_image,
     )
     from nstcam.mask import heatmap_to_mask, load_mask
+    from nstcam.preprocess import Preprocess
     from nstcam.style import (
         BatchResult,
         Cancelled,

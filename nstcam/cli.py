@@ -279,6 +279,24 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def _cam_arch(value: str) -> str:
+    """--arch: a registered model, or timm's ``timm:<name>``."""
+    if value in (*ARCHS, *SEGMENTERS, *DETECTORS) or (value.startswith("timm:") and len(value) > 5):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {value[:60]!r} (a name of 'nstcam weights list', or timm:<name>)"
+    )
+
+
+def _stats(values: list[float] | None) -> float | tuple[float, ...] | None:
+    """--mean / --std as GradCAM takes them: one number, or three."""
+    if values is None:
+        return None
+    if len(values) not in (1, 3):
+        raise SystemExit(f"nstcam cam: --mean and --std take 1 or 3 numbers; got {len(values)}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 def _layers(text: str | None) -> str | list[str] | None:
     """``--layer a,b`` as a list of layers; one name (or none) as it is."""
     if text is None or "," not in text:
@@ -325,6 +343,8 @@ def _cmd_cam_ray(args: argparse.Namespace) -> int:
             weights=args.weights,
             input_size=args.input_size,
             overwrite=args.overwrite,
+            mean=_stats(args.mean),
+            std=_stats(args.std),
         ),
         lambda res: [res.csv],
     )
@@ -504,7 +524,9 @@ def _cmd_cam(args: argparse.Namespace) -> int:
             input_size=args.input_size,
             fuse=args.fuse,
             n_samples=args.n_samples,
-            std=args.std,
+            noise_std=args.noise_std,
+            mean=_stats(args.mean),
+            std=_stats(args.std),
             seed=args.seed,
         )
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
@@ -561,18 +583,26 @@ _METRICS = ("confidence_change", "deletion_auc", "insertion_auc", "road")
 
 
 def _metrics_row(src: str, rank: int, r: Any) -> dict:
-    """A row of metrics.csv: the explanations.csv columns, then this map's and a random map's figures."""
+    """A row of metrics.csv: the explanations.csv columns, then this map's figures, a random map's
+    (on the map's grid) and a centre blob's."""
     from nstcam.cam.files import csv_row
 
-    f, b = r.faithfulness.as_dict(), r.baseline.as_dict()
-    return {**csv_row(src, rank, r), **f, **{f"random_{k}": v for k, v in b.items()}}
+    f, b, c = r.faithfulness.as_dict(), r.baseline.as_dict(), r.centre.as_dict()
+    return {
+        **csv_row(src, rank, r),
+        **f,
+        **{f"random_{k}": v for k, v in b.items()},
+        **{f"centre_{k}": v for k, v in c.items()},
+    }
 
 
 def _metrics_line(r: Any) -> str:
-    f, b = r.faithfulness, r.baseline
+    f, b, c = r.faithfulness, r.baseline, r.centre
     arrows = {"confidence_change": "+", "deletion_auc": "-", "insertion_auc": "+", "road": "+"}
     return "  ".join(
-        f"{k} {getattr(f, k):.4f} (random map {getattr(b, k):.4f}, {arrows[k]} is better)" for k in _METRICS
+        f"{k} {getattr(f, k):.4f} (random map {getattr(b, k):.4f}, centre {getattr(c, k):.4f}; "
+        f"{arrows[k]} is better)"
+        for k in _METRICS
     )
 
 
@@ -776,12 +806,13 @@ def _add_cam_parser(sub: Any) -> None:
     c.add_argument(
         "--arch",
         default="resnet50",
-        choices=[*ARCHS, *SEGMENTERS, *DETECTORS],
+        type=_cam_arch,
         metavar="ARCH",
         help="a torchvision classifier (resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0...), "
         "segmenter (deeplabv3_resnet50, lraspp_mobilenet_v3_large...) or detector (fasterrcnn_resnet50_fpn, "
         "retinanet_resnet50_fpn, ssdlite320_mobilenet_v3_large...); default resnet50; any name of "
-        "'nstcam weights list'",
+        "'nstcam weights list'; or timm:<name>, any model of timm (pip install 'nstcam[timm]'; --weights "
+        "pretrained, random or a file)",
     )
     c.add_argument(
         "--layer",
@@ -807,7 +838,23 @@ def _add_cam_parser(sub: Any) -> None:
         "--eigen-smooth", action="store_true", help="first principal component of the weighted activations"
     )
     c.add_argument("--n-samples", type=int, help="samples of smoothgradcam++, sscam, iscam (4, 35, 10)")
-    c.add_argument("--std", type=float, help="noise of smoothgradcam++ and sscam (default 0.3, 2.0)")
+    c.add_argument(
+        "--mean",
+        type=float,
+        nargs="+",
+        metavar="M",
+        help="the model's normalisation mean, 3 numbers (RGB in [0, 1]) or one (default: the model's own, "
+        "else ImageNet's)",
+    )
+    c.add_argument(
+        "--std",
+        type=float,
+        nargs="+",
+        metavar="S",
+        help="its standard deviation, likewise (one number with smoothgradcam++, sscam or iscam and no "
+        "--mean: their noise, as before; prefer --noise-std)",
+    )
+    c.add_argument("--noise-std", type=float, help="noise of smoothgradcam++ and sscam (default 0.3, 2.0)")
     c.add_argument("--seed", type=int, default=0, help="seeds randomcam's weights and the noise")
     c.add_argument(
         "--top-k", type=int, help="explain the k most likely classes (default 1; a segmenter: all present)"
@@ -832,7 +879,8 @@ def _add_cam_parser(sub: Any) -> None:
     c.add_argument(
         "--evaluate",
         action="store_true",
-        help="measure each map's faithfulness beside a random map's (in the JSON and OUTDIR/metrics.csv)",
+        help="measure each map's faithfulness beside a random map's (on its grid) and a centre blob's "
+        "(in the JSON and OUTDIR/metrics.csv)",
     )
     c.add_argument(
         "--evaluate-steps", type=int, default=20, help="points of the deletion/insertion curves, less one"

@@ -110,7 +110,10 @@ def _check_weights(arch: str, weights: str, address: str | None) -> None:
         )
     if address is not None:
         return  # each node of a cluster has its own weights folder
-    if weights == "imagenet":
+    if arch.startswith("timm:"):
+        if weights not in ("imagenet", "pretrained", "random") and not Path(weights).is_file():
+            raise FileNotFoundError(f"weights file not found: {Path(weights).name}")
+    elif weights == "imagenet":
         from nstcam.weights import ensure_file
 
         ensure_file(arch, download=True, timeout=30.0)
@@ -361,6 +364,8 @@ class _CamWorker:
         gpu: bool,
         input_size: int | None = None,
         found: dict | None = None,
+        mean: tuple | None = None,
+        std: tuple | None = None,
     ):
         import torch
 
@@ -374,6 +379,8 @@ class _CamWorker:
             method=method,
             device="cuda" if gpu else "cpu",
             input_size=input_size,
+            mean=mean,
+            std=std,
         )
         self.top_k, self.npy, self.arch = top_k, npy, arch
         # a detector: score_threshold, max_detections, classes; a segmenter: classes
@@ -420,6 +427,8 @@ def explain_dataset(
     classes: Sequence[int | str] | None = None,
     score_threshold: float = 0.5,
     max_detections: int = 5,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
 ) -> BatchResult:
     """Explains every input on a pool of Ray actors, writing what ``nstcam cam`` writes
     (:mod:`nstcam.cam.files`): per image and class an overlay ``<stem>_cam<rank>_<label>.png`` and a
@@ -431,7 +440,8 @@ def explain_dataset(
     ``arch`` may be a detector or a segmenter (:data:`nstcam.weights.DETECTORS`, ``SEGMENTERS``):
     a row per detection kept (``score_threshold``, ``max_detections``, ``classes``) or per class
     found (``top_k`` of them, or the ``classes`` asked), as :meth:`nstcam.GradCAM.explain` gives.
-    ``top_k`` defaults to 1 for a classifier.
+    ``top_k`` defaults to 1 for a classifier. ``arch`` may be ``"timm:<name>"``; ``mean`` / ``std``:
+    the model's normalisation, as :class:`nstcam.GradCAM` takes them (default: the model's own).
 
     Returns:
         A :class:`nstcam.BatchResult` of the per-image sidecars; ``.csv`` is the CSV's path.
@@ -464,6 +474,8 @@ def explain_dataset(
             gpu=bool(gpus_per_worker),
             input_size=input_size,
             found={"classes": classes, "score_threshold": score_threshold, "max_detections": max_detections},
+            mean=None if mean is None else tuple(mean),
+            std=None if std is None else tuple(std),
         )
         for r in _map(ray, rows, _CamWorker, kwargs, n, gpus_per_worker):
             if r["status"] == "written":

@@ -19,6 +19,7 @@ from torch import nn
 from nstcam._checks import whole
 from nstcam.hooks import HookManager, eval_view
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
+from nstcam.preprocess import preprocess_for
 from nstcam.style.vgg import VGG_LAYERS, layer_index
 
 __all__ = ["FeatureMaps", "feature_maps"]
@@ -122,6 +123,8 @@ def feature_maps(
     top: int = 16,
     input_size: int = 224,
     cell: int = 96,
+    mean: Any = None,
+    std: Any = None,
 ) -> FeatureMaps:
     """The activations of ``layer`` for ``image``, and a grid of its ``top`` most active channels.
 
@@ -135,6 +138,9 @@ def feature_maps(
         input_size: the network sees the image with this long side (VGG) or short side (others;
             a GradCAM uses its own ``input_size``).
         cell: pixels on the long side of each channel's tile (tiles keep the map's aspect ratio).
+        mean: a plain model's normalisation mean and ``std`` its standard deviation (default: read
+            from the model, else ImageNet's with a warning; :mod:`nstcam.preprocess`); a GradCAM
+            uses its own, a StyleTransfer's VGG ImageNet's.
 
     The forward pass stops once the layer has fired, no hook is left afterwards, and a model in
     training mode is read through an eval-mode twin (its flags are never flipped).
@@ -149,9 +155,11 @@ def feature_maps(
     elif kind == "vgg":
         x = normalize(image_to_tensor(resize_long_side(img, input_size), device))
     else:
+        pre = preprocess_for(net, mean=mean, std=std)
         w, h = img.size
         s = input_size / min(w, h)
-        x = normalize(image_to_tensor(img.resize((max(1, round(w * s)), max(1, round(h * s)))), device))
+        size = (max(1, round(w * s)), max(1, round(h * s)))
+        x = pre.normalize(image_to_tensor(img.resize(size, pre.resample), device))
     net = eval_view(net)
     with torch.no_grad(), HookManager(net, [name], early_stop=True, detach=True) as hooks:
         act = hooks.run(x.to(device))[name]

@@ -45,6 +45,7 @@ __all__ = [
     "build_model",
     "download_weights",
     "ensure_file",
+    "read_state_dict",
     "weights_dir",
     "weights_file",
     "weights_info",
@@ -221,11 +222,12 @@ def weights_dir() -> Path:
 
 
 def _check_arch(arch: str) -> tuple[Callable[..., nn.Module], models.WeightsEnum]:
-    try:
-        return {**ARCHS, **SEGMENTERS, **DETECTORS, **FLOW_ARCHS}[arch]
-    except KeyError:
-        names = ", ".join([*ARCHS, *SEGMENTERS, *DETECTORS, *FLOW_ARCHS])
-        raise ValueError(f"unknown architecture {arch!r}; choose one of {names}") from None
+    known = {**ARCHS, **SEGMENTERS, **DETECTORS, **FLOW_ARCHS}
+    if isinstance(arch, str) and arch in known:
+        return known[arch]
+    names = ", ".join(known)
+    given = repr(arch[:60]) if isinstance(arch, str) else f"a {type(arch).__name__}"
+    raise ValueError(f"unknown architecture {given}; choose one of {names}")
 
 
 def _official_url(arch: str) -> str:
@@ -332,7 +334,9 @@ def download_weights(
     return [ensure_file(a, download=True, timeout=timeout, progress=progress, asked=True) for a in archs]
 
 
-def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The state dict in a .pth, .pt, .bin or .safetensors file (a checkpoint's ``state_dict`` or
+    ``model`` entry, DataParallel's ``module.`` prefix removed), on the CPU."""
     if not path.is_file():
         raise FileNotFoundError(f"weights file not found: {path}")
     suffix = path.suffix.lower()
@@ -432,13 +436,14 @@ def build_model(
         isinstance(weights, os.PathLike) or os.sep in weights or Path(weights).suffix
     ):
         path = Path(weights)
-        sd = _read_state_dict(path)
+        sd = read_state_dict(path)
         model = _construct(ctor, trained=any(k.startswith("aux_classifier.") for k in sd))
         _load_checked(model, sd, path, arch)
         info = WeightsInfo(arch, "file", str(path), categories)
     else:
         raise ValueError(
-            f"weights must be 'imagenet', 'random' or a path to a .pth/.safetensors file, got {weights!r}"
+            "weights must be 'imagenet', 'random' or a path to a .pth/.safetensors file, got "
+            + (repr(weights[:60]) if isinstance(weights, str) else f"a {type(weights).__name__}")
         )
     model.eval()
     model.nstcam_weights = info

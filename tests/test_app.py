@@ -404,9 +404,12 @@ def test_faithfulness_handler_equals_explain_evaluate(models, files):
     keys = ["confidence_change", "deletion_auc", "insertion_auc", "road"]
     assert [row[1] for row in rows] == [round(getattr(r.faithfulness, k), 4) for k in keys]
     assert [row[2] for row in rows] == [round(getattr(r.baseline, k), 4) for k in keys]
-    assert [row[3] for row in rows] == ["higher", "lower", "higher", "higher"]
-    wins = sum((row[1] < row[2]) if row[3] == "lower" else (row[1] > row[2]) for row in rows)
-    assert f"beats a random map on {wins} of 4" in verdict and "RANDOM weights" in verdict
+    assert [row[3] for row in rows] == [round(getattr(r.centre, k), 4) for k in keys]
+    assert [row[4] for row in rows] == ["higher", "lower", "higher", "higher"]
+    wins = sum((row[1] < row[2]) if row[4] == "lower" else (row[1] > row[2]) for row in rows)
+    centre = sum((row[1] < row[3]) if row[4] == "lower" else (row[1] > row[3]) for row in rows)
+    assert f"beats a random map on {wins} of 4 metrics and a centre blob on {centre}" in verdict
+    assert "RANDOM weights" in verdict
     fig = Image.open(plot)
     assert fig.size == (720, 280) and np.asarray(fig).std() > 10  # two panels were drawn
     with pytest.raises(gr.Error, match="Bad image"):

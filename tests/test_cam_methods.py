@@ -133,7 +133,7 @@ def test_refused_before_any_work_with_the_reason_and_a_method_that_works(res, vi
         GradCAM(model=NoHead(), target_layer="conv", method="cam", device="cpu")
     with pytest.raises(ValueError, match=r"'legrad' reads a torchvision VisionTransformer.*method='gradcam'"):
         GradCAM(model=res, target_layer="layer4", method="legrad", device="cpu")
-    with pytest.raises(ValueError, match=r"guides nn.ReLU modules.*has none.*method='layercam'"):
+    with pytest.raises(ValueError, match=r"guides ReLU and ReLU6 modules.*has none.*method='layercam'"):
         GradCAM(model=vit, method="guided-backprop", device="cpu")
     with pytest.raises(ValueError, match="reads the whole network, not a target layer"):
         GradCAM(model=res, target_layer=["layer3", "layer4"], method="fullgrad", device="cpu")

@@ -91,11 +91,12 @@ def test_a_compiled_step_that_fell_back_is_a_failure(monkeypatch):
     report = gpu_report.Report(budget_s=600)
     report.section("Checks", 1, lambda: gpu_report.check_compiled(report, torch.device("cpu"), settings))
     text = report.sections[0]
-    # every probe failed (given up after MAX_FAILURES), and each of those steps ran eagerly
+    # the self-check's first call raised: the key runs eagerly, counted as a fallback and a mismatch
     assert re.search(
         r"FAILED: compiled step ran compiled \(0 shape\(s\) compiled, [1-9] fallbacks to eager\)", text
     )
-    assert len(report.failures) == 1  # the images still agree: the fallback computed them eagerly
+    assert re.search(r"FAILED: compiled style step self-check: 1 comparisons with eager, 1 mismatches", text)
+    assert len(report.failures) == 2  # the images still agree: the fallback computed them eagerly
 
     report = gpu_report.Report(budget_s=1)
     report.section("Late", 5, lambda: "never")

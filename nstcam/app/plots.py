@@ -12,9 +12,12 @@ from nstcam.metrics import Faithfulness
 __all__ = ["curves_figure"]
 
 
-def curves_figure(ours: Faithfulness, chance: Faithfulness, title: str) -> Image.Image:
+def curves_figure(
+    ours: Faithfulness, chance: Faithfulness, title: str, centre: Faithfulness | None = None
+) -> Image.Image:
     """Two panels: the target's score as the most relevant pixels are deleted (left) and inserted
-    into a blurred copy (right), for the map and for a random map, with each curve's area."""
+    into a blurred copy (right), for the map, a random map and (given) a centre blob, with each
+    curve's area."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -27,7 +30,10 @@ def curves_figure(ours: Faithfulness, chance: Faithfulness, title: str) -> Image
     )
     for i, (name, key) in enumerate(panels):
         ax = fig.add_subplot(1, 2, i + 1)
-        for f, label, style in ((ours, "this map", "-"), (chance, "random map", "--")):
+        curves = [(ours, "this map", "-"), (chance, "random map", "--")]
+        if centre is not None:
+            curves.append((centre, "centre blob", ":"))
+        for f, label, style in curves:
             y, auc = getattr(f, f"{key}_curve"), getattr(f, f"{key}_auc")
             ax.plot(np.linspace(0, 1, len(y)), y, style, label=f"{label} (AUC {auc:.3f})")
         ax.set_title(name, fontsize=9)

@@ -43,7 +43,7 @@ def fill_doc(doc: str, config: AppConfig) -> str:
             for m in PERTURBATION_METHODS
             if REGISTRY[m].samples > 1
         ),
-        "passes": f"about {4 * steps + 44}",
+        "passes": f"about {6 * steps + 66}",
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
     }

@@ -46,7 +46,7 @@ class Spec:
     def of(cls, cam: Any, *, graphs: bool = True) -> Spec:
         """What the engine ``cam`` explains with now (without its CUDA graphs: ``graphs=False``)."""
         kept = (cam._graphs, cam._num_classes) if graphs else (None, None)
-        options = (cam.fuse, cam.scorecam_batch, cam.seed, cam.n_samples, cam.std)
+        options = (cam.fuse, cam.scorecam_batch, cam.seed, cam.n_samples, cam.noise_std)
         return cls(cam.method, cam.target_layers, cam.layouts, *options, *kept)
 
 

@@ -32,8 +32,10 @@ from nstcam.cam.registry import check_method
 from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
 from nstcam.cam.targets.found import cam_result, explain_found
-from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
+from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_side
 from nstcam.layouts import LAYOUTS
+from nstcam.preprocess import Preprocess, preprocess_for
+from nstcam.timm_zoo import build_timm, is_timm
 from nstcam.weights import WeightsInfo, build_model, weights_info
 
 __all__ = ["GradCAM"]
@@ -56,8 +58,11 @@ class GradCAM:
 
     Args:
         arch: a torchvision classifier of :data:`nstcam.cam.CAM_ARCHS` (ResNet, ViT, Swin, ConvNeXt,
-            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn).
-        weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`).
+            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn); ``"timm:<name>"``, any model of
+            timm's zoo (``pip install 'nstcam[timm]'``, :mod:`nstcam.timm_zoo`); or the model itself
+            (an ``nn.Module``, as ``model=``).
+        weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`);
+            for timm, ``"pretrained"`` (timm's own), ``"random"`` or a path.
         target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
             ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
             :mod:`nstcam.cam.layers`).
@@ -79,13 +84,17 @@ class GradCAM:
             weights with ``load_state_dict``, never by replacing tensors.
         fuse: several layers' maps, each scaled at the input's size, made one by their ``"mean"``,
             ``"max"`` or ``"product"`` (RefineCAM).
-        n_samples: samples of Smooth Grad-CAM++, SS-CAM, IS-CAM (None: 4, 35, 10); std: their noise.
+        n_samples: samples of Smooth Grad-CAM++, SS-CAM, IS-CAM (None: 4, 35, 10); noise_std: their
+            noise (``std=`` one number with one of them and no ``mean``: read as ``noise_std``, as before).
         seed: seeds a call's random numbers (RandomCAM, noise): reproducible, global state untouched.
+        mean: the model's per-channel mean (RGB in [0, 1]); std: likewise; transform: its
+            :class:`nstcam.Preprocess`, torchvision weights transform or timm data config (never its
+            crop). Default: the model's own, else ImageNet's with a warning (:mod:`nstcam.preprocess`).
     """
 
     def __init__(
         self,
-        arch: str = "resnet50",
+        arch: str | nn.Module = "resnet50",
         weights: str | Path = "imagenet",
         target_layer: str | Sequence[str] | None = None,
         method: str = "gradcam",
@@ -100,10 +109,16 @@ class GradCAM:
         layout: str | None = None,
         fuse: str = "mean",
         n_samples: int | None = None,
-        std: float | None = None,
+        std: Sequence[float] | float | None = None,
         seed: int = 0,
+        mean: Sequence[float] | float | None = None,
+        transform: Any = None,
+        noise_std: float | None = None,
     ) -> None:
-        self.fuse, self.n_samples, self.std, self.seed = method_options(method, fuse, n_samples, std, seed)
+        std, noise_std = _std_meant(method, mean, std, noise_std, transform)
+        self.fuse, self.n_samples, self.noise_std, self.seed = method_options(
+            method, fuse, n_samples, noise_std, seed
+        )
         if layout not in (None, *LAYOUTS):
             raise ValueError(
                 f"layout must be one of {', '.join(LAYOUTS)} or None (read from the shape); got {layout!r}"
@@ -112,13 +127,20 @@ class GradCAM:
             whole("input_size", input_size, minimum=16)
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
-        model = _built(arch, weights) if model is None else model
+        if isinstance(arch, nn.Module):
+            if model is not None:
+                raise ValueError("give the model once: as arch (the first argument) or as model=")
+            model = arch
+        model = _built(arch, weights, seed) if model is None else _checked_model(model)
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
+        self.preprocessing = preprocess_for(
+            self.model, mean=mean, std=std, transform=transform, warn=model_kind(self.model) == "classifier"
+        )
         self.target_layers, self.layouts, self.input_size, self.square = read_layers(
-            self.model, self.arch, target_layer, layout, input_size
+            self.model, self.arch, target_layer, layout, input_size or self.preprocessing.input_size
         )
         self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
         check_method(self.model, method, self.target_layers)  # refused before any work, with the reason
@@ -166,8 +188,9 @@ class GradCAM:
             progress: perturbation methods: ``progress(done, total)`` after each forward pass.
             evaluate: also measure how faithful each map is (:func:`nstcam.metrics.faithfulness`:
                 confidence change, deletion and insertion AUC, ROAD, on the network's input) and
-                what a random map scores; fills ``faithfulness`` and ``baseline`` of each result.
-                Costs about ``4 * evaluate_steps + 44`` extra forward passes per class.
+                what two maps with no information about the image score: a random map on the map's
+                own grid and a centre blob; fills ``faithfulness``, ``baseline`` and ``centre``.
+                Costs about ``6 * evaluate_steps + 66`` extra forward passes per class.
             evaluate_steps: points of the deletion and insertion curves, less one.
             aug_smooth: average the maps of six augmentations of the input (horizontal flip x
                 brightness 0.9/1/1.1), de-augmented; the five extra run as one batch.
@@ -221,7 +244,7 @@ class GradCAM:
         """Maps for an already normalised batch ``x`` (N, 3, H, W).
 
         Args:
-            x: the batch, ImageNet-normalised.
+            x: the batch, normalised as the model takes it (:meth:`preprocess`, ``cam.preprocessing``).
             targets: None for each image's top-1 class, one class for all, or one class per image; or
                 target objects (:mod:`nstcam.cam.targets`), one for all or one per image: ``ClassTarget``,
                 ``BinaryTarget``, ``RegionTarget`` (a segmenter), ``SimilarityTarget`` or any callable
@@ -251,7 +274,7 @@ class GradCAM:
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
         one image into a (1, 3, H, W) batch; a detector's as it is (it does both inside itself)."""
-        return _batch(img, self.kind, self.input_size, self.square, self.device)
+        return _batch(img, self.kind, self.input_size, self.square, self.device, self.preprocessing)
 
     def label(self, index: int) -> str:
         """The name of class ``index``."""
@@ -301,12 +324,35 @@ def _run(
     return maps, list(raws), probs, classes.T.cpu()
 
 
-def _built(arch: str, weights: str | Path) -> nn.Module:
-    """The registered model ``arch`` with ``weights``; an unknown name refused with the known ones."""
-    if arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
+def _built(arch: str, weights: str | Path, seed: int) -> nn.Module:
+    """The registered model ``arch`` (or timm's ``"timm:<name>"``) with ``weights``; anything else
+    refused with the known names (never printing what was given, which may be a whole model)."""
+    if is_timm(arch):
+        return build_timm(arch, "pretrained" if weights == "imagenet" else weights, seed=seed)
+    if not isinstance(arch, str) or arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
         known = ", ".join((*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS))
-        raise ValueError(f"arch must be one of {known}; got {arch!r}")
+        given = repr(arch[:60]) if isinstance(arch, str) else f"a {type(arch).__name__}"
+        raise ValueError(f"arch must be one of {known}, or 'timm:<name>', or a model; got {given}")
     return build_model(arch, weights)
+
+
+def _checked_model(model: object) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module; got a {type(model).__name__}")
+    return model
+
+
+_NOISE_METHODS = ("smoothgradcam++", "sscam", "iscam")
+
+
+def _std_meant(method: str, mean: Any, std: Any, noise_std: float | None, transform: Any) -> tuple[Any, Any]:
+    """(normalisation std, noise std): ``std`` is the model's normalisation, except one number
+    given with a noise-sampling method and no ``mean`` or ``transform``: that is the noise's, as
+    ``std=`` meant before ``noise_std=`` existed."""
+    legacy = method in _NOISE_METHODS and mean is None and transform is None and noise_std is None
+    if legacy and isinstance(std, (int, float)) and not isinstance(std, bool):
+        return None, std
+    return std, noise_std
 
 
 def _graphs_for(device: torch.device, cuda_graphs: bool | None) -> CamGraphs | None:
@@ -328,14 +374,19 @@ def _loaded(image: ImageSource, max_side: int | None) -> Image.Image:
 
 
 def _batch(
-    img: Image.Image, kind: str, input_size: int, square: int | None, device: torch.device
+    img: Image.Image,
+    kind: str,
+    input_size: int,
+    square: int | None,
+    device: torch.device,
+    pre: Preprocess,
 ) -> torch.Tensor:
     if kind == "detector":
         return image_to_tensor(img, device)
     w, h = img.size
     s = input_size / min(w, h)
     size = (square,) * 2 if square else (max(1, round(w * s)), max(1, round(h * s)))
-    return normalize(image_to_tensor(img.resize(size, Image.Resampling.BILINEAR), device))
+    return pre.normalize(image_to_tensor(img.resize(size, pre.resample), device))
 
 
 def _checked_target(target: Any, evaluate: bool) -> Any:
@@ -362,6 +413,7 @@ def _results(
             label=None if named is None else named[1],
             faithfulness=scores[j][0] if scores else None,
             baseline=scores[j][1] if scores else None,
+            centre=scores[j][2] if scores else None,
         )
         for j, cls in enumerate(classes)
     ]

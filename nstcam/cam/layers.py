@@ -11,17 +11,24 @@ official weights' transforms. The rules come from the model's structure, so a mo
   last block's output reaches the head only through the class token, so patch tokens there get no
   gradient: pytorch-grad-cam #363, #513); tokens; the exact square ``image_size`` the model takes.
 - Swin: the last block's second norm, ``features.7.1.norm2``; channels-last.
+- timm models (``GradCAM("timm:<name>")`` or any timm model): a ViT-like one (``blocks`` and class
+  tokens: ViT, DeiT, BEiT...) the last block's first norm, tokens, its fixed square; every other the
+  last activated feature map, found by one forward pass of a hook-free twin at timm's input size:
+  the last module to finish whose output still has a spatial extent (EfficientNet and MobileNet:
+  ``bn2``; ConvNeXt: ``norm_pre``; ResNet: ``layer4``; RegNet: ``final_conv``; Swin: ``norm``), with
+  no reshape code (the layout is read from the shape).
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from nstcam.hooks import resolve_modules
+from nstcam.hooks import resolve_modules, twin
 from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS
 
 __all__ = [
@@ -66,6 +73,8 @@ def _family(model: nn.Module) -> str:
     kind = model_kind(model)
     if kind != "classifier":
         return kind
+    if type(model).__module__.startswith("timm."):
+        return "timm"
     names = {type(model).__name__}
     if "VisionTransformer" in names:
         return "vit"
@@ -89,6 +98,8 @@ def arch_spec(model: nn.Module) -> ArchSpec:
         ValueError: a model of no known family: give ``target_layer`` (and ``layout`` if needed).
     """
     family = _family(model)
+    if family == "timm":
+        return _timm_spec(model)
     if family == "detector":  # the FPN's (or SSD's) levels, as a dict: read without user code
         return ArchSpec("backbone", "nchw")
     if family == "segmenter":
@@ -117,11 +128,70 @@ def arch_spec(model: nn.Module) -> ArchSpec:
     )
 
 
+def _timm_size(model: nn.Module) -> tuple[int, bool]:
+    """(input side, whether the model takes only that size) from timm's ``pretrained_cfg``."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    size = cfg.get("input_size") or (3, 224, 224)
+    return int(size[-1]), bool(cfg.get("fixed_input_size", False))
+
+
+_TIMM_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _timm_spec(model: nn.Module) -> ArchSpec:
+    """A timm model's reading (module docstring), found once per model."""
+    spec = _TIMM_SPECS.get(model)
+    if spec is None:
+        spec = _TIMM_SPECS[model] = _find_timm_spec(model)
+    return spec
+
+
+def _find_timm_spec(model: nn.Module) -> ArchSpec:
+    size, fixed = _timm_size(model)
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, nn.Sequential) and len(blocks) and getattr(model, "num_prefix_tokens", 0):
+        last = len(blocks) - 1
+        norm = "norm1" if hasattr(blocks[last], "norm1") else ""
+        return ArchSpec(f"blocks.{last}.{norm}".rstrip("."), "tokens", size if fixed else None)
+    net = twin(model)  # hooks on a twin: another thread's use of the model never sees them
+    finished: list[tuple[str, tuple[int, ...]]] = []
+    handles = []
+    for name, m in net.named_modules():
+        if name:
+            hook = functools.partial(_record, finished, name)
+            handles.append(m.register_forward_hook(lambda _m, _i, out, hook=hook: hook(out)))
+    try:
+        p = next(iter(net.parameters()), None)
+        x = torch.zeros(1, 3, size, size, device=p.device if p is not None else "cpu")
+        with torch.no_grad():
+            net(x)
+    finally:
+        for h in handles:
+            h.remove()
+    spatial = [name for name, shape in finished if len(shape) == 4 and sorted(shape[1:])[1] > 1]
+    if not spatial:
+        raise ValueError(
+            f"no default target layer for a {type(model).__name__}: pass target_layer= (one of its "
+            "named_modules(); nstcam.cam.candidate_layers(model) lists likely ones)"
+        )
+    return ArchSpec(spatial[-1], None, size if fixed else None)
+
+
+def _record(finished: list, name: str, out: object) -> None:
+    if isinstance(out, torch.Tensor):
+        finished.append((name, tuple(out.shape)))
+
+
 def candidate_layers(model: nn.Module) -> list[str]:
     """Layers worth explaining, coarse to fine within each stage, the default among them: ResNet
     stages and blocks (``layer4``, ``layer4.2``), ViT blocks' first norms, Swin stages and their
-    blocks' second norms, RegNet blocks, and the modules of ``features`` for the rest."""
+    blocks' second norms, RegNet blocks, timm's feature stages, and the modules of ``features``
+    for the rest."""
     family = _family(model)
+    if family == "timm":
+        stages = [f["module"] for f in getattr(model, "feature_info", []) if isinstance(f, dict)]
+        default = _timm_spec(model).default_layer
+        return [*(n for n in stages if n != default), default]
     if family == "detector":
         return [
             "backbone",

@@ -1,5 +1,6 @@
 """The faithfulness panel under the Grad-CAM tab: how the class probability follows the map, beside a
-random map (:func:`nstcam.metrics.faithfulness`), and its ``/faithfulness`` endpoint."""
+random map on the map's grid and a centre blob (:func:`nstcam.metrics.faithfulness`), and its
+``/faithfulness`` endpoint."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ __all__ = ["DOC", "faithfulness_handler", "panel"]
 
 DOC = """How faithful is a Grad-CAM map? Perturbs the photo by the top class's map and watches the
 class probability (confidence change, deletion and insertion AUC, ROAD), beside the same figures for
-a random map: a map whose figures are near the random map's explains little. Costs {passes}
-forward passes.
+two maps that know nothing of the photo: a random map on the map's own grid, and a blob at the
+centre (where photographers put subjects). A map whose figures are near theirs explains little.
+Costs {passes} forward passes.
 
 Args:
     image: the photo: {image}.
@@ -37,9 +39,9 @@ Args:
     eigen_smooth: the first principal component of the weighted activations (default false).
 
 Returns:
-    faithfulness: a table of metric, this map, random map and which direction is better.
-    curves: a plot of the deletion and insertion curves of both maps.
-    verdict: a sentence: on how many of the 4 metrics the map beats a random one.
+    faithfulness: a table of metric, this map, random map, centre blob and which direction is better.
+    curves: a plot of the deletion and insertion curves of the three maps.
+    verdict: a sentence: on how many of the 4 metrics the map beats the random map and the centre blob.
 """
 """The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
 
@@ -61,9 +63,9 @@ def faithfulness_handler(
     aug_smooth: bool = False,
     eigen_smooth: bool = False,
 ) -> tuple[list[list[Any]], str, str]:
-    """How faithful the top-1 class's map is: (table rows [metric, this map, random map, better],
-    curves figure file, verdict). Runs only on request: it costs about ``4 * steps + 44`` forward
-    passes, the map's and the random map's together (steps: 10 on CPU, 20 on GPU)."""
+    """How faithful the top-1 class's map is: (table rows [metric, this map, random map, centre blob,
+    better], curves figure file, verdict). Runs only on request: it costs about ``6 * steps + 66``
+    forward passes, the three maps' together (steps: 10 on CPU, 20 on GPU)."""
     cfg = models.config
     try:
         if arch_kind(model) != "classifier":
@@ -84,19 +86,20 @@ def faithfulness_handler(
         )
     except Exception as e:
         raise fail(e) from e
-    ours, chance = r.faithfulness, r.baseline
-    rows, wins = [], 0
+    ours, chance, centre = r.faithfulness, r.baseline, r.centre
+    rows, wins, wins_centre = [], 0, 0
     for key, name, better in _FIGURES:
-        a, b = getattr(ours, key), getattr(chance, key)
+        a, b, c = getattr(ours, key), getattr(chance, key), getattr(centre, key)
         wins += (a < b) if better == "lower" else (a > b)
-        rows.append([name, round(a, 4) + 0.0, round(b, 4) + 0.0, better])  # + 0.0: no "-0.0"
+        wins_centre += (a < c) if better == "lower" else (a > c)
+        rows.append([name, *(round(v, 4) + 0.0 for v in (a, b, c)), better])  # + 0.0: no "-0.0"
     random = bool(r.weights and r.weights.is_random)
     title = f"{r.label} (p={r.score:.3f}), {method} on {model} {layer}{' — random weights' if random else ''}"
-    plot = models.outbox.save(curves_figure(ours, chance, title), "faithfulness.png")
+    plot = models.outbox.save(curves_figure(ours, chance, title, centre), "faithfulness.png")
     verdict = (
-        f"**{r.label}**: the {method} map beats a random map on {wins} of 4 metrics"
-        f"{weights_note(random)}. A map with no information about the image scores the random "
-        "column; figures near it mean the map explains little."
+        f"**{r.label}**: the {method} map beats a random map on {wins} of 4 metrics and a centre blob "
+        f"on {wins_centre}{weights_note(random)}. Maps with no information about the image score the "
+        "random and centre columns; figures near them mean the map explains little."
     )
     return rows, plot, verdict
 
@@ -107,16 +110,17 @@ def panel(
     """The panel under the Grad-CAM tab and its ``/faithfulness`` endpoint; returns its outputs
     (figures, curves, verdict)."""
     steps = 20 if config.torch_device.type == "cuda" else 10  # as faithfulness_handler measures
-    cost = f"about {4 * steps + 44} forward passes of the model"
+    cost = f"about {6 * steps + 66} forward passes of the model"
     with gr.Accordion("How faithful is this map?", open=False, elem_id="cam-faithfulness"):
         gr.Markdown(
             "Perturbs the image by the top-1 class's map and watches the class probability, beside "
-            f"a random map's figures ({cost}; computed only when you ask)."
+            "a random map's figures (drawn on the map's grid) and a centre blob's "
+            f"({cost}; computed only when you ask)."
         )
         measure = gr.Button("Measure faithfulness", elem_id="cam-measure")
         verdict = gr.Markdown(label="Verdict")
         figures = gr.Dataframe(
-            headers=["metric", "this map", "random map", "better when"],
+            headers=["metric", "this map", "random map", "centre blob", "better when"],
             label="Faithfulness",
             wrap=True,
             elem_id="cam-metrics",

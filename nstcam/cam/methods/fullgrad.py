@@ -26,10 +26,12 @@ __all__ = ["bias_layers", "check_fullgrad", "fullgrad_pass"]
 
 
 def bias_layers(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
-    """(module, bias) for every Conv2d and BatchNorm2d with a bias, BatchNorm's effective bias."""
+    """(module, bias) for every Conv2d and BatchNorm2d with a bias, BatchNorm's effective bias; their
+    subclasses too (timm's ``BatchNormAct2d``, ``Conv2dSame``), read at their output as
+    pytorch-grad-cam reads them."""
     found = []
     for m in model.modules():
-        if type(m) is nn.BatchNorm2d and m.bias is not None:
+        if isinstance(m, nn.BatchNorm2d) and m.bias is not None:
             if m.running_mean is None or m.running_var is None:
                 bias = m.bias.detach()
             else:
@@ -37,7 +39,7 @@ def bias_layers(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
                     m.running_var + m.eps
                 )
             found.append((m, bias))
-        elif type(m) is nn.Conv2d and m.bias is not None:
+        elif isinstance(m, nn.Conv2d) and m.bias is not None:
             found.append((m, m.bias.detach()))
     return found
 
@@ -46,9 +48,16 @@ def check_fullgrad(model: nn.Module, layers: object, method: str) -> None:
     """Refuses a model without a bias to read, before any work."""
     if not bias_layers(model):
         raise ValueError(
-            f"method 'fullgrad' sums bias gradients of Conv2d and BatchNorm2d layers, and a "
-            f"{type(model).__name__} has none with a bias: use method='gradcam'"
+            f"method 'fullgrad' sums bias gradients of Conv2d and BatchNorm2d layers, and this "
+            f"{type(model).__name__} has none with a bias (its {_count(model)}): use method='gradcam'"
         )
+
+
+def _count(model: nn.Module) -> str:
+    """What the model has instead, for the refusal: its Conv2d and BatchNorm2d counts."""
+    convs = sum(isinstance(m, nn.Conv2d) for m in model.modules())
+    norms = sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    return f"{convs} Conv2d without a bias, {norms} BatchNorm2d without one"
 
 
 def _scaled(t: torch.Tensor) -> torch.Tensor:

@@ -240,7 +240,7 @@ def _unpadded(model: Any, x: torch.Tensor, grid: tuple[int, int]) -> tuple[int, 
 
 
 def _options(cam: Any, progress: Any) -> TargetOptions:
-    return TargetOptions(cam.scorecam_batch, cam.seed, cam.n_samples, cam.std, progress)
+    return TargetOptions(cam.scorecam_batch, cam.seed, cam.n_samples, cam.noise_std, progress)
 
 
 def _random(cam: Any) -> bool:
