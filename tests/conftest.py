@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- markers: `python -m pytest -m "not slow and not browser and not ray and not subprocess"` is the quick
 # loop (README gives its time); CI runs everything. Each rule is here, in one place.
 SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `pytest --durations=80`
+    "test_real_weights.py::test_explain_evaluate_reports_both_baselines",
+    "test_selfcheck.py::test_style_compiles_beside_grad_cam_captures_never_overlap",
+    "test_selfcheck.py::test_two_compiled_engines_from_two_threads_each_equal_their_own_eager_run",
     "test_app.py::test_faithfulness_handler_equals_explain_evaluate",
     "test_app.py::test_new_methods_smoothing_budget_and_refusals_through_the_app",
     "test_app.py::test_scorecam_budget_and_progress",
