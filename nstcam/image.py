@@ -12,6 +12,7 @@ import io
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -349,22 +350,26 @@ def tensor_to_image(t: torch.Tensor) -> Image.Image:
     return Image.fromarray(a, "RGB")
 
 
-def _stats(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    mean = torch.tensor(IMAGENET_MEAN, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-    return mean, std
+def _stats(t: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> tuple[torch.Tensor, torch.Tensor]:
+    m = torch.tensor(mean, device=t.device, dtype=t.dtype).view(-1, 1, 1)
+    s = torch.tensor(std, device=t.device, dtype=t.dtype).view(-1, 1, 1)
+    return m, s
 
 
-def normalize(t: torch.Tensor) -> torch.Tensor:
-    """ImageNet normalisation of a ``(..., 3, H, W)`` tensor in [0, 1]."""
-    mean, std = _stats(t)
-    return (t - mean) / std
+def normalize(
+    t: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+) -> torch.Tensor:
+    """``(t - mean) / std`` of a ``(..., 3, H, W)`` tensor in [0, 1]; ImageNet's statistics by default."""
+    m, s = _stats(t, mean, std)
+    return (t - m) / s
 
 
-def denormalize(t: torch.Tensor) -> torch.Tensor:
+def denormalize(
+    t: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+) -> torch.Tensor:
     """Inverse of :func:`normalize`."""
-    mean, std = _stats(t)
-    return t * std + mean
+    m, s = _stats(t, mean, std)
+    return t * s + m
 
 
 # -- saving -----------------------------------------------------------------------------------

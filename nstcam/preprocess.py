@@ -27,7 +27,8 @@ import torch
 from PIL import Image
 from torch import nn
 
-from nstcam.image import IMAGENET_MEAN, IMAGENET_STD
+from nstcam.image import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
+from nstcam.weights import weights_info
 
 __all__ = ["INTERPOLATIONS", "Preprocess", "preprocess_for"]
 
@@ -85,15 +86,11 @@ class Preprocess:
 
     def normalize(self, t: torch.Tensor) -> torch.Tensor:
         """``(t - mean) / std`` of a ``(..., 3, H, W)`` tensor in [0, 1]."""
-        mean = torch.tensor(self.mean, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-        std = torch.tensor(self.std, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-        return (t - mean) / std
+        return normalize(t, self.mean, self.std)
 
     def denormalize(self, t: torch.Tensor) -> torch.Tensor:
         """Inverse of :meth:`normalize`."""
-        mean = torch.tensor(self.mean, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-        std = torch.tensor(self.std, device=t.device, dtype=t.dtype).view(-1, 1, 1)
-        return t * std + mean
+        return denormalize(t, self.mean, self.std)
 
     @property
     def resample(self) -> Image.Resampling:
@@ -152,8 +149,8 @@ def _from_model(model: nn.Module) -> Preprocess | None:
             _interpolation(cfg.get("interpolation")),
             f"timm pretrained_cfg of {name}",
         )
-    info = getattr(model, "nstcam_weights", None)
-    if info is not None and getattr(info, "arch", "").split(":")[0] != "timm":
+    info = weights_info(model)
+    if info is not None and not info.arch.startswith("timm:"):
         return Preprocess(source=f"torchvision {info.arch} weights ({info.kind})")
     return None
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nstcam.weights import WeightsInfo, read_state_dict
+from nstcam.weights import WeightsInfo, load_checked, read_state_dict
 
 __all__ = ["PREFIX", "build_timm", "is_timm", "load_mapped"]
 
@@ -103,12 +103,7 @@ def load_mapped(model: nn.Module, sd: dict[str, torch.Tensor], what: str) -> Non
     tensor that does not fit."""
     own = model.state_dict()
     if set(sd) == set(own):
-        wrong = [k for k, v in own.items() if sd[k].shape != v.shape]
-        if wrong:
-            k = wrong[0]
-            file, mine = tuple(sd[k].shape), tuple(own[k].shape)
-            raise ValueError(f"{what}: {k} is {file} in the file, {mine} in the model")
-        model.load_state_dict(sd)
+        load_checked(model, sd, what, type(model).__name__)
         return
     if len(sd) != len(own):
         raise ValueError(

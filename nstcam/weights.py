@@ -45,6 +45,7 @@ __all__ = [
     "build_model",
     "download_weights",
     "ensure_file",
+    "load_checked",
     "read_state_dict",
     "weights_dir",
     "weights_file",
@@ -361,7 +362,9 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def _load_checked(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arch: str) -> None:
+def load_checked(model: nn.Module, sd: dict[str, torch.Tensor], what: str, arch: str) -> None:
+    """Loads ``sd`` into ``model`` by name, or raises a ValueError saying how file ``what`` does not
+    fit ``arch``: missing and unexpected keys, wrong shapes (a few of each)."""
     own = model.state_dict()
     missing = [k for k in own if k not in sd]
     unexpected = [k for k in sd if k not in own]
@@ -378,7 +381,7 @@ def _load_checked(model: nn.Module, sd: dict[str, torch.Tensor], path: Path, arc
     if wrong:
         problems.append(f"{len(wrong)} wrong shapes (e.g. {'; '.join(wrong[:3])})")
     if problems:
-        raise ValueError(f"{path.name} does not fit {arch}: " + "; ".join(problems))
+        raise ValueError(f"{what} does not fit {arch}: " + "; ".join(problems))
     model.load_state_dict(sd)
 
 
@@ -438,7 +441,7 @@ def build_model(
         path = Path(weights)
         sd = read_state_dict(path)
         model = _construct(ctor, trained=any(k.startswith("aux_classifier.") for k in sd))
-        _load_checked(model, sd, path, arch)
+        load_checked(model, sd, path.name, arch)
         info = WeightsInfo(arch, "file", str(path), categories)
     else:
         raise ValueError(

@@ -58,6 +58,13 @@ def batch(seed: int, n: int = 1, h: int = 64, w: int = 80) -> torch.Tensor:
     return torch.randn(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
 
+def equal_to_eager(cam: GradCAM, eager: GradCAM, seeds: range, atol: float) -> None:
+    """``cam``'s maps of ``batch(seed)`` equal the eager engine's, for every seed."""
+    for seed in seeds:
+        x = batch(seed)
+        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=atol, rtol=0)
+
+
 def photo(seed: int, w: int, h: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return (rng.random((h, w, 3)) * 255).astype(np.uint8)
@@ -189,9 +196,7 @@ def test_a_transient_capture_failure_is_retried_and_a_lasting_one_gives_up(engin
     cam = GradCAM(model=eager.model, device="cpu", input_size=64)
     cam._graphs = CamGraphs(capture=flaky)
     cam.compute(batch(0))
-    for seed in range(1, 5):
-        x = batch(seed)
-        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-5, rtol=0)
+    equal_to_eager(cam, eager, range(1, 5), atol=1e-5)
     assert len(attempts) == 2 and cam._graphs.captures == 1 and cam._graphs.failures == 1
 
     def broken(fn, inputs, pool):
@@ -202,9 +207,7 @@ def test_a_transient_capture_failure_is_retried_and_a_lasting_one_gives_up(engin
     cam._graphs = CamGraphs(capture=broken, max_failures=3)
     caplog.set_level(logging.WARNING)
     cam.compute(batch(0))
-    for seed in range(1, 8):
-        x = batch(seed)
-        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    equal_to_eager(cam, eager, range(1, 8), atol=1e-6)
     assert len(attempts) == 3 and len(cam._graphs) == 0  # three tries, then eager for good
     assert sum("runs eagerly from now on" in r.message for r in caplog.records) == 1
 
@@ -259,9 +262,7 @@ def test_a_failing_replay_runs_eagerly_and_is_counted(engines, caplog):
     cam._graphs = CamGraphs(capture=faulty, max_failures=2)
     caplog.set_level(logging.WARNING)
     cam.compute(batch(0))
-    for seed in range(1, 9):
-        x = batch(seed)
-        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    equal_to_eager(cam, eager, range(1, 9), atol=1e-6)
     stats = cam.graph_stats
     assert stats["failures"] == 2 and stats["cached"] == 0 and stats["replays"] == 0 and len(calls) == 2
     assert stats["checked"] == 2 and stats["mismatches"] == 0
@@ -297,9 +298,7 @@ def test_a_graph_that_disagrees_with_eager_is_never_served(engines, caplog, faul
     cam = GradCAM(model=eager.model, device="cpu", input_size=64)
     cam._graphs = CamGraphs(capture=_faulty_capture(fault))
     caplog.set_level(logging.WARNING)
-    for seed in range(6):
-        x = batch(seed)
-        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    equal_to_eager(cam, eager, range(6), atol=1e-6)
     stats = cam.graph_stats
     assert stats["mismatches"] == 1 and stats["checked"] == 1 and stats["max_rel_err"] > 1e-5
     assert stats["captures"] == 0 and stats["cached"] == 0 and stats["replays"] == 0
@@ -327,9 +326,7 @@ def test_the_self_check_finds_graph_outputs_handed_out_uncopied(engines, monkeyp
 
     monkeypatch.setattr(CamGraphs, "_replay", uncopied)
     cam._graphs = CamGraphs(capture=traced_capture)
-    for seed in range(4):
-        x = batch(seed)
-        torch.testing.assert_close(cam.compute(x), eager.compute(x), atol=1e-6, rtol=0)
+    equal_to_eager(cam, eager, range(4), atol=1e-6)
     assert cam.graph_stats["mismatches"] == 1 and cam.graph_stats["captures"] == 0
 
 

@@ -136,8 +136,9 @@ class GradCAM:
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
+        self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
         self.preprocessing = preprocess_for(
-            self.model, mean=mean, std=std, transform=transform, warn=model_kind(self.model) == "classifier"
+            self.model, mean=mean, std=std, transform=transform, warn=self.kind == "classifier"
         )
         self.target_layers, self.layouts, self.input_size, self.square = read_layers(
             self.model, self.arch, target_layer, layout, input_size or self.preprocessing.input_size
@@ -145,7 +146,6 @@ class GradCAM:
         self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
         check_method(self.model, method, self.target_layers)  # refused before any work, with the reason
         self.method = method
-        self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
         self.colormap = colormap
         self.weights = weights_info(model)
         self.categories = _categories(self.weights, self.kind)
