@@ -21,6 +21,7 @@ from nstcam.weights import (
     DETECTORS,
     FLOW_ARCHS,
     SEGMENTERS,
+    VIDEO_ARCHS,
     WeightsUnavailableError,
     download_weights,
     weights_dir,
@@ -281,7 +282,9 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
 
 def _cam_arch(value: str) -> str:
     """--arch: a registered model, or timm's ``timm:<name>``."""
-    if value in (*ARCHS, *SEGMENTERS, *DETECTORS) or (value.startswith("timm:") and len(value) > 5):
+    if value in (*ARCHS, *SEGMENTERS, *DETECTORS, *VIDEO_ARCHS) or (
+        value.startswith("timm:") and len(value) > 5
+    ):
         return value
     raise argparse.ArgumentTypeError(
         f"invalid choice: {value[:60]!r} (a name of 'nstcam weights list', or timm:<name>)"
@@ -533,6 +536,10 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     out = Path(args.output)
+    from nstcam._files import VIDEO_EXTENSIONS
+
+    if cam.frames is not None or any(Path(s).suffix.lower() in VIDEO_EXTENSIONS for s in args.images):
+        return _cam_clips(cam, args, out)
     failed = 0
     rows: list[dict] = []
     names = sidecar_names(args.images)
@@ -576,6 +583,43 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         print(table)
     if rows:
         _write_metrics(out / "metrics.csv", rows)
+    return 1 if failed else 0
+
+
+def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
+    """``nstcam cam clip.mp4``: each clip explained over time (a video classifier's windows, an image
+    classifier frame by frame): OUTDIR/<clip>_cam.mp4 (audio carried), _sheet.png and _scores.csv."""
+    from pathlib import Path
+
+    from nstcam.video import VideoError
+
+    failed = 0
+    for src in args.images:
+        stem = Path(src).stem
+        video = out / f"{stem}_cam.mp4"
+        if video.exists() and not args.overwrite:
+            logger.info("kept %s: %s exists; add --overwrite to redo it", src, video)
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            r = cam.explain_video(
+                src,
+                top_k=args.top_k or 1,
+                target=args.target,
+                stride=args.stride,
+                smooth=args.smooth,
+                output=video,
+                contact_sheet=out / f"{stem}_sheet.png",
+                csv_path=out / f"{stem}_scores.csv",
+            )
+        except (VideoError, FileNotFoundError, ValueError) as e:
+            logger.error("skipping %s: %s", src, e)
+            failed += 1
+            continue
+        print(r.output)
+        for c in r.classes:
+            first, last = c.peak
+            print(f"  {c.label}: {c.score:.3f} (strongest in frames {first}-{last})")
     return 1 if failed else 0
 
 
@@ -798,7 +842,7 @@ def _add_stylize_parser(sub: Any) -> None:
 def _add_cam_parser(sub: Any) -> None:
     """``nstcam cam``."""
     c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
-    c.add_argument("images", nargs="+", metavar="IMAGE")
+    c.add_argument("images", nargs="+", metavar="IMAGE", help="images, or clips (explained over time)")
     c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
     c.add_argument(
         "--overwrite", action="store_true", help="redo images explained there (default: keep them)"
@@ -811,7 +855,8 @@ def _add_cam_parser(sub: Any) -> None:
         help="a torchvision classifier (resnet18-152, vit_b_16, swin_t, convnext_tiny, efficientnet_b0...), "
         "segmenter (deeplabv3_resnet50, lraspp_mobilenet_v3_large...) or detector (fasterrcnn_resnet50_fpn, "
         "retinanet_resnet50_fpn, ssdlite320_mobilenet_v3_large...); default resnet50; any name of "
-        "'nstcam weights list'; or timm:<name>, any model of timm (pip install 'nstcam[timm]'; --weights "
+        "'nstcam weights list'; a video classifier (r3d_18, r2plus1d_18, s3d, mvit_v2_s, swin3d_t...); "
+        "or timm:<name>, any model of timm (pip install 'nstcam[timm]'; --weights "
         "pretrained, random or a file)",
     )
     c.add_argument(
@@ -869,6 +914,12 @@ def _add_cam_parser(sub: Any) -> None:
     )
     c.add_argument("--max-detections", type=int, default=5, help="a detector's most detections explained (5)")
     c.add_argument("--target", type=int, help="explain this class index instead")
+    c.add_argument(
+        "--stride", type=int, help="a clip: frames between windows (default: half the model's window)"
+    )
+    c.add_argument(
+        "--smooth", type=int, default=0, help="a clip: average each frame's map with N frames each side"
+    )
     c.add_argument(
         "--input-size",
         type=int,

@@ -28,7 +28,7 @@ from PIL import Image
 from torch import nn
 
 from nstcam.image import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
-from nstcam.weights import weights_info
+from nstcam.weights import VIDEO_ARCHS, weights_info
 
 __all__ = ["INTERPOLATIONS", "Preprocess", "preprocess_for"]
 
@@ -150,6 +150,9 @@ def _from_model(model: nn.Module) -> Preprocess | None:
             f"timm pretrained_cfg of {name}",
         )
     info = weights_info(model)
+    if info is not None and info.arch in VIDEO_ARCHS:  # Kinetics statistics, each family its own
+        official = _from_transform(VIDEO_ARCHS[info.arch][1].transforms())
+        return replace(official, source=f"torchvision {info.arch} weights ({info.kind})")
     if info is not None and not info.arch.startswith("timm:"):
         return Preprocess(source=f"torchvision {info.arch} weights ({info.kind})")
     return None

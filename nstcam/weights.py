@@ -40,6 +40,7 @@ __all__ = [
     "DETECTORS",
     "FLOW_ARCHS",
     "SEGMENTERS",
+    "VIDEO_ARCHS",
     "WeightsInfo",
     "WeightsUnavailableError",
     "build_model",
@@ -132,6 +133,23 @@ DETECTORS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
 }
 """Object detectors Grad-CAM explains by box (official weights: COCO's 91 categories)."""
 
+VIDEO_ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
+    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
+    for name in (
+        "r3d_18",
+        "mc3_18",
+        "r2plus1d_18",
+        "s3d",
+        "mvit_v1_b",
+        "mvit_v2_s",
+        "swin3d_t",
+        "swin3d_s",
+        "swin3d_b",
+    )
+}
+"""Video classifiers Grad-CAM explains over space and time (official weights: Kinetics-400's 400
+actions, ``weights="kinetics"``, also spelt ``"imagenet"``/``"official"`` like every other model's)."""
+
 _HASH_RE = re.compile(r"-([a-f0-9]+)\.")  # torchvision's convention: name-<sha256 prefix>.pth
 _CHUNK = 1 << 20
 
@@ -223,7 +241,7 @@ def weights_dir() -> Path:
 
 
 def _check_arch(arch: str) -> tuple[Callable[..., nn.Module], models.WeightsEnum]:
-    known = {**ARCHS, **SEGMENTERS, **DETECTORS, **FLOW_ARCHS}
+    known = {**ARCHS, **SEGMENTERS, **DETECTORS, **FLOW_ARCHS, **VIDEO_ARCHS}
     if isinstance(arch, str) and arch in known:
         return known[arch]
     names = ", ".join(known)
@@ -398,7 +416,8 @@ def build_model(
     Args:
         arch: a name of :data:`ARCHS`: ``"vgg16_bn"``, a ResNet, ViT, Swin, ConvNeXt, EfficientNet,
             MobileNetV3, DenseNet, RegNet or VGG-bn classifier of torchvision.
-        weights: ``"imagenet"`` (or ``"official"``: torchvision's official weights), ``"random"``,
+        weights: ``"imagenet"`` (or ``"official"``, or ``"kinetics"`` for a video classifier:
+            torchvision's official weights), ``"random"``,
             or a path to a state dict file.
         seed: seed of the random initialisation with ``weights="random"``.
         download: allow downloading missing official weights.
@@ -415,7 +434,7 @@ def build_model(
     """
     ctor, official = _check_arch(arch)
     categories = tuple(official.meta.get("categories", ()))
-    weights = "imagenet" if isinstance(weights, str) and weights == "official" else weights
+    weights = "imagenet" if isinstance(weights, str) and weights in ("official", "kinetics") else weights
     if isinstance(weights, str) and weights == "random":
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -105,7 +105,7 @@ def test_swin_channels_last_is_read_as_such_never_transposed_silently(swin):
     conv = GradCAM("resnet18", weights="random", device="cpu", layout="tokens")
     with pytest.raises(LayoutError, match="layout='tokens' does not fit"):
         conv.compute(torch.randn(1, 3, 64, 64))
-    with pytest.raises(ValueError, match="layout must be one of nchw, tokens, nhwc or None"):
+    with pytest.raises(ValueError, match="layout must be one of nchw, tokens, nhwc, ncthw, nthwc or None"):
         GradCAM(model=swin, target_layer=SWIN_LAYER, device="cpu", layout="chw")
     assert count_hooks(swin) == 0
 

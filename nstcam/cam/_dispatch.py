@@ -21,8 +21,9 @@ from nstcam.cam.targets.objects import ClassTarget, check_boxes, check_fit, flip
 from nstcam.cam.targets.perturbation import TargetOptions, target_maps
 from nstcam.cam.targets.scored import scored_model
 from nstcam.hooks import HookManager
+from nstcam.layouts import input_grid
 
-__all__ = ["Spec", "explain_targets", "object_maps", "raw_maps", "split_targets"]
+__all__ = ["Spec", "class_maps", "explain_targets", "object_maps", "raw_maps", "split_targets"]
 
 _ONE_TENSOR = ("one-pass", "perturbation")
 
@@ -72,6 +73,11 @@ def raw_maps(
     return augmented(run, x) if aug_smooth else run(x, None)
 
 
+def class_maps(spec: Spec, model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> Outputs:
+    """Raw maps (k, N, *grid) of the given (k, N) ``classes``: one forward pass, k backward passes."""
+    return _layers(spec, model, x, None, classes.shape[0], classes, None, False)
+
+
 def _layers(spec, model, x, targets, top_k, fixed, progress, eigen_smooth) -> Outputs:
     """Every target layer's maps, fused at the input's size if several; the first layer's pass picks
     the classes (``fixed``: given), the others explain the same ones."""
@@ -85,7 +91,7 @@ def _layers(spec, model, x, targets, top_k, fixed, progress, eigen_smooth) -> Ou
             probs, classes = p, c
     if len(per_layer) == 1:
         return per_layer[0], probs, classes
-    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:])), probs, classes
+    return fuse_maps(per_layer, spec.fuse, input_grid(x)), probs, classes
 
 
 def _one_layer(spec, model, layer, layout, x, targets, top_k, fixed, progress, eigen_smooth) -> Outputs:
@@ -233,4 +239,4 @@ def _targets_once(spec, model, x, targets, eigen_smooth, progress) -> tuple[torc
         scores = s if scores is None else scores
     if len(per_layer) == 1:
         return per_layer[0][0], scores[0]
-    return fuse_maps(per_layer, spec.fuse, tuple(x.shape[-2:]))[0], scores[0]
+    return fuse_maps(per_layer, spec.fuse, input_grid(x))[0], scores[0]

@@ -47,7 +47,7 @@ from torch import nn
 from nstcam._capture import CAPTURE_LOCK, CheckRecord, capture_turn, error_of_max, torch_capture_lock
 from nstcam.cam.hooks import CamHooks
 from nstcam.hooks import twin
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import detect_layout, input_grid, to_nchw
 
 __all__ = ["CAPTURE_LOCK", "CamGraphs", "Outputs", "cuda_capture", "gradient_pass", "graph_stats"]
 
@@ -82,12 +82,12 @@ def gradient_pass(
     the shape, see :mod:`nstcam.layouts`). ``score(logits, classes_row)`` gives the (N,) scores differentiated
     (default: the classes' logits; Finer-CAM's contrast). Nothing in it synchronises with the host
     when ``classes`` does not, so it can be captured in a CUDA graph."""
-    in_h, in_w = x.shape[-2:]
+    grid = input_grid(x)
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
         logits = model(x)  # grad mode switches on at the target layer
         act = hooks.checked_activation(logits)
-        layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
-        a = to_nchw(act.detach().float(), layout, in_h, in_w)
+        layout = layout or detect_layout(tuple(act.shape), *grid)
+        a = to_nchw(act.detach().float(), layout, *grid)
         classes = classes(logits)
         probs = logits.detach().float().softmax(1)
         raws = []
@@ -96,7 +96,7 @@ def gradient_pass(
                 row = classes[j]
                 y = score(logits, row) if score is not None else logits.gather(1, row.view(-1, 1))
                 torch.autograd.grad(y.sum(), act, retain_graph=j < classes.shape[0] - 1)
-            g = to_nchw(hooks.gradient.float(), layout, in_h, in_w)  # dropped tokens' gradients ignored
+            g = to_nchw(hooks.gradient.float(), layout, *grid)  # dropped tokens' gradients ignored
             raws.append(formula.map(a, g, eigen_smooth))
     return torch.stack(raws), probs, classes
 

@@ -1,5 +1,6 @@
 """Shared steps from a layer's activation to maps: the hooked forward pass, reading the activation
-as (N, C, h, w), per-map normalisation and upsampling."""
+as channels first (N, C, *grid), per-map normalisation and upsampling (bilinear over an image's
+(h, w), trilinear over a clip's or a volume's (t, h, w))."""
 
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from nstcam.cam.hooks import CamHooks
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import detect_layout, input_grid, to_nchw
 
-__all__ = ["hooked_pass", "minmax", "model_output", "normalize_maps", "read_nchw", "upsample_maps"]
+__all__ = [
+    "hooked_pass",
+    "minmax",
+    "model_output",
+    "normalize_maps",
+    "read_nchw",
+    "resize_grid",
+    "upsample_maps",
+]
 
 
 def normalize_maps(m: torch.Tensor) -> torch.Tensor:
@@ -34,10 +43,21 @@ def minmax(t: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
     return t / (t.amax(dim=dims, keepdim=True) + eps)
 
 
-def upsample_maps(raw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """(N, h, w) raw maps to (N, H, W) maps in [0, 1] at ``size`` (bilinear, normalised before and after)."""
-    up = F.interpolate(normalize_maps(raw).unsqueeze(1), size=size, mode="bilinear", align_corners=False)
-    return normalize_maps(up.squeeze(1))
+def resize_grid(t: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """(N, C, *grid) resized to (N, C, *size): bilinear over (h, w), trilinear over (t, h, w)."""
+    size = tuple(int(s) for s in size)
+    if tuple(t.shape[2:]) == size:
+        return t
+    mode = {2: "bilinear", 3: "trilinear"}.get(len(size))
+    if mode is None or t.ndim != len(size) + 2:
+        raise ValueError(f"cannot resize a grid of shape {tuple(t.shape)} to {size}")
+    return F.interpolate(t, size=size, mode=mode, align_corners=False)
+
+
+def upsample_maps(raw: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """(N, *grid) raw maps to (N, *size) maps in [0, 1] (bilinear over (h, w), trilinear over a
+    clip's (t, h, w); normalised before and after)."""
+    return normalize_maps(resize_grid(normalize_maps(raw).unsqueeze(1), size).squeeze(1))
 
 
 def hooked_pass(
@@ -53,9 +73,9 @@ def hooked_pass(
 
 
 def read_nchw(act: torch.Tensor, layout: str | None, x: torch.Tensor) -> torch.Tensor:
-    """``act`` as (N, C, h, w) for the input ``x``, in ``layout`` (None: read from the shape)."""
-    in_h, in_w = x.shape[-2:]
-    return to_nchw(act, layout or detect_layout(tuple(act.shape), in_h, in_w), in_h, in_w)
+    """``act`` as (N, C, *grid) for the input ``x``, in ``layout`` (None: read from the shape)."""
+    grid = input_grid(x)
+    return to_nchw(act, layout or detect_layout(tuple(act.shape), *grid), *grid)
 
 
 def model_output(out: Any) -> Any:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
-from nstcam.cam._maps import normalize_maps
+from nstcam.cam._maps import normalize_maps, resize_grid
 
 __all__ = ["AUGMENTATIONS", "FUSIONS", "OTHERS", "augmented", "augmented_batch", "deaugmented", "fuse_maps"]
 
@@ -19,15 +18,14 @@ AUGMENTATIONS = tuple((flip, factor) for flip in (False, True) for factor in (0.
 FUSIONS = ("mean", "max", "product")
 
 
-def _at(raws: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """(k, N, h, w) raw maps, each min-max scaled, at ``size``."""
+def _at(raws: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+    """(k, N, *grid) raw maps, each min-max scaled, at ``size`` ((H, W), or a clip's (T, H, W))."""
     k, n = raws.shape[:2]
     flat = normalize_maps(raws.reshape(k * n, *raws.shape[2:]).float())
-    up = F.interpolate(flat.unsqueeze(1), size=size, mode="bilinear", align_corners=False)[:, 0]
-    return up.reshape(k, n, *size)
+    return resize_grid(flat.unsqueeze(1), size)[:, 0].reshape(k, n, *size)
 
 
-def fuse_maps(per_layer: list[torch.Tensor], how: str, size: tuple[int, int]) -> torch.Tensor:
+def fuse_maps(per_layer: list[torch.Tensor], how: str, size: tuple[int, ...]) -> torch.Tensor:
     """Raw maps of several layers (each (k, N, h_l, w_l)), scaled and brought to ``size``, fused:
     their mean, their maximum, or their product (RefineCAM). Returns (k, N, *size)."""
     maps = torch.stack([_at(r, size) for r in per_layer])

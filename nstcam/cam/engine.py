@@ -22,18 +22,25 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._checks import method_options, read_layers
-from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
+from nstcam.cam._dispatch import Spec, class_maps, explain_targets, raw_maps, split_targets
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.kinds import model_kind
-from nstcam.cam.layers import CAM_ARCHS, DETECTOR_ARCHS, SEGMENTER_ARCHS, candidate_layers
+from nstcam.cam.layers import (
+    CAM_ARCHS,
+    DETECTOR_ARCHS,
+    SEGMENTER_ARCHS,
+    VIDEO_ARCHS,
+    candidate_layers,
+    clip_frames,
+)
 from nstcam.cam.registry import check_method
 from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
 from nstcam.cam.targets.found import cam_result, explain_found
 from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_side
-from nstcam.layouts import LAYOUTS
+from nstcam.layouts import LAYOUTS, input_grid
 from nstcam.preprocess import Preprocess, preprocess_for
 from nstcam.timm_zoo import build_timm, is_timm
 from nstcam.weights import WeightsInfo, build_model, weights_info
@@ -58,10 +65,13 @@ class GradCAM:
 
     Args:
         arch: a torchvision classifier of :data:`nstcam.cam.CAM_ARCHS` (ResNet, ViT, Swin, ConvNeXt,
-            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn); ``"timm:<name>"``, any model of
+            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn), or video classifier of
+            :data:`nstcam.cam.VIDEO_ARCHS` (R3D, MC3, R(2+1)D, S3D, MViT, Swin3D: clips, see
+            :meth:`explain_video`); ``"timm:<name>"``, any model of
             timm's zoo (``pip install 'nstcam[timm]'``, :mod:`nstcam.timm_zoo`); or the model itself
             (an ``nn.Module``, as ``model=``).
-        weights: ``"imagenet"``, ``"random"`` or a state dict path (see :func:`nstcam.build_model`);
+        weights: ``"imagenet"`` (a video classifier's Kinetics weights: also ``"kinetics"``), ``"random"``
+            or a state dict path (see :func:`nstcam.build_model`);
             for timm, ``"pretrained"`` (timm's own), ``"random"`` or a path.
         target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
             ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
@@ -90,6 +100,8 @@ class GradCAM:
         mean: the model's per-channel mean (RGB in [0, 1]); std: likewise; transform: its
             :class:`nstcam.Preprocess`, torchvision weights transform or timm data config (never its
             crop). Default: the model's own, else ImageNet's with a warning (:mod:`nstcam.preprocess`).
+        frames: a video (or volume) model's window in frames; None: its family's, 16 (MViT takes
+            exactly 16). Refused for an image model. :attr:`frames` is None for image models.
     """
 
     def __init__(
@@ -114,6 +126,7 @@ class GradCAM:
         mean: Sequence[float] | float | None = None,
         transform: Any = None,
         noise_std: float | None = None,
+        frames: int | None = None,
     ) -> None:
         std, noise_std = _std_meant(method, mean, std, noise_std, transform)
         self.fuse, self.n_samples, self.noise_std, self.seed = method_options(
@@ -137,6 +150,9 @@ class GradCAM:
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
         self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
+        if frames is not None:
+            whole("frames", frames, minimum=1, maximum=512)
+        self.frames = clip_frames(self.model, frames)  # None: an image model
         self.preprocessing = preprocess_for(
             self.model, mean=mean, std=std, transform=transform, warn=self.kind == "classifier"
         )
@@ -144,11 +160,11 @@ class GradCAM:
             self.model, self.arch, target_layer, layout, input_size or self.preprocessing.input_size
         )
         self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
-        check_method(self.model, method, self.target_layers)  # refused before any work, with the reason
+        check_method(self.model, method, self.target_layers, clips=self.frames is not None)
         self.method = method
         self.colormap = colormap
         self.weights = weights_info(model)
-        self.categories = _categories(self.weights, self.kind)
+        self.categories = _categories(self.weights, self.kind, video=self.frames is not None)
         self._graphs = _graphs_for(self.device, cuda_graphs)
         self._num_classes: int | None = None
         if self.weights is not None and self.weights.is_random:
@@ -199,6 +215,11 @@ class GradCAM:
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
+        if self.frames is not None:
+            raise ValueError(
+                f"this {self.arch} explains clips and volumes (N, C, T, H, W), not images: use "
+                "explain_video(clip), explain_volume(volume) or compute(x)"
+            )
         if self.kind != "classifier" and target is None:
             return explain_found(
                 self,
@@ -241,7 +262,8 @@ class GradCAM:
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
     ) -> torch.Tensor:
-        """Maps for an already normalised batch ``x`` (N, 3, H, W).
+        """Maps for an already normalised batch ``x``: images (N, 3, H, W), or for a video or volume
+        model (:attr:`frames` set) clips or volumes (N, C, T, H, W).
 
         Args:
             x: the batch, normalised as the model takes it (:meth:`preprocess`, ``cam.preprocessing``).
@@ -254,22 +276,59 @@ class GradCAM:
             aug_smooth: see :meth:`explain`; eigen_smooth: likewise.
 
         Returns:
-            (N, H, W) maps in [0, 1] at the input's size (or (N, h, w) raw maps: at the layer's
-            resolution, or the input's for several layers, ``aug_smooth``, FullGrad and guided
-            backpropagation).
+            (N, H, W) maps in [0, 1] at the input's size, (N, T, H, W) for clips and volumes (or
+            (N, h, w) / (N, t, h, w) raw maps: at the layer's resolution, or the input's for several
+            layers, ``aug_smooth``, FullGrad and guided backpropagation).
         """
-        if x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
+        _check_batch(x, self.frames is not None)
+        if aug_smooth and x.ndim == 5:
+            raise ValueError("aug_smooth flips and brightens images; leave it off for clips and volumes")
         maps, raws, _, _ = _run(
             self,
             x.to(self.device),
             targets=targets,
-            out_size=tuple(x.shape[-2:]),
+            out_size=input_grid(x),
             progress=progress,
             aug_smooth=aug_smooth,
             eigen_smooth=eigen_smooth,
         )
         return raws[0] if raw else maps[0]
+
+    def class_maps(self, x: torch.Tensor, classes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw maps of several classes for every input of the batch ``x``, in one forward pass and
+        one backward pass per class (what a clip's windows need: the same classes in each).
+
+        Returns:
+            (raw maps (k, N, *grid) at the layer's resolution, probabilities (N, classes)).
+        """
+        _check_batch(x, self.frames is not None)
+        x = x.to(self.device)
+        x = x.clone() if x.is_inference() else x
+        chosen = [whole("classes", c, minimum=0) for c in classes]
+        if not chosen:
+            raise ValueError("classes must name at least one class")
+        rows = torch.tensor(chosen, dtype=torch.long, device=x.device)[:, None].expand(-1, x.shape[0])
+        raws, probs, _ = class_maps(Spec.of(self, graphs=False), eval_view(self.model), x, rows)
+        return raws, probs
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Class probabilities (N, classes) of a normalised batch (one forward pass, no hooks)."""
+        _check_batch(x, self.frames is not None)
+        return eval_view(self.model)(x.to(self.device)).float().softmax(1)
+
+    def explain_video(self, clip: Any, **options: Any) -> Any:
+        """Explains a clip: see :func:`nstcam.cam.clips.explain_video` (a video classifier's sliding
+        windows, or an image classifier frame by frame) for ``options`` and what it returns."""
+        from nstcam.cam.clips import explain_video
+
+        return explain_video(self, clip, **options)
+
+    def explain_volume(self, volume: Any, **options: Any) -> Any:
+        """Explains a volume (C, D, H, W): see :func:`nstcam.cam.volumes.explain_volume`."""
+        from nstcam.cam.volumes import explain_volume
+
+        return explain_volume(self, volume, **options)
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
@@ -300,7 +359,7 @@ def _run(
     *,
     targets: Any = None,
     top_k: int = 1,
-    out_size: tuple[int, int],
+    out_size: tuple[int, ...],
     progress: Callable[[int, int], None] | None = None,
     aug_smooth: bool = False,
     eigen_smooth: bool = False,
@@ -329,11 +388,25 @@ def _built(arch: str, weights: str | Path, seed: int) -> nn.Module:
     refused with the known names (never printing what was given, which may be a whole model)."""
     if is_timm(arch):
         return build_timm(arch, "pretrained" if weights == "imagenet" else weights, seed=seed)
-    if not isinstance(arch, str) or arch not in (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS):
-        known = ", ".join((*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS))
+    every = (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS, *VIDEO_ARCHS)
+    if not isinstance(arch, str) or arch not in every:
+        known = ", ".join(every)
         given = repr(arch[:60]) if isinstance(arch, str) else f"a {type(arch).__name__}"
         raise ValueError(f"arch must be one of {known}, or 'timm:<name>', or a model; got {given}")
     return build_model(arch, weights)
+
+
+def _check_batch(x: Any, clips: bool) -> None:
+    """An image batch (N, 3, H, W) for an image model, (N, C, T, H, W) for a video or volume model."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"x must be a tensor; got a {type(x).__name__}")
+    if clips and x.ndim != 5:
+        raise ValueError(
+            f"x must be a batch of clips or volumes (N, C, T, H, W) for this video model, got "
+            f"{tuple(x.shape)}"
+        )
+    if not clips and (x.ndim != 4 or x.shape[1] != 3):
+        raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
 
 
 def _checked_model(model: object) -> nn.Module:
@@ -427,12 +500,14 @@ def _target_name(target: Any, label: Callable[[int], str]) -> tuple[int, str]:
     return -1, type(target).__name__ if hasattr(target, "kind") else "custom target"
 
 
-def _categories(info: WeightsInfo | None, kind: str = "classifier") -> list[str]:
+def _categories(info: WeightsInfo | None, kind: str = "classifier", video: bool = False) -> list[str]:
     """Class names: the weights' own, else those of the kind's official weights (a custom model:
     ImageNet's for a classifier, its indices past 999 say so; COCO's for a detector, VOC's for a
     segmenter)."""
     if info is not None:
         return list(info.categories)
+    if video:  # a custom video model: Kinetics-400's actions, its indices past 399 say so
+        return list(VIDEO_ARCHS["r3d_18"][1].meta["categories"])
     from torchvision.models import ResNet50_Weights
     from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights
     from torchvision.models.segmentation import FCN_ResNet50_Weights

@@ -35,17 +35,17 @@ class CamHooks(HookManager):
 
         Raises:
             RuntimeError: the layer did not run.
-            ValueError: the model's output is not (N, classes) or the layer's is not 3- or 4-D (its
-                layout is read by :mod:`nstcam.layouts`).
+            ValueError: the model's output is not (N, classes) or the layer's is not 3-, 4- or 5-D
+                (its layout is read by :mod:`nstcam.layouts`).
         """
         if self.outputs.get(self.layer) is None:
             raise RuntimeError(f"layer {self.layer!r} did not run in the forward pass")
         if logits.ndim != 2:
             raise ValueError(f"the model must return logits of shape (N, classes), got {tuple(logits.shape)}")
         act = self.activation
-        if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4):
+        if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4, 5):
             raise ValueError(
-                f"layer {self.layer!r} outputs {tuple(getattr(act, 'shape', ()))}; CAM reads (N, C, h, w), "
-                "(N, h, w, C) or (N, tokens, C): choose another layer"
+                f"layer {self.layer!r} outputs {tuple(getattr(act, 'shape', ()))}; CAM reads (N, C, [t,] h, "
+                "w), (N, [t,] h, w, C) or (N, tokens, C): choose another layer"
             )
         return act

@@ -11,6 +11,10 @@ official weights' transforms. The rules come from the model's structure, so a mo
   last block's output reaches the head only through the class token, so patch tokens there get no
   gradient: pytorch-grad-cam #363, #513); tokens; the exact square ``image_size`` the model takes.
 - Swin: the last block's second norm, ``features.7.1.norm2``; channels-last.
+- Video classifiers (clips (N, 3, T, H, W), :data:`VIDEO_ARCHS`): R3D, MC3, R(2+1)D ``layer4`` and S3D
+  the last module of ``features``, (N, C, t, h, w); MViT the last block's ``norm1``, tokens
+  (N, 1 + t*h*w, C), exactly 16 frames of 224 px squares; Swin3D ``norm``, channels-last
+  (N, t, h, w, C). Each takes 16-frame windows (the official weights' clip length).
 - timm models (``GradCAM("timm:<name>")`` or any timm model): a ViT-like one (``blocks`` and class
   tokens: ViT, DeiT, BEiT...) the last block's first norm, tokens, its fixed square; every other the
   last activated feature map, found by one forward pass of a hook-free twin at timm's input size:
@@ -29,16 +33,19 @@ import torch
 from torch import nn
 
 from nstcam.hooks import resolve_modules, twin
-from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS
+from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS, VIDEO_ARCHS
 
 __all__ = [
     "CAM_ARCHS",
     "DETECTOR_ARCHS",
     "SEGMENTER_ARCHS",
+    "VIDEO_ARCHS",
     "ArchSpec",
     "arch_spec",
     "candidate_layers",
     "check_layer",
+    "clip_frames",
+    "is_video_model",
     "layers",
     "reading",
     "skeleton",
@@ -50,6 +57,9 @@ SEGMENTER_ARCHS = tuple(SEGMENTERS)
 """Segmentation models ``GradCAM(arch)`` builds: explained by class region (:class:`RegionTarget`)."""
 DETECTOR_ARCHS = tuple(DETECTORS)
 """Detectors ``GradCAM(arch)`` builds: explained by box (:class:`BoxTarget`), at their FPN's levels."""
+CLIP_FRAMES = 16
+"""Frames of a video classifier's window: the official Kinetics weights' clip length."""
+_VIDEO_TYPES = ("VideoResNet", "S3D", "MViT", "SwinTransformer3d")
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,13 @@ class ArchSpec:
         default_layer: the target layer used when none is given.
         layout: ``"nchw"``, ``"tokens"`` or ``"nhwc"``; None: read from the activation's shape.
         square: the model takes only this exact square input size (ViT), else None.
+        frames: a video classifier's window in frames (None: the model explains images).
     """
 
     default_layer: str
     layout: str | None
     square: int | None = None
+    frames: int | None = None
 
 
 def _family(model: nn.Module) -> str:
@@ -76,6 +88,8 @@ def _family(model: nn.Module) -> str:
     if type(model).__module__.startswith("timm."):
         return "timm"
     names = {type(model).__name__}
+    if names & set(_VIDEO_TYPES):
+        return "video"
     if "VisionTransformer" in names:
         return "vit"
     if "SwinTransformer" in names:
@@ -102,6 +116,8 @@ def arch_spec(model: nn.Module) -> ArchSpec:
         return _timm_spec(model)
     if family == "detector":  # the FPN's (or SSD's) levels, as a dict: read without user code
         return ArchSpec("backbone", "nchw")
+    if family == "video":
+        return _video_spec(model)
     if family == "segmenter":
         body = model.backbone
         return ArchSpec("backbone.layer4" if hasattr(body, "layer4") else f"backbone.{len(body) - 1}", "nchw")
@@ -126,6 +142,45 @@ def arch_spec(model: nn.Module) -> ArchSpec:
         f"no default target layer for a {type(model).__name__}: pass target_layer= (one of its "
         "named_modules(); nstcam.cam.candidate_layers(model) lists likely ones)"
     )
+
+
+def _video_spec(model: nn.Module) -> ArchSpec:
+    name = type(model).__name__
+    if name == "MViT":  # its position encoding is of 8 x 56 x 56 patches: 16 frames of 224 px exactly
+        return ArchSpec(f"blocks.{len(model.blocks) - 1}.norm1", "tokens", 224, CLIP_FRAMES)
+    if name == "SwinTransformer3d":
+        return ArchSpec("norm", "nthwc", None, CLIP_FRAMES)
+    if name == "S3D":
+        return ArchSpec(f"features.{len(model.features) - 1}", "ncthw", None, CLIP_FRAMES)
+    return ArchSpec("layer4", "ncthw", None, CLIP_FRAMES)
+
+
+def is_video_model(model: nn.Module) -> bool:
+    """Whether ``model`` takes clips or volumes (N, C, T, H, W): a known video family, or any 3D
+    convolution."""
+    return _family(model) == "video" or any(isinstance(m, nn.Conv3d) for m in model.modules())
+
+
+def clip_frames(model: nn.Module, frames: int | None = None) -> int | None:
+    """The window in frames a model explains (None: an image model): ``frames`` if given, else its
+    family's (16), else 16 for any model with 3D convolutions."""
+    if not is_video_model(model):
+        if frames is not None:
+            raise ValueError(
+                f"frames is the window of a video classifier; this {type(model).__name__} takes images "
+                "(no 3D convolution): leave frames unset"
+            )
+        return None
+    try:
+        spec = arch_spec(model)
+    except ValueError:
+        spec = ArchSpec("", None, None, CLIP_FRAMES)
+    known = spec.frames or CLIP_FRAMES
+    if frames is None:
+        return known
+    if type(model).__name__ == "MViT" and frames != known:
+        raise ValueError(f"frames={frames}, but an MViT takes exactly {known} frames: leave frames unset")
+    return frames
 
 
 def _timm_size(model: nn.Module) -> tuple[int, bool]:
@@ -200,6 +255,8 @@ def candidate_layers(model: nn.Module) -> list[str]:
     if family == "segmenter":
         body = model.backbone
         return ["backbone." + n for n, _ in body.named_children() if n.startswith("layer") or n.isdigit()]
+    if family == "video":
+        return _video_layers(model)
     if family == "resnet":
         names = []
         for name, m in model.named_children():
@@ -229,14 +286,29 @@ def candidate_layers(model: nn.Module) -> list[str]:
     return [n for n, m in model.named_children() if isinstance(m, (nn.Conv2d, nn.Sequential))]
 
 
+def _video_layers(model: nn.Module) -> list[str]:
+    name = type(model).__name__
+    if name == "MViT":
+        return [f"blocks.{i}.norm1" for i in range(len(model.blocks))]
+    if name == "SwinTransformer3d":
+        return [*(f"features.{i}" for i in range(0, len(model.features), 2)), "norm"]
+    if name == "S3D":
+        return [f"features.{i}" for i in range(len(model.features))]
+    return [
+        n
+        for n, m in model.named_modules()
+        if n.count(".") <= 1 and (n.startswith("layer") or n == "stem") and not n.endswith(("relu", "bn"))
+    ]
+
+
 @functools.cache
 def skeleton(arch: str) -> nn.Module:
     """An untrained ``arch`` to read its structure: on the meta device (no memory), or, for the few
     builders that compute with tensors (RegNet), on the CPU once."""
-    known = {**ARCHS, **SEGMENTERS, **DETECTORS}
+    known = {**ARCHS, **SEGMENTERS, **DETECTORS, **VIDEO_ARCHS}
     if arch not in known:
         raise ValueError(f"arch must be one of {', '.join(known)}; got {arch!r}")
-    extra = {} if arch in ARCHS else {"weights_backbone": None}
+    extra = {} if arch in ARCHS or arch in VIDEO_ARCHS else {"weights_backbone": None}
     try:
         with torch.device("meta"):
             return known[arch][0](weights=None, **extra).eval()
@@ -263,6 +335,8 @@ def _official_size(arch: str | None) -> int:
         return int(SEGMENTERS[arch][1].transforms.keywords.get("resize_size", 520))
     if arch in DETECTORS:
         return 0
+    if arch in VIDEO_ARCHS:
+        return VIDEO_ARCHS[arch][1].transforms().crop_size[0]
     return 224
 
 

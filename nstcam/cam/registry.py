@@ -27,6 +27,7 @@ __all__ = [
     "METHOD_INFO",
     "PERTURBATION_METHODS",
     "REGISTRY",
+    "SPACETIME_METHODS",
     "TARGET_METHODS",
     "Method",
     "MethodInfo",
@@ -65,6 +66,8 @@ class Method:
         check: refuses a model it cannot explain, before any work.
         title: its name as papers write it (the app's messages).
         samples: forward passes per channel by default (SS-CAM's and IS-CAM's samples), for budgets.
+        flat_only: why the method does not explain clips or volumes (N, C, T, H, W), or None: it
+            does, its formula read over (t, h, w) as over (h, w).
     """
 
     name: str
@@ -84,6 +87,7 @@ class Method:
     check: Check | None = None
     title: str = ""
     samples: int = 1
+    flat_only: str | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -331,6 +335,7 @@ _OTHER = (
         eigen=False,
         whole_network=True,
         check=fullgrad.check_fullgrad,
+        flat_only="its bias terms are read per 2D convolution and BatchNorm2d",
     ),
     Method(
         "guided-backprop",
@@ -344,6 +349,7 @@ _OTHER = (
         eigen=False,
         whole_network=True,
         check=guided.check_guided,
+        flat_only="its input-gradient map is drawn per image, not per frame",
     ),
     Method(
         "guided-gradcam",
@@ -356,6 +362,7 @@ _OTHER = (
         targets="scored",
         eigen=False,
         check=guided.check_guided,
+        flat_only="its input-gradient map is drawn per image, not per frame",
     ),
     Method(
         "legrad",
@@ -367,6 +374,7 @@ _OTHER = (
         legrad.legrad_pass,
         eigen=False,
         check=legrad.check_legrad,
+        flat_only="it reads a ViT's attention maps per image",
     ),
 )
 _RECORDS = (*_GRADIENT, *_GRADIENT_FREE, *_PERTURBATION, *_OTHER)
@@ -378,6 +386,8 @@ METHOD_INFO = REGISTRY
 """The registry under its former name."""
 
 METHODS = tuple(REGISTRY)
+SPACETIME_METHODS = tuple(m.name for m in _RECORDS if m.flat_only is None)
+"""The methods that explain clips and volumes: their formulas read (t, h, w) as they read (h, w)."""
 GRAPHED_METHODS = tuple(m.name for m in _RECORDS if m.graphed)
 """Gradient methods whose whole pass (no SVD, no random numbers) is captured in CUDA graphs."""
 GRADIENT_METHODS = {m.name: m.formula for m in _RECORDS if m.formula is not None}
@@ -403,9 +413,16 @@ def method(name: str) -> Method:
     return REGISTRY[name]
 
 
-def check_method(model: nn.Module, name: str, layers: Sequence[str]) -> None:
-    """Raises ValueError where method ``name`` cannot explain ``model`` at ``layers``."""
+def check_method(model: nn.Module, name: str, layers: Sequence[str], clips: bool = False) -> None:
+    """Raises ValueError where method ``name`` cannot explain ``model`` at ``layers`` (``clips``: a
+    video or volume model, (N, C, T, H, W))."""
     record = method(name)
+    if clips and record.flat_only is not None:
+        works = ", ".join(SPACETIME_METHODS[:6])
+        raise ValueError(
+            f"method {name!r} does not explain clips or volumes: {record.flat_only}; use one of "
+            f"{works}... (nstcam.cam.SPACETIME_METHODS)"
+        )
     if record.check is not None:
         record.check(model, layers, name)
     if record.whole_network and len(layers) > 1:

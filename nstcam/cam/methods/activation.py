@@ -1,5 +1,5 @@
 """Gradient-free methods: one forward pass to the layer, no gradient. Each is a map of the
-activation (N, C, h, w) alone (:data:`ActivationMap`), except CAM, which reads the classifier's
+activation (N, C, *grid) alone (:data:`ActivationMap`), except CAM, which reads the classifier's
 linear weights."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from torch import nn
 from nstcam._lapack import eigh
 from nstcam.cam._maps import hooked_pass, read_nchw
 from nstcam.cam._request import Outputs, Request
-from nstcam.cam.methods.combine import cam_from_weights, first_component
+from nstcam.cam.methods.combine import cam_from_weights, first_component, grid_dims
 
 __all__ = [
     "ActivationMap",
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 ActivationMap = Callable[[torch.Tensor, bool, torch.Generator], torch.Tensor]
-"""``f(A, eigen_smooth, generator)`` -> a raw map (N, h, w) after ReLU, from the activation alone."""
+"""``f(A, eigen_smooth, generator)`` -> a raw map (N, *grid) after ReLU, from the activation alone."""
 
 
 def eigencam(a: torch.Tensor) -> torch.Tensor:
@@ -45,9 +45,10 @@ def eigencam(a: torch.Tensor) -> torch.Tensor:
 def fem_weights(a: torch.Tensor, k: float = 2.0) -> torch.Tensor:
     """Feature Explanation Method (Fuad et al. 2020), gradient-free: channel c's weight (N, C) is the
     share of its positions above ``mean_c + k std_c`` (population std); the map is ``sum_c w_c A_c``."""
-    mean = a.mean(dim=(2, 3), keepdim=True)
-    std = a.std(dim=(2, 3), keepdim=True, unbiased=False)
-    return (a > mean + k * std).to(a.dtype).mean(dim=(2, 3))
+    dims = grid_dims(a)
+    mean = a.mean(dim=dims, keepdim=True)
+    std = a.std(dim=dims, keepdim=True, unbiased=False)
+    return (a > mean + k * std).to(a.dtype).mean(dim=dims)
 
 
 def kernel_pca(a: torch.Tensor, gamma: float | None = None, coef0: float = 1.0) -> torch.Tensor:
@@ -55,8 +56,8 @@ def kernel_pca(a: torch.Tensor, gamma: float | None = None, coef0: float = 1.0) 
     positions, projected on the first kernel principal component of a sigmoid kernel
     ``tanh(gamma <x, y> + coef0)`` (``gamma`` 1/C by default, as scikit-learn's ``KernelPCA``), in
     float64 on the device. Sign as scikit-learn's: the eigenvector's largest entry is positive."""
-    n, c, h, w = a.shape
-    flat = a.reshape(n, c, h * w).transpose(1, 2).double()
+    n, c, grid = a.shape[0], a.shape[1], a.shape[2:]
+    flat = a.reshape(n, c, -1).transpose(1, 2).double()
     flat = torch.nan_to_num(flat) - torch.nan_to_num(flat).mean(dim=1, keepdim=True)
     kernel = torch.tanh((gamma if gamma is not None else 1.0 / c) * flat @ flat.transpose(1, 2) + coef0)
     m = kernel.shape[1]
@@ -66,7 +67,7 @@ def kernel_pca(a: torch.Tensor, gamma: float | None = None, coef0: float = 1.0) 
     v, lam = vectors[:, :, -1], values[:, -1].clamp(min=0)
     big = v.gather(1, v.abs().argmax(dim=1, keepdim=True))
     v = v * torch.where(big < 0, -torch.ones_like(big), torch.ones_like(big))
-    return (v * lam.sqrt()[:, None]).to(a.dtype).reshape(n, h, w)
+    return (v * lam.sqrt()[:, None]).to(a.dtype).reshape(n, *grid)
 
 
 def random_weights(n: int, c: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -126,7 +127,7 @@ def linear_head(model: nn.Module, a: torch.Tensor, logits: torch.Tensor) -> torc
     if heads:
         head = heads[-1]
         pooled = F.linear(
-            a.mean(dim=(2, 3)), head.weight.float(), None if head.bias is None else head.bias.float()
+            a.mean(dim=grid_dims(a)), head.weight.float(), None if head.bias is None else head.bias.float()
         )
         if pooled.shape == logits.shape and torch.allclose(pooled, logits.float(), rtol=1e-3, atol=1e-3):
             return head.weight.detach().float()

@@ -1,8 +1,9 @@
 """Gradient methods: one forward pass and one backward pass stopped at the target layer.
 
-A gradient method is written as its *terms*: the weighted activations (N, C, h, w) whose sum over
+A gradient method is written as its *terms*: the weighted activations (N, C, *grid) whose sum over
 channels is the map (``w_c A_c`` for channel weights, ``ReLU(G) A`` for LayerCAM...), from the
-activations ``A`` and gradients ``G`` of shape (N, C, h, w). The map is that sum, or with
+activations ``A`` and gradients ``G`` of shape (N, C, *grid): (h, w) of an image, (t, h, w) of a
+clip or a volume, over which every formula here sums or averages. The map is that sum, or with
 ``eigen_smooth`` the terms' first principal component (pytorch-grad-cam's ``eigen_smooth``),
 oriented like the sum. A :class:`Formula` holds the terms; its method's record in
 :mod:`nstcam.cam.registry` is all the engine needs (the pass, CUDA graphs, target objects).
@@ -17,7 +18,7 @@ import torch
 
 from nstcam.cam._graphed import gradient_pass
 from nstcam.cam._request import Outputs, Request
-from nstcam.cam.methods.combine import combine, first_component, weighted
+from nstcam.cam.methods.combine import combine, first_component, grid_dims, weighted
 
 __all__ = [
     "Formula",
@@ -63,7 +64,7 @@ class Formula:
 
 def gradcam_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Selvaraju et al. 2017: weights are the spatial mean of the gradients."""
-    return weighted(a, g.mean(dim=(2, 3)))
+    return weighted(a, g.mean(dim=grid_dims(g)))
 
 
 def gradcam_pp_weights(a: torch.Tensor, g: torch.Tensor, g2: torch.Tensor, g3: torch.Tensor) -> torch.Tensor:
@@ -73,10 +74,10 @@ def gradcam_pp_weights(a: torch.Tensor, g: torch.Tensor, g2: torch.Tensor, g3: t
     writes them. No eps is added: pytorch-grad-cam's (1e-6) outweighs the squared gradients of a
     transformer's LayerNorm'd layer (a median of about 1e-7 on random weights) and changes the map
     (``tests/test_cam_parity.py`` shows it)."""
-    denom = 2 * g2 + a.sum(dim=(2, 3), keepdim=True) * g3
+    denom = 2 * g2 + a.sum(dim=grid_dims(a), keepdim=True) * g3
     ok = denom != 0
     alpha = torch.where(ok, g2 / torch.where(ok, denom, torch.ones_like(denom)), 0 * g2)
-    return (alpha * torch.relu(g)).sum(dim=(2, 3))
+    return (alpha * torch.relu(g)).sum(dim=grid_dims(g))
 
 
 def gradcam_pp_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,7 @@ def gradcam_pp_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def xgradcam_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Fu et al. 2020: weights ``sum_ij(A_ij g_ij) / (sum_ij A_ij)``."""
-    return weighted(a, (a * g).sum(dim=(2, 3)) / (a.sum(dim=(2, 3)) + _EPS))
+    return weighted(a, (a * g).sum(dim=grid_dims(a)) / (a.sum(dim=grid_dims(a)) + _EPS))
 
 
 def layercam_terms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

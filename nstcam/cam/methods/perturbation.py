@@ -9,15 +9,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from nstcam.cam._maps import hooked_pass, minmax, model_output, normalize_maps, read_nchw
+from nstcam.cam._maps import hooked_pass, minmax, model_output, normalize_maps, read_nchw, resize_grid
 from nstcam.cam._request import Outputs, Request, TargetRequest
 from nstcam.cam._tail import checked_tail
-from nstcam.cam.methods.combine import cam_from_weights
+from nstcam.cam.methods.combine import cam_from_weights, grid_dims
 from nstcam.hooks import twin
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import channel_dim, detect_layout, input_grid, to_nchw
 
 __all__ = [
     "ablationcam_pass",
@@ -62,12 +61,12 @@ def scorecam(
     """Wang et al. 2020: each channel, upsampled and min-max normalised, masks the input; its weight
     is the softmax score of the target class on the masked input. ``chunk`` masked images per forward
     pass bound the memory; ``on_chunk`` is told how many masked images each pass scored.
-    Returns (N, h, w) maps before ReLU."""
+    Returns (N, *grid) maps before ReLU."""
     n, c = act.shape[:2]
     weights = torch.empty(n, c, device=act.device)
     for i in range(n):
-        up = F.interpolate(act[i : i + 1].float(), size=x.shape[-2:], mode="bilinear", align_corners=False)[0]
-        masks = normalize_maps(up)  # (C, H, W)
+        up = resize_grid(act[i : i + 1].float(), input_grid(x))[0]
+        masks = normalize_maps(up)  # (C, *grid)
         for s in range(0, c, chunk):
             m = masks[s : s + chunk].unsqueeze(1)
             logits = model(x[i : i + 1] * m)
@@ -106,10 +105,10 @@ def ablationcam_pass(req: Request) -> Outputs:
     layer's output is never seen by other callers); ``progress(done, total)`` after each."""
     model, layer, x, chunk, progress = req.model, req.layer, req.x, req.chunk, req.progress
     logits, native, targets, probs = hooked_pass(model, layer, x, req.classes)
-    in_h, in_w = x.shape[-2:]
-    layout = req.layout or detect_layout(tuple(native.shape), in_h, in_w)
-    act = to_nchw(native, layout, in_h, in_w).float()
-    channel_dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
+    grid = input_grid(x)
+    layout = req.layout or detect_layout(tuple(native.shape), *grid)
+    act = to_nchw(native, layout, *grid).float()
+    dim = channel_dim(layout)
     n, c = act.shape[:2]
     tail = checked_tail(model, layer, native, logits)  # the layers after the target only, where cut clean
     net = twin(model)
@@ -126,13 +125,13 @@ def ablationcam_pass(req: Request) -> Outputs:
                     ks = torch.arange(s, min(s + chunk, c), device=x.device)
                     batch = native[i : i + 1].repeat(len(ks), *([1] * (native.ndim - 1)))
                     index = [torch.arange(len(ks), device=x.device)] + [slice(None)] * (native.ndim - 1)
-                    index[channel_dim] = ks
+                    index[dim] = ks
                     batch[tuple(index)] = 0
                     replaced[:] = [batch]
                     if tail is not None:
                         out = tail(batch).float()
                     else:
-                        out = net(x[i : i + 1].expand(len(ks), -1, -1, -1)).float()  # (len(ks), classes)
+                        out = net(x[i : i + 1].expand(len(ks), *x.shape[1:])).float()  # (len(ks), classes)
                     scores = out[:, targets[:, i]].T  # (k, len(ks))
                     drops[:, i, s : s + len(ks)] = (base[:, None] - scores) / base[:, None]
                     done += len(ks) * targets.shape[0]
@@ -161,9 +160,7 @@ def score_variant(kind: str) -> Callable[[Request], Outputs]:
         n, c = act.shape[:2]
         k = classes.shape[0]
         base = logits.float().gather(1, classes.T)  # (N, k)
-        masks = F.interpolate(
-            minmax(act, (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
-        )
+        masks = resize_grid(minmax(act, grid_dims(act), 1e-8), input_grid(x))
         gains = torch.zeros(n, c, k, device=x.device)
         total, done = n_samples * n * c, 0
         with torch.inference_mode(False), torch.no_grad():
@@ -221,9 +218,7 @@ def _variant(method: str, req: TargetRequest) -> torch.Tensor:
     x, a, chosen, base = req.x, req.a, req.rows, req.base
     n_samples = req.n_samples or (35 if method == "sscam" else 10)
     std = 2.0 if req.std is None else req.std
-    masks = F.interpolate(
-        minmax(a.float(), (2, 3), 1e-8), size=x.shape[-2:], mode="bilinear", align_corners=False
-    )
+    masks = resize_grid(minmax(a.float(), grid_dims(a), 1e-8), input_grid(x))
     gen = torch.Generator(device=x.device).manual_seed(req.seed)
     gains = torch.zeros(len(chosen), *masks.shape[:2], device=x.device)
     for m, scale in variant_masks(method, masks, n_samples, std, gen):
@@ -260,7 +255,7 @@ def _ablation(req: TargetRequest, i: int, targets: Sequence[Any], base: torch.Te
 
 
 def _up(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return F.interpolate(a.float(), size=x.shape[-2:], mode="bilinear", align_corners=False)[0]
+    return resize_grid(a.float(), input_grid(x))[0]
 
 
 def _scores(out: Any, targets: Sequence[Any], m: int) -> torch.Tensor:
@@ -283,8 +278,8 @@ def _channels(native: Any, layout: str | None, x: torch.Tensor) -> list[tuple[An
     """Each channel as (level key or None, channel dimension, index), in the order maps read them."""
     if isinstance(native, dict):
         return [(k, 1, ch) for k, v in native.items() for ch in range(v.shape[1])]
-    layout = layout or detect_layout(tuple(native.shape), *x.shape[-2:])
-    dim = {"nchw": 1, "nhwc": 3, "tokens": 2}[layout]
+    layout = layout or detect_layout(tuple(native.shape), *input_grid(x))
+    dim = channel_dim(layout)
     return [(None, dim, ch) for ch in range(native.shape[dim])]
 
 

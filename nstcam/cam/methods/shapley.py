@@ -9,9 +9,9 @@ from torch import nn
 from nstcam.cam._attention import with_math_attention
 from nstcam.cam._request import Outputs, Request
 from nstcam.cam.hooks import CamHooks
-from nstcam.cam.methods.combine import combine, weighted
+from nstcam.cam.methods.combine import combine, grid_dims, weighted
 from nstcam.hooks import twin
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import detect_layout, input_grid, to_nchw
 
 __all__ = ["shapley_terms", "shapleycam_pass"]
 
@@ -19,17 +19,17 @@ __all__ = ["shapley_terms", "shapleycam_pass"]
 def shapley_terms(a: torch.Tensor, g: torch.Tensor, hvp: torch.Tensor) -> torch.Tensor:
     """Weights ``mean_ij(g - H A / 2)``, with ``H A`` the Hessian-vector product of the score with
     respect to the activation, along the activation."""
-    return weighted(a, (g - 0.5 * hvp).mean(dim=(2, 3)))
+    return weighted(a, (g - 0.5 * hvp).mean(dim=grid_dims(g)))
 
 
 def shapleycam_pass(req: Request) -> Outputs:
     """ShapleyCAM: the gradient and the Hessian-vector product ``H A`` of the score with respect to
     the activation, by a double backward through the layers above the target layer only."""
-    x, in_h, in_w = req.x, *req.x.shape[-2:]
+    x, grid = req.x, input_grid(req.x)
     net = twin(req.model)
     handles = with_math_attention(net)  # fused attention kernels have no second derivative
     try:
-        return _shapley(req, net, x, in_h, in_w)
+        return _shapley(req, net, x, grid)
     except RuntimeError as e:  # torch lacks a second derivative of some op (hardsigmoid: MobileNetV3)
         if "derivative for" not in str(e) or "not implemented" not in str(e):
             raise
@@ -43,12 +43,12 @@ def shapleycam_pass(req: Request) -> Outputs:
             h.remove()
 
 
-def _shapley(req: Request, net: nn.Module, x: torch.Tensor, in_h: int, in_w: int) -> Outputs:
+def _shapley(req: Request, net: nn.Module, x: torch.Tensor, grid: tuple[int, ...]) -> Outputs:
     with torch.inference_mode(False), torch.no_grad(), CamHooks(net, req.layer) as hooks:
         logits = net(x)
         act = hooks.checked_activation(logits)
-        layout = req.layout or detect_layout(tuple(act.shape), in_h, in_w)
-        a = to_nchw(act.detach().float(), layout, in_h, in_w)
+        layout = req.layout or detect_layout(tuple(act.shape), *grid)
+        a = to_nchw(act.detach().float(), layout, *grid)
         classes = req.classes(logits)
         raws = []
         for j in range(classes.shape[0]):
@@ -63,6 +63,6 @@ def _shapley(req: Request, net: nn.Module, x: torch.Tensor, in_h: int, in_w: int
                 else:
                     hvp = None
             hvp = torch.zeros_like(act) if hvp is None else hvp
-            gn, hn = (to_nchw(t.detach().float(), layout, in_h, in_w) for t in (g, hvp))
+            gn, hn = (to_nchw(t.detach().float(), layout, *grid) for t in (g, hvp))
             raws.append(torch.relu(combine(shapley_terms(a, gn, hn), req.eigen_smooth)))
     return torch.stack(raws), logits.detach().float().softmax(1), classes

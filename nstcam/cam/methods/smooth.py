@@ -9,7 +9,7 @@ from nstcam.cam._request import Outputs, Request
 from nstcam.cam.hooks import CamHooks
 from nstcam.cam.methods.combine import cam_from_weights
 from nstcam.cam.methods.gradient import gradcam_pp_weights
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import detect_layout, input_grid, to_nchw
 
 __all__ = ["smoothgradcampp_pass"]
 
@@ -21,10 +21,10 @@ def smoothgradcampp_pass(req: Request) -> Outputs:
     sample as ``std * randn(x.shape)`` from the call's generator; the noisy copies run as batches of
     up to ``chunk`` images."""
     n, std = req.n_samples or 4, 0.3 if req.std is None else req.std
-    x, in_h, in_w = req.x, *req.x.shape[-2:]
+    x, grid = req.x, input_grid(req.x)
     _, native, classes, probs = hooked_pass(req.model, req.layer, x, req.classes)
-    layout = req.layout or detect_layout(tuple(native.shape), in_h, in_w)
-    a = to_nchw(native.float(), layout, in_h, in_w)
+    layout = req.layout or detect_layout(tuple(native.shape), *grid)
+    a = to_nchw(native.float(), layout, *grid)
     k, b = classes.shape[0], x.shape[0]
     sums = [[torch.zeros_like(a) for _ in range(3)] for _ in range(k)]
     gen = req.generator()
@@ -41,7 +41,7 @@ def smoothgradcampp_pass(req: Request) -> Outputs:
                 with torch.enable_grad():
                     y = out.gather(1, rows[j].view(-1, 1)).sum()
                     torch.autograd.grad(y, act, retain_graph=j < k - 1)
-                g = to_nchw(hooks.gradient.float(), layout, in_h, in_w).reshape(len(part), b, *a.shape[1:])
+                g = to_nchw(hooks.gradient.float(), layout, *grid).reshape(len(part), b, *a.shape[1:])
                 for p, acc in enumerate(sums[j], start=1):
                     acc.add_(g.pow(p).sum(0))
     raws = []

@@ -21,7 +21,7 @@ from nstcam.cam.hooks import CamHooks
 from nstcam.cam.registry import method as method_record
 from nstcam.cam.targets.objects import Target
 from nstcam.cam.targets.shortcuts import shortcut
-from nstcam.layouts import detect_layout, to_nchw
+from nstcam.layouts import detect_layout, input_grid, to_nchw
 
 __all__ = ["levels_as_one", "model_output", "reader", "target_pass"]
 
@@ -65,7 +65,7 @@ def target_pass(
         ValueError: the layer's output is not one 3- or 4-D tensor or a dict of levels, or a target
             does not fit the model's output (its own message).
     """
-    in_h, in_w = x.shape[-2:]
+    grid = input_grid(x)
     record = method_record(method)
     gradient = record.formula is not None
     with torch.inference_mode(False), torch.no_grad(), CamHooks(model, layer) as hooks:
@@ -76,7 +76,7 @@ def target_pass(
         if hooks.outputs.get(layer) is None:
             raise RuntimeError(f"layer {layer!r} did not run in the forward pass")
         act = hooks.activation
-        a, read = reader(act, layer, layout, in_h, in_w)
+        a, read = reader(act, layer, layout, *grid)
         leaves = list(act.values()) if isinstance(act, dict) else [act]
         chosen = rows(_detached(out))
         raws, scores = [], []
@@ -93,25 +93,27 @@ def target_pass(
                 gen = torch.Generator(device=a.device).manual_seed(seed + j)
                 raws.append(record.activation(a, eigen_smooth, gen))
     if not raws:
-        n, (h, w) = x.shape[0], a.shape[-2:]
-        return a.new_zeros(0, n, h, w), a.new_zeros(0, n), _detached(out)
+        n = x.shape[0]
+        return a.new_zeros(0, n, *a.shape[2:]), a.new_zeros(0, n), _detached(out)
     return torch.stack(raws), torch.stack(scores), _detached(out)
 
 
-def reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
-    """(the activation as (N, C, h, w), a function reading a gradient the same way: None -> zeros)."""
+def reader(act: Any, layer: str, layout: str | None, *size: int):
+    """(the activation as (N, C, *grid) for an input of grid ``size``, a function reading a gradient
+    the same way: None -> zeros)."""
     if isinstance(act, dict):
 
         def read_levels(g: Any) -> torch.Tensor:
             return levels_as_one({k: (g or {}).get(k, torch.zeros_like(v)) for k, v in act.items()})
 
         return levels_as_one(act), read_levels
-    if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4):
+    if not isinstance(act, torch.Tensor) or act.ndim not in (3, 4, 5):
         raise ValueError(
-            f"layer {layer!r} outputs {type(act).__name__}; CAM reads one (N, C, h, w), (N, h, w, C) or "
-            "(N, tokens, C) tensor, or a dict of (N, C, h, w) levels: choose another layer"
+            f"layer {layer!r} outputs {type(act).__name__}; CAM reads one (N, C, [t,] h, w), "
+            "(N, [t,] h, w, C) or (N, tokens, C) tensor, or a dict of (N, C, h, w) levels: choose "
+            "another layer"
         )
-    layout = layout or detect_layout(tuple(act.shape), in_h, in_w)
+    layout = layout or detect_layout(tuple(act.shape), *size)
     if layout == "nchw" and act.ndim == 4:  # as it is (a detector's grid is of the input it resized)
 
         def read_grid(g: Any) -> torch.Tensor:
@@ -120,9 +122,9 @@ def reader(act: Any, layer: str, layout: str | None, in_h: int, in_w: int):
         return act.detach().float(), read_grid
 
     def read(g: Any) -> torch.Tensor:
-        return to_nchw((torch.zeros_like(act) if g is None else g).float(), layout, in_h, in_w)
+        return to_nchw((torch.zeros_like(act) if g is None else g).float(), layout, *size)
 
-    return to_nchw(act.detach().float(), layout, in_h, in_w), read
+    return to_nchw(act.detach().float(), layout, *size), read
 
 
 def _detached(out: Any) -> Any:

@@ -24,6 +24,7 @@ from nstcam.cam.registry import method as method_record
 from nstcam.cam.targets.objects import Target
 from nstcam.cam.targets.one_pass import reader, target_pass
 from nstcam.hooks import HookManager
+from nstcam.layouts import input_grid
 
 __all__ = ["TargetOptions", "target_maps"]
 
@@ -65,11 +66,11 @@ def target_maps(
         native = hooks.outputs.get(layer)
     if native is None:
         raise RuntimeError(f"layer {layer!r} did not run in the forward pass")
-    a, _ = reader(native, layer, layout, *x.shape[-2:])
+    a, _ = reader(native, layer, layout, *input_grid(x))
     chosen = [list(row) for row in rows(out)]
     n, c = a.shape[:2]
     if not chosen:
-        return a.new_zeros(0, n, *a.shape[-2:]), a.new_zeros(0, n), out
+        return a.new_zeros(0, n, *a.shape[2:]), a.new_zeros(0, n), out
     base = torch.stack(
         [torch.stack([t(out, i).reshape(()).float() for i, t in enumerate(row)]) for row in chosen]
     )

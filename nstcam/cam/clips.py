@@ -1,0 +1,405 @@
+"""Grad-CAM over time: a clip in, per-frame maps, the class score over time and an explained clip out.
+
+A video classifier (:data:`nstcam.cam.VIDEO_ARCHS`, or any model of 3D convolutions) sees windows
+of ``cam.frames`` frames, ``stride`` apart; the last window ends on the last frame, so every frame
+is seen, and a clip shorter than a window is padded with its last frame. Each window's raw map
+(t, h, w) is stretched over its frames (linear in time) and placed back; where windows overlap,
+their maps and scores are blended with a tent weight (a window's middle counts most). An image
+classifier explains the clip frame by frame, with optional temporal smoothing of its maps
+(``smooth``: a centred moving average over that many frames on each side).
+
+Three passes read the clip, each decoding one frame at a time, so memory is bounded by one window,
+never by the clip: (1) without ``target``/``classes``, one forward pass per window finds the clip's
+top classes (the mean of the windows' probabilities); (2) one forward pass and one backward pass per
+class per window give the maps and the score of each class over time; (3) with ``output`` or
+``contact_sheet``, the frames are read once more and drawn. The maps are kept at the layer's
+resolution ((frames, h, w) per class: 300 frames of a 7 x 7 grid are 59 KB), scaled once over the
+whole clip, so a frame's heat is comparable with every other frame's.
+
+Clips reach FFmpeg only through :mod:`nstcam.video` (an allow-list of containers, no protocols, the
+frame-size limit before any decoding; ``max_seconds`` and ``max_frame_pixels`` as the Video tab's).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+
+from nstcam._checks import whole
+from nstcam._files import atomic_file
+from nstcam._mark import RANDOM_LABEL
+from nstcam.cam._maps import resize_grid
+from nstcam.cam.overlay import overlay_heatmap
+from nstcam.image import save_image
+from nstcam.video.sink import VideoWriter, even_size
+from nstcam.video.source import VideoInfo, check_limits, probe_video, read_frames
+
+__all__ = ["ClipClass", "VideoCamResult", "explain_video", "window_starts"]
+
+logger = logging.getLogger(__name__)
+
+MAX_TOP_K = 10
+SHEET_COLUMNS = 8
+
+
+def window_starts(frames: int, length: int, stride: int) -> list[int]:
+    """First frames of the windows over a clip of ``frames``: 0, stride, 2 stride... and one that
+    ends on the last frame, so every frame is seen (a clip shorter than a window: one window)."""
+    last = max(0, frames - length)
+    starts = list(range(0, last + 1, stride))
+    if starts[-1] != last:
+        starts.append(last)
+    return starts
+
+
+def tent(length: int) -> np.ndarray:
+    """A window's blending weights: its middle frames count most, its ends least (never 0)."""
+    i = np.arange(length, dtype=np.float64)
+    return np.minimum(i + 1, length - i)
+
+
+@dataclass
+class ClipClass:
+    """One class explained over a clip.
+
+    Attributes:
+        index: the class; label: its name.
+        score: its mean probability over the windows.
+        window_scores: its probability in each window (``VideoCamResult.windows``).
+        frame_scores: its probability at each frame (the windows' scores blended, tent-weighted).
+        maps: (frames, h, w) in [0, 1] at the layer's grid, scaled over the whole clip (1 is the
+            clip's strongest evidence), blended over windows.
+        peak: (first, last) frame of the window where the class is strongest.
+    """
+
+    index: int
+    label: str
+    score: float
+    window_scores: np.ndarray = field(repr=False)
+    frame_scores: np.ndarray = field(repr=False)
+    maps: np.ndarray = field(repr=False)
+    peak: tuple[int, int] = (0, 0)
+
+    def frame_map(self, i: int, size: tuple[int, int]) -> np.ndarray:
+        """Frame ``i``'s map at ``size`` (width, height), bilinear, in [0, 1]."""
+        m = torch.from_numpy(self.maps[i][None, None].astype(np.float32))
+        return resize_grid(m, (size[1], size[0]))[0, 0].clamp(0, 1).numpy()
+
+    @property
+    def peak_frame(self) -> int:
+        """The frame where the class's score over time is highest."""
+        return int(np.argmax(self.frame_scores))
+
+
+@dataclass
+class VideoCamResult:
+    """A clip explained.
+
+    Attributes:
+        name: the clip's name (never a server path); frames: frames explained; fps: their rate.
+        windows: (first, last) frame of each window (an image model: each frame alone).
+        classes: one :class:`ClipClass` per class explained, highest score first.
+        window: frames per window (1: an image model, frame by frame).
+        output, contact_sheet, csv: the files written, or None.
+        notice: the weights' one line (random weights say so).
+    """
+
+    name: str
+    frames: int
+    fps: float
+    windows: list[tuple[int, int]]
+    classes: list[ClipClass]
+    window: int
+    output: Path | None = None
+    contact_sheet: Path | None = None
+    csv: Path | None = None
+    notice: str = ""
+
+    def times(self) -> np.ndarray:
+        """Each frame's time in seconds."""
+        return np.arange(self.frames) / self.fps
+
+
+class _Stop(Exception):  # noqa: N818 - control flow: the caller's progress callback asked to stop
+    pass
+
+
+def explain_video(
+    cam: Any,
+    clip: str | os.PathLike,
+    *,
+    top_k: int = 1,
+    target: int | None = None,
+    classes: list[int] | None = None,
+    stride: int | None = None,
+    smooth: int = 0,
+    output: str | os.PathLike | None = None,
+    contact_sheet: str | os.PathLike | None = None,
+    csv_path: str | os.PathLike | None = None,
+    name: str | None = None,
+    max_seconds: float | None = None,
+    max_frame_pixels: int | None = None,
+    max_pixels: int | None = None,
+    trim: bool = False,
+    progress: Callable[[int, int], Any] | None = None,
+) -> VideoCamResult:
+    """Explains a clip with the engine ``cam`` (a :class:`nstcam.GradCAM`), as the module says.
+
+    Args:
+        clip: a video file (mp4, webm, mov, mkv, GIF...) or a folder / glob of frames.
+        top_k: the clip's top classes to explain (its mean probability over windows).
+        target: explain this class; classes: explain these (both replace ``top_k``).
+        stride: frames between windows' starts (default half a window; an image model: 1).
+        smooth: average each frame's maps with this many frames on each side (0: none).
+        output: the overlay clip (.mp4, .webm... or a folder of PNG frames), the first class's heat
+            over each frame with its label and score drawn, the source's audio carried over.
+        contact_sheet: a PNG of 8 frames evenly spread (the peak frame among them), one row per class.
+        csv_path: a CSV of each window's frames, times and each class's probability.
+        name: how messages call the clip (default: its file name).
+        max_seconds, max_frame_pixels, trim: a server's limits (:func:`nstcam.video.check_limits`);
+            max_pixels: the largest frame (default the image limit, 40 MP).
+        progress: ``progress(done, total)`` after each window of each pass; returning False stops
+            (a ``ValueError`` saying it was cancelled, no file left behind).
+
+    Returns:
+        A :class:`VideoCamResult`.
+
+    Raises:
+        nstcam.video.VideoError: a clip that cannot be read or is over a limit (the message names it).
+        ValueError: a bad argument, named.
+    """
+    label = name or Path(os.fspath(clip)).name
+    top_k = whole("top_k", top_k, minimum=1, maximum=MAX_TOP_K)
+    smooth = whole("smooth", smooth, minimum=0, maximum=100)
+    chosen = _chosen(target, classes, cam)
+    limits = {} if max_pixels is None else {"max_pixels": max_pixels}
+    info = probe_video(clip, name=label, **limits)
+    frames = check_limits(info, max_seconds=max_seconds, max_frame_pixels=max_frame_pixels, trim=trim)
+    length = cam.frames or 1
+    stride = whole("stride", stride if stride is not None else max(1, length // 2), minimum=1, maximum=length)
+    starts = window_starts(frames, length, stride)
+    passes = (0 if chosen else 1) + 1 + (1 if output or contact_sheet else 0)
+    tick = _Ticker(progress, passes * len(starts))
+    if not chosen:
+        chosen = _top_classes(cam, info, frames, starts, length, top_k, tick)
+    result = _explain(cam, info, frames, starts, length, chosen, smooth, tick)
+    result.notice = cam.weights.notice if cam.weights is not None else ""
+    if csv_path is not None:
+        result.csv = _write_csv(result, Path(csv_path))
+    if output or contact_sheet:
+        _draw(cam, info, result, output, contact_sheet, tick)
+    return result
+
+
+def _chosen(target: int | None, classes: list[int] | None, cam: Any) -> list[int]:
+    if target is not None and classes is not None:
+        raise ValueError("give target or classes, not both")
+    picked = [target] if target is not None else list(classes or [])
+    if len(picked) > MAX_TOP_K:
+        raise ValueError(f"classes: at most {MAX_TOP_K} classes, got {len(picked)}")
+    n = len(cam.categories)
+    return [whole("target" if target is not None else "classes", c, minimum=0, maximum=n - 1) for c in picked]
+
+
+class _Ticker:
+    """Counts windows done over every pass and asks the caller whether to go on."""
+
+    def __init__(self, progress: Callable[[int, int], Any] | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.progress is not None and self.progress(self.done, self.total) is False:
+            raise ValueError(f"cancelled after {self.done} of {self.total} windows")
+
+
+def _windows(
+    cam: Any, info: VideoInfo, frames: int, starts: list[int], length: int
+) -> Iterator[torch.Tensor]:
+    """Each window as the model's input (1, 3, T, H, W) (an image model: (1, 3, H, W)), decoding
+    one frame at a time and keeping one window's frames."""
+    buffer: list[torch.Tensor] = []
+    first = 0  # the clip's frame number of buffer[0]
+    source = read_frames(info, frames)
+    for s in starts:
+        while first + len(buffer) < min(s + length, frames):
+            buffer.append(cam.preprocess(Image.fromarray(next(source)))[0])
+        drop = s - first
+        del buffer[:drop]
+        first = s
+        window = buffer[: min(length, frames - s)]
+        window = window + [window[-1]] * (length - len(window))  # a clip shorter than a window
+        if cam.frames is None:
+            yield window[0][None]
+        else:
+            yield torch.stack(window, dim=1)[None]
+
+
+def _top_classes(cam, info, frames, starts, length, top_k, tick) -> list[int]:
+    total = None
+    for x in _windows(cam, info, frames, starts, length):
+        p = cam.predict(x)[0].double()
+        total = p if total is None else total + p
+        tick()
+    return [int(c) for c in total.topk(min(top_k, total.numel())).indices]
+
+
+def _explain(cam, info, frames, starts, length, chosen, smooth, tick) -> VideoCamResult:
+    k = len(chosen)
+    weights = tent(length)
+    sums: np.ndarray | None = None
+    norm = np.zeros(frames)
+    scored = np.zeros((k, frames))
+    window_scores = np.zeros((k, len(starts)))
+    for w, (s, x) in enumerate(zip(starts, _windows(cam, info, frames, starts, length), strict=True)):
+        raws, probs = cam.class_maps(x, chosen)  # (k, 1, *grid)
+        raw = raws[:, 0].float()
+        if cam.frames is not None:  # (k, t, h, w) stretched over the window's frames
+            raw = resize_grid(raw[:, None], (length, *raw.shape[-2:]))[:, 0]
+        else:
+            raw = raw[:, None]
+        n = min(length, frames - s)
+        if sums is None:
+            sums = np.zeros((k, frames, *raw.shape[-2:]))
+        wt = weights[:n]
+        sums[:, s : s + n] += raw[:, :n].cpu().double().numpy() * wt[None, :, None, None]
+        norm[s : s + n] += wt
+        p = probs[0, chosen].cpu().double().numpy()
+        window_scores[:, w] = p
+        scored[:, s : s + n] += p[:, None] * wt[None]
+        tick()
+    maps = sums / norm[None, :, None, None]
+    if smooth:
+        maps = _moving_average(maps, smooth)
+    top = maps.reshape(k, -1).max(1)
+    maps = maps / np.where(top > 0, top, 1)[:, None, None, None]
+    frame_scores = scored / norm[None]
+    windows = [(s, min(s + length, frames) - 1) for s in starts]
+    result = []
+    for j, c in enumerate(chosen):
+        best = int(np.argmax(window_scores[j]))
+        result.append(
+            ClipClass(
+                c,
+                cam.label(c),
+                float(window_scores[j].mean()),
+                window_scores[j],
+                frame_scores[j],
+                maps[j].astype(np.float32),
+                windows[best],
+            )
+        )
+    result.sort(key=lambda r: -r.score)
+    return VideoCamResult(info.name, frames, info.fps, windows, result, length)
+
+
+def _moving_average(maps: np.ndarray, radius: int) -> np.ndarray:
+    """A centred moving average over time (axis 1), over the frames that exist at the ends."""
+    c = np.cumsum(np.pad(maps, ((0, 0), (1, 0), (0, 0), (0, 0))), axis=1)
+    n = maps.shape[1]
+    lo = np.clip(np.arange(n) - radius, 0, n)
+    hi = np.clip(np.arange(n) + radius + 1, 0, n)
+    return (c[:, hi] - c[:, lo]) / (hi - lo)[None, :, None, None]
+
+
+def _write_csv(result: VideoCamResult, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, ".csv") as fh:
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        out = csv.writer(text)
+        out.writerow(
+            ["window", "first_frame", "last_frame", "start_s", "end_s", *(c.label for c in result.classes)]
+        )
+        for w, (a, b) in enumerate(result.windows):
+            scores = [f"{c.window_scores[w]:.6f}" for c in result.classes]
+            out.writerow([w, a, b, f"{a / result.fps:.3f}", f"{(b + 1) / result.fps:.3f}", *scores])
+        text.flush()
+        text.detach()
+    return path
+
+
+def _caption(img: Image.Image, lines: list[str]) -> Image.Image:
+    """``lines`` drawn top left on a dark band (PIL's default font)."""
+    draw = ImageDraw.Draw(img)
+    size = max(10, img.height // 18)
+    try:
+        from PIL import ImageFont
+
+        font = ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1
+        font = None
+    y = 2
+    for line in lines:
+        box = draw.textbbox((4, y), line, font=font)
+        draw.rectangle((box[0] - 2, box[1] - 1, box[2] + 2, box[3] + 1), fill=(0, 0, 0))
+        draw.text((4, y), line, fill=(255, 255, 255), font=font)
+        y = box[3] + 3
+    return img
+
+
+def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> None:
+    """Pass 3: the overlay clip (the first class) and the contact sheet (every class)."""
+    size = even_size((info.width, info.height), Path(output)) if output else (info.width, info.height)
+    picks = _sheet_frames(result)
+    cells: dict[int, list[Image.Image]] = {}
+    writer = VideoWriter(output, info.fps, size, audio_from=info) if output else None
+    per_tick = max(1, math.ceil(result.frames / len(result.windows)))
+    try:
+        for i, frame in enumerate(read_frames(info, result.frames)):
+            img = Image.fromarray(frame)
+            if img.size != size:
+                img = img.resize(size, Image.Resampling.BILINEAR)
+            if writer is not None:
+                writer.write(_frame_overlay(cam, img, result.classes[0], i, result.fps))
+            if i in picks:
+                cells[i] = [_frame_overlay(cam, img, c, i, result.fps) for c in result.classes]
+            if (i + 1) % per_tick == 0 or i + 1 == result.frames:
+                tick()
+        if writer is not None:
+            result.output = writer.close()
+            writer = None
+    finally:
+        if writer is not None:
+            writer.abort()
+    if contact_sheet:
+        result.contact_sheet = save_image(_sheet(cells, picks, len(result.classes)), contact_sheet)
+
+
+def _frame_overlay(cam, img: Image.Image, c: ClipClass, i: int, fps: float) -> Image.Image:
+    """Frame ``i`` with class ``c``'s heat, its label, score and time (random weights: said)."""
+    heat = c.frame_map(i, img.size)
+    out = overlay_heatmap(img, heat, colormap=cam.colormap, alpha=cam.alpha)
+    lines = [f"{c.label} {c.frame_scores[i]:.2f}", f"{i / fps:.2f} s"]
+    if cam.weights is not None and cam.weights.is_random:
+        lines.append(RANDOM_LABEL)
+    return _caption(out, lines)
+
+
+def _sheet_frames(result: VideoCamResult) -> list[int]:
+    n = min(SHEET_COLUMNS, result.frames)
+    picks = {round(float(v)) for v in np.linspace(0, result.frames - 1, n)}
+    picks.add(result.classes[0].peak_frame)
+    return sorted(picks)[: SHEET_COLUMNS + 1]
+
+
+def _sheet(cells: dict[int, list[Image.Image]], picks: list[int], rows: int) -> Image.Image:
+    """The contact sheet: one column per picked frame, one row per class, at most 160 px a cell."""
+    first = cells[picks[0]][0]
+    scale = min(1.0, 160 / max(first.size))
+    w, h = max(1, round(first.width * scale)), max(1, round(first.height * scale))
+    sheet = Image.new("RGB", (w * len(picks), h * rows), (0, 0, 0))
+    for col, i in enumerate(picks):
+        for row, cell in enumerate(cells.get(i, [])):
+            sheet.paste(cell.resize((w, h), Image.Resampling.BILINEAR), (col * w, row * h))
+    return sheet

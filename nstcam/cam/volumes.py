@@ -1,0 +1,140 @@
+"""Grad-CAM on volumes: a (C, D, H, W) tensor or ``.npy`` file through any model of 3D convolutions
+(a CT or MRI classifier), its map on the volume's own voxel grid, and a grid of slices to look at.
+
+The volume is taken as the model takes it (already normalised: no statistics are guessed for a
+scanner), one volume a call; a ``.npy`` file is read without pickles, its size checked from its
+header before the data is read. The map is the layer's (d, h, w) map resized trilinearly to the
+volume's (D, H, W), so voxel (z, y, x) of the map is voxel (z, y, x) of the input.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from nstcam._checks import whole
+from nstcam.cam._maps import upsample_maps
+from nstcam.cam.overlay import overlay_heatmap
+
+__all__ = ["MAX_VOXELS", "VolumeResult", "explain_volume", "load_volume", "slice_grid"]
+
+MAX_VOXELS = 64 * 1024 * 1024
+"""Largest volume (channels x voxels) read: 256 MB of float32."""
+
+
+@dataclass
+class VolumeResult:
+    """One class explained on a volume.
+
+    Attributes:
+        index: the class; label: its name; score: its probability.
+        heatmap: (D, H, W) float32 in [0, 1], the volume's own voxel grid.
+        raw: the layer's map (d, h, w), after its ReLU, not normalised.
+        volume: the input (C, D, H, W) as the model took it (for slices).
+    """
+
+    index: int
+    label: str
+    score: float
+    heatmap: np.ndarray = field(repr=False)
+    raw: np.ndarray = field(repr=False)
+    volume: np.ndarray = field(repr=False)
+
+    def slices(self, axis: int = 0, n: int = 12, columns: int = 4, alpha: float = 0.5) -> Image.Image:
+        """:func:`slice_grid` of this result."""
+        return slice_grid(self.volume, self.heatmap, axis=axis, n=n, columns=columns, alpha=alpha)
+
+
+def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
+    """A (C, D, H, W) float32 tensor from a tensor or array ((D, H, W): one channel), or a ``.npy`` file
+    (no pickles; over :data:`MAX_VOXELS` refused from its header, before its data is read)."""
+    if isinstance(src, (str, os.PathLike)):
+        path = Path(src)
+        label = path.name
+        if path.suffix.lower() != ".npy":
+            raise ValueError(f"{name}: {label} is not a .npy file (a volume is read from .npy only)")
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                shape, _, dtype = np.lib.format._read_array_header(f, version)
+            except ValueError as e:
+                raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
+        if math.prod(shape) > MAX_VOXELS:
+            raise ValueError(
+                f"{name}: {label} holds {math.prod(shape):,} values, over the limit of {MAX_VOXELS:,}"
+            )
+        if dtype.hasobject:
+            raise ValueError(f"{name}: {label} holds Python objects; a volume holds numbers")
+        src = np.load(path, allow_pickle=False)
+    t = torch.as_tensor(np.asarray(src) if not isinstance(src, torch.Tensor) else src)
+    if t.ndim == 3:
+        t = t[None]
+    if t.ndim != 4 or min(t.shape) < 1:
+        raise ValueError(f"{name} must be (C, D, H, W) or (D, H, W); got shape {tuple(t.shape)}")
+    if t.numel() > MAX_VOXELS:
+        raise ValueError(f"{name} holds {t.numel():,} values, over the limit of {MAX_VOXELS:,}")
+    t = t.float()
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return t
+
+
+def explain_volume(cam: Any, volume: Any, *, target: int | None = None, top_k: int = 1) -> list[VolumeResult]:
+    """Explains one volume with ``cam`` (a :class:`nstcam.GradCAM` of a 3D model): its top classes or
+    ``target``, highest score first (see the module docstring)."""
+    if cam.frames is None:
+        raise ValueError(f"this {cam.arch} takes images; a volume needs a model of 3D convolutions")
+    vol = load_volume(volume)
+    x = vol[None].to(cam.device)
+    probs = cam.predict(x)[0]
+    if target is not None:
+        chosen = [whole("target", target, minimum=0, maximum=probs.numel() - 1)]
+    else:
+        chosen = [int(c) for c in probs.topk(whole("top_k", top_k, minimum=1, maximum=probs.numel())).indices]
+    raws, _ = cam.class_maps(x, chosen)  # one forward pass, a backward pass per class
+    raws = raws[:, 0]
+    maps = upsample_maps(raws.float(), tuple(vol.shape[1:]))
+    arr = vol.numpy()
+    return [
+        VolumeResult(c, cam.label(c), float(probs[c]), maps[j].cpu().numpy(), raws[j].cpu().numpy(), arr)
+        for j, c in enumerate(chosen)
+    ]
+
+
+def slice_grid(
+    volume: np.ndarray,
+    heatmap: np.ndarray,
+    *,
+    axis: int = 0,
+    n: int = 12,
+    columns: int = 4,
+    alpha: float = 0.5,
+) -> Image.Image:
+    """``n`` evenly spaced slices along ``axis`` of ``volume`` (C, D, H, W) (its first channel, min-max
+    scaled to grey) with ``heatmap`` (D, H, W) over each, ``columns`` to a row."""
+    axis = whole("axis", axis, minimum=0, maximum=2)
+    grey = np.asarray(volume[0], dtype=np.float32)
+    span = float(grey.max() - grey.min())
+    grey = (grey - grey.min()) / (span if span > 0 else 1.0)
+    depth = grey.shape[axis]
+    picks = np.unique(
+        np.linspace(0, depth - 1, min(whole("n", n, minimum=1, maximum=64), depth)).round().astype(int)
+    )
+    cells = []
+    for i in picks:
+        g = np.take(grey, i, axis=axis)
+        img = Image.fromarray((g * 255).astype(np.uint8)).convert("RGB")
+        cells.append(overlay_heatmap(img, np.take(heatmap, i, axis=axis), alpha=alpha))
+    cols = min(columns, len(cells))
+    w, h = cells[0].size
+    sheet = Image.new("RGB", (w * cols, h * math.ceil(len(cells) / cols)))
+    for j, c in enumerate(cells):
+        sheet.paste(c, ((j % cols) * w, (j // cols) * h))
+    return sheet

@@ -1,0 +1,46 @@
+"""Known-answer clips and volumes for Grad-CAM over time: a bright square that moves through known
+frames over a dark background, and a tiny 3D CNN built (not trained) so that class 1's logit is
+the amount of bright square in the window: its map must fall on the square, its score over time
+must peak on the square's frames. Class 0's logit is a constant."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["SquareNet", "moving_square", "square_boxes"]
+
+SIDE = 14
+
+
+def square_boxes(n: int, first: int, last: int, w: int = 96, h: int = 64) -> dict[int, tuple[int, int, int, int]]:
+    """Frame -> (x0, y0, x1, y1) of the square in frames first..last (it moves 3 px right, 1 down a frame)."""
+    return {t: (8 + 3 * (t - first), 10 + (t - first), 8 + 3 * (t - first) + SIDE, 10 + (t - first) + SIDE)
+            for t in range(first, last + 1) if t < n}
+
+
+def moving_square(n: int, first: int, last: int, w: int = 96, h: int = 64) -> list[np.ndarray]:
+    frames = [np.full((h, w, 3), 40, np.uint8) for _ in range(n)]
+    for t, (x0, y0, x1, y1) in square_boxes(n, first, last, w, h).items():
+        frames[t][y0:y1, x0:x1] = 255
+    return frames
+
+
+class SquareNet(nn.Module):
+    """conv (brightness above the background) -> ReLU -> mean over space and time -> 2 logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(3, 2, kernel_size=3, padding=1)
+        self.relu = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool3d(1)
+        self.fc = nn.Linear(2, 2)
+        with torch.no_grad():
+            self.conv.weight.fill_(1 / 81)  # the mean of the 3x3x3 neighbourhood over RGB
+            self.conv.bias.fill_(-0.5)  # background (-1.4 normalised) stays below; the square (2.6) above
+            self.fc.weight.copy_(torch.tensor([[0.0, 0.0], [20.0, 20.0]]))
+            self.fc.bias.copy_(torch.tensor([1.0, 0.0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.relu(self.conv(x))).flatten(1))
