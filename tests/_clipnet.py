@@ -14,15 +14,18 @@ __all__ = ["SquareNet", "moving_square", "square_boxes"]
 SIDE = 14
 
 
-def square_boxes(n: int, first: int, last: int, w: int = 96, h: int = 64) -> dict[int, tuple[int, int, int, int]]:
-    """Frame -> (x0, y0, x1, y1) of the square in frames first..last (it moves 3 px right, 1 down a frame)."""
-    return {t: (8 + 3 * (t - first), 10 + (t - first), 8 + 3 * (t - first) + SIDE, 10 + (t - first) + SIDE)
-            for t in range(first, last + 1) if t < n}
+def square_boxes(n: int, first: int, last: int) -> dict[int, tuple[int, int, int, int]]:
+    """Frame -> (x0, y0, x1, y1) of the square in frames first..last (3 px right, 1 down a frame)."""
+    boxes = {}
+    for t in range(first, min(last, n - 1) + 1):
+        x0, y0 = 8 + 3 * (t - first), 10 + (t - first)
+        boxes[t] = (x0, y0, x0 + SIDE, y0 + SIDE)
+    return boxes
 
 
 def moving_square(n: int, first: int, last: int, w: int = 96, h: int = 64) -> list[np.ndarray]:
     frames = [np.full((h, w, 3), 40, np.uint8) for _ in range(n)]
-    for t, (x0, y0, x1, y1) in square_boxes(n, first, last, w, h).items():
+    for t, (x0, y0, x1, y1) in square_boxes(n, first, last).items():
         frames[t][y0:y1, x0:x1] = 255
     return frames
 

@@ -62,8 +62,11 @@ def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
             raise ValueError(f"{name}: {label} is not a .npy file (a volume is read from .npy only)")
         with open(path, "rb") as f:
             try:
-                version = np.lib.format.read_magic(f)
-                shape, _, dtype = np.lib.format._read_array_header(f, version)
+                major, _ = np.lib.format.read_magic(f)
+                header = (
+                    np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = header(f)
             except ValueError as e:
                 raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
         if math.prod(shape) > MAX_VOXELS:

@@ -127,12 +127,14 @@ def finer_score(
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Finer-CAM's score (Zhang et al. 2025, pytorch-grad-cam's ``FinerWeightedTarget``): the target's
     logit against its ``compared`` most similar classes (nearest logits), each weighted by its
-    probability: ``sum_i p_i (y_t - alpha y_i) / (sum_i p_i + 1e-9)``."""
+    probability: ``sum_i p_i (y_t - alpha y_i) / (sum_i p_i + 1e-9)`` (a model with fewer other
+    classes compares them all)."""
 
     def score(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         y_t = logits.gather(1, target.view(-1, 1))
         dist = (logits - y_t).abs().scatter(1, target.view(-1, 1), -1.0)  # the target itself first
-        near = dist.detach().topk(compared + 1, dim=1, largest=False).indices[:, 1:]
+        k = min(compared, logits.shape[1] - 1)
+        near = dist.detach().topk(k + 1, dim=1, largest=False).indices[:, 1:]
         p = logits.softmax(1).gather(1, near)
         return (p * (y_t - alpha * logits.gather(1, near))).sum(1) / (p.sum(1) + 1e-9)
 
