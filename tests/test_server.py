@@ -147,6 +147,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize_video": [
             "video", "style", "size", "steps", "temporal_weight", "max_seconds", "trim", "seed",
         ],
+        "/gradcam_video": ["video", "model", "method", "top_k", "stride", "smooth", "max_seconds", "trim"],
     }  # fmt: skip
     returns = {  # named as a programmer reads them, not from decorated labels
         "/stylize": ["Result", "Status", "Download PNG"],
@@ -155,12 +156,13 @@ def test_api_parameters_are_named_with_defaults(server):
         "/subject_aware": ["Mask", "Result", "Before", "After", "Report", "Status"],
         "/features": ["Grid", "Summary", "Channels"],
         "/stylize_video": ["Frame so far", "Status", "Result", "Download MP4"],
+        "/gradcam_video": ["Explained clip", "Score over time", "Contact sheet", "Top classes"],
     }
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
         n_images = (
-            1 if name in ("/gradcam", "/faithfulness", "/features") else 2
+            1 if name in ("/gradcam", "/faithfulness", "/features", "/gradcam_video") else 2
         )  # /stylize_video: clip, style
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
@@ -239,7 +241,20 @@ def test_mcp_tools_through_a_real_client(server, images):
             return tools, cam, style, seg
 
     tools, cam, style, seg = asyncio.run(asyncio.wait_for(session(), 120))
-    assert {"stylize", "stylize_video", "gradcam", "faithfulness", "subject_aware", "features"} <= set(tools)
+    assert {
+        "stylize",
+        "stylize_video",
+        "gradcam",
+        "gradcam_video",
+        "faithfulness",
+        "subject_aware",
+        "features",
+    } <= set(tools)
+    v = tools["gradcam_video"]
+    assert "Kinetics-400" in v.description and {"stride", "smooth", "trim"} <= set(
+        v.inputSchema["properties"]
+    )
+    assert "r3d_18" in v.inputSchema["properties"]["model"].get("description", "")
     assert (
         "10 s" in tools["stylize_video"].description
         and "temporal_weight" in tools["stylize_video"].inputSchema["properties"]
@@ -595,6 +610,67 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         src = page.evaluate("() => document.querySelector('#vid-result video').currentSrc")
         assert src.endswith("walk_stylized.mp4"), src
         page.screenshot(path=str(ARTIFACTS / "browser_video.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_gradcam_video_through_gradio_client(server, tmp_path):
+    import av
+    from _clipnet import moving_square
+    from _media import write_clip
+    from gradio_client import Client, handle_file
+
+    clip = write_clip(tmp_path / "square.mp4", moving_square(20, 4, 10), fps=10, audio=True)
+    client = Client(server, verbose=False)
+    video, plot, sheet, table = client.predict(
+        video=handle_file(str(clip)), model="r3d_18", top_k=2, api_name="/gradcam_video"
+    )
+    path = video["video"] if isinstance(video, dict) else video
+    with av.open(path) as f:
+        assert sum(1 for _ in f.decode(video=0)) == 20 and len(f.streams.audio) == 1
+    assert Image.open(plot).width == 720 and Image.open(sheet).height == 128
+    assert len(table["data"]) == 2 and "(random weights)" in table["data"][0][2]
+    long = write_clip(tmp_path / "long.mp4", moving_square(110, 4, 10), fps=10)  # 11 s > CPU's 10 s
+    with pytest.raises(Exception, match=r"long.mp4: 11.0 s is over the limit of 10 s.*Tick Trim"):
+        client.predict(video=handle_file(str(long)), api_name="/gradcam_video")
+
+
+def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(server, browser, tmp_path):
+    from _clipnet import moving_square
+    from _media import write_clip
+
+    clip = write_clip(tmp_path / "square.mp4", moving_square(20, 4, 10), fps=10, audio=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        page.goto(server, wait_until="networkidle")
+        page.get_by_role("tab", name="Grad-CAM video").click()
+        assert "Clips up to 10 s" in page.locator("#camv-limits").inner_text()
+        page.locator("#camv-input input[type=file]").set_input_files(str(clip))
+        page.locator("#camv-input video").first.wait_for(timeout=30_000)
+        page.locator("#camv-run").click()
+        page.locator("#camv-result video").first.wait_for(timeout=120_000)
+        src = page.evaluate("() => document.querySelector('#camv-result video').currentSrc")
+        assert src.endswith("square_cam.mp4"), src
+        playing = page.wait_for_function(
+            """async () => {
+                const v = document.querySelector('#camv-result video');
+                if (!v || v.readyState < 1) return false;
+                v.muted = true;
+                await v.play();
+                return v.duration > 1.5 && v.videoWidth === 96 ? v.duration : false;
+            }""",
+            timeout=60_000,
+        ).json_value()
+        assert playing == pytest.approx(2.0, abs=0.2)
+        page.wait_for_function(
+            "() => document.querySelector('#camv-result video').currentTime > 0", timeout=30_000
+        )  # it plays
+        page.locator("#camv-plot img").first.wait_for(timeout=30_000)
+        page.locator("#camv-sheet img").first.wait_for(timeout=30_000)
+        plot = page.evaluate("() => document.querySelector('#camv-plot img').naturalWidth")
+        assert plot == 720
+        assert "Explained with r3d_18" in page.locator("#camv-status").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "browser_gradcam_video.png"), full_page=True)
     finally:
         page.close()
 

@@ -129,6 +129,14 @@ class AppConfig:
         return FOUND_ARCHS + big
 
     @property
+    def clip_archs(self) -> tuple[str, ...]:
+        """Video classifiers the Grad-CAM video tab offers: the 18-layer ResNets on a CPU (about a
+        second a 16-frame window), S3D, MViT-v2-S and Swin3D-T too on a GPU; then the image
+        classifiers, frame by frame."""
+        big = ("s3d", "mvit_v2_s", "swin3d_t") if self.torch_device.type != "cpu" else ()
+        return ("r3d_18", "mc3_18", "r2plus1d_18", *big, *self.cam_archs)
+
+    @property
     def explain_archs(self) -> tuple[str, ...]:
         """Every model the Grad-CAM tab explains: classifiers, then detectors and segmenters."""
         return self.cam_archs + self.found_archs
@@ -162,9 +170,10 @@ class Models:
             return self._style
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:
-        if arch not in self.config.explain_archs:
+        known = dict.fromkeys((*self.config.explain_archs, *self.config.clip_archs))
+        if arch not in known:
             raise ValueError(
-                f"model must be one of {', '.join(self.config.explain_archs)} on this server, got {arch!r}"
+                f"model must be one of {', '.join(known)} on this server, got {str(arch)[:60]!r}"
             )
         key = (arch, layer, method)
         with self._lock:

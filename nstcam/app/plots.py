@@ -1,15 +1,17 @@
-"""Figures the app shows: the deletion and insertion curves of a map beside a random map's."""
+"""Figures the app shows: the deletion and insertion curves of a map beside a random map's, and a
+clip's class scores over time."""
 
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from nstcam.metrics import Faithfulness
 
-__all__ = ["curves_figure"]
+__all__ = ["curves_figure", "scores_figure"]
 
 
 def curves_figure(
@@ -42,6 +44,32 @@ def curves_figure(
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+
+
+def scores_figure(result: Any) -> Image.Image:
+    """Each explained class's probability over the clip (a :class:`nstcam.cam.VideoCamResult`): the
+    windows' scores blended per frame, the strongest window shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 2.6), dpi=100, layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    t = result.times()
+    for c in result.classes:
+        ax.plot(t, c.frame_scores, label=f"{c.label} (mean {c.score:.2f})")
+    first, last = result.classes[0].peak
+    ax.axvspan(first / result.fps, (last + 1) / result.fps, alpha=0.15, color="C0")
+    ax.set_xlabel("time (s)", fontsize=8)
+    ax.set_ylabel("class probability", fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{result.name}: score over time ({result.window}-frame windows)", fontsize=9)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return Image.open(io.BytesIO(buf.getvalue())).convert("RGB")

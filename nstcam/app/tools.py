@@ -46,9 +46,17 @@ def fill_doc(doc: str, config: AppConfig) -> str:
         "passes": f"about {6 * steps + 66}",
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
+        "clip_archs": ", ".join(config.clip_archs),
+        "clip_methods": ", ".join(_clip_methods()),
     }
     fields["image"] = _IMAGE.format(**fields)
     return doc.format(**fields)
+
+
+def _clip_methods() -> tuple[str, ...]:
+    from nstcam.app.tabs.cam_video import CLIP_METHODS  # the tab's own list (it imports this module)
+
+    return CLIP_METHODS
 
 
 _FAMILIES = {

@@ -4,6 +4,7 @@ endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 
 - ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
 - ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``).
+- ``cam_video``: "Grad-CAM video", ``/gradcam_video`` (a clip explained over time).
 - ``subject``: "Subject-aware", ``/subject_aware``. ``features``: "Feature maps", ``/features``.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nstcam.app.tabs import cam, features, style, subject, video
+from nstcam.app.tabs import cam, cam_video, features, style, subject, video
 
 __all__ = ["TABS"]
 
@@ -19,6 +20,7 @@ TABS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("Style transfer", style.tab),
     ("Video", video.tab),
     ("Grad-CAM", cam.tab),
+    ("Grad-CAM video", cam_video.tab),
     ("Subject-aware", subject.tab),
     ("Feature maps", features.tab),
 )

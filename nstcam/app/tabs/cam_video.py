@@ -1,0 +1,191 @@
+"""The "Grad-CAM video" tab: a clip explained over time (:meth:`nstcam.GradCAM.explain_video`), the
+overlay clip, the class scores over time and a contact sheet; its handler, layout and
+``/gradcam_video`` endpoint. The Video tab's limits and media checks apply."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
+from nstcam.app.files import SafeVideo
+from nstcam.app.listen import listen
+from nstcam.app.plots import scores_figure
+from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
+from nstcam.app.tabs.video import limits_text
+from nstcam.app.tools import fill_doc
+from nstcam.cam import REGISTRY
+from nstcam.video import VideoError, probe_video
+
+__all__ = ["CLIP_METHODS", "DOC", "cam_video_handler", "tab"]
+
+CLIP_METHODS = tuple(
+    name
+    for name, m in REGISTRY.items()
+    if m.flat_only is None and m.family in ("gradient", "gradient-free") and name != "kpcacam"
+)
+"""Methods the tab offers on clips: one forward and one backward pass a window (the perturbation
+ones would cost a pass per channel per window)."""
+
+DOC = """Grad-CAM over time: which pixels of which frames made a video classifier (R3D, R(2+1)D, MC3; on a GPU
+also S3D, MViT, Swin3D; Kinetics-400's actions) decide, or an image classifier frame by frame. The clip
+is read in windows of the model's length (16 frames), each explained and placed back on its frames.
+Costs about two forward passes and one backward pass per window and class. Clips longer than
+{video_seconds:g} s are refused unless `trim` is true. Results from random weights are labelled as such.
+
+Args:
+    video: the clip (mp4, webm, mov, mkv or GIF; at most {upload} MB) as an http(s) URL or a data: URL.
+    model: one of {clip_archs} (default r3d_18; an image classifier explains each frame alone).
+    method: one of {clip_methods} (default gradcam).
+    top_k: how many of the clip's top classes to explain, 1 to 5 (the overlay shows the first).
+    stride: frames between windows, 0 (default: half a window) to 16.
+    smooth: average each frame's map with this many frames on each side, 0 (default) to 10.
+    max_seconds: explain at most this many seconds from the start (0: the server's limit).
+    trim: true: a clip over the limit is cut to what fits; false: it is refused with the limit.
+
+Returns:
+    result_video: the clip with the first class's heatmap over each frame, its label and score drawn (mp4, the input's audio).
+    scores: a plot of each class's probability over time, its strongest window shaded.
+    contact_sheet: 8 frames with each class's heatmap, one row per class.
+    top_classes: a table of rank, class index, label, mean probability and the frames where it is strongest.
+"""
+"""The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
+
+
+def cam_video_handler(
+    models: Models,
+    video: Any,
+    model: str = "r3d_18",
+    method: str = "gradcam",
+    top_k: int = 3,
+    stride: int = 0,
+    smooth: int = 0,
+    max_seconds: float = 0.0,
+    trim: bool = False,
+    progress: Callable[[int, int], Any] | None = None,
+) -> tuple[str, str, str, list[list[Any]]]:
+    """Returns (overlay clip, score plot, contact sheet, table rows [rank, class, label, p, frames])."""
+    cfg = models.config
+    try:
+        if video is None:
+            raise refuse("Upload a clip.")
+        if model not in cfg.clip_archs:
+            raise refuse(
+                f"model must be one of {', '.join(cfg.clip_archs)} on this server, got {str(model)[:60]!r}"
+            )
+        if method not in CLIP_METHODS:
+            raise refuse(
+                f"method on a clip must be one of {', '.join(CLIP_METHODS)}, got {str(method)[:40]!r}"
+            )
+        check(top_k, "top_k", 1, 5)
+        check(stride, "stride", 0, 16)
+        check(smooth, "smooth", 0, 10)
+        check(max_seconds, "max_seconds", 0, 1e6)
+        path = str(video)
+        name = Path(path).name  # Gradio keeps the upload's own name
+        probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)  # refused before any model loads
+        cam = models.cam(model, "", method)
+        seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
+        stem = Path(path).stem
+        out = models.outbox
+        result = cam.explain_video(
+            path,
+            name=name,
+            top_k=int(top_k),
+            stride=int(stride) or None,
+            smooth=int(smooth),
+            max_seconds=seconds,
+            max_pixels=cfg.max_frame_pixels,
+            trim=bool(trim) or bool(max_seconds),
+            output=out.reserve(f"{stem}_cam.mp4"),
+            contact_sheet=out.reserve(f"{stem}_sheet.png"),
+            progress=progress,
+        )
+    except VideoError as e:
+        hint = "" if trim else " Tick Trim to explain the start of the clip."
+        raise fail(refuse(f"Bad video: {e}{hint}")) from None
+    except Exception as e:
+        raise fail(e) from e
+    mark = " (random weights)" if cam.weights is not None and cam.weights.is_random else ""
+    plot = out.save(scores_figure(result), "scores.png")
+    rows = [
+        [i + 1, c.index, c.label + mark, round(c.score, 4), f"{c.peak[0]}-{c.peak[1]}"]
+        for i, c in enumerate(result.classes)
+    ]
+    return str(result.output), plot, str(result.contact_sheet), rows
+
+
+def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
+    """The "Grad-CAM video" tab and its ``/gradcam_video`` endpoint."""
+    gr.Markdown(limits_text(config), elem_id="camv-limits")
+    with gr.Row():
+        with gr.Column(scale=1):
+            video = SafeVideo(label="Clip", sources=["upload"], include_audio=True, elem_id="camv-input")
+            arch = gr.Dropdown(
+                list(config.clip_archs),
+                value="r3d_18",
+                label="Model",
+                elem_id="camv-model",
+                info="video classifiers (Kinetics-400), then image classifiers frame by frame",
+            )
+            method = gr.Dropdown(list(CLIP_METHODS), value="gradcam", label="Method", elem_id="camv-method")
+            top_k = gr.Slider(1, 5, value=3, step=1, label="Top-k classes")
+            with gr.Row():
+                stride = gr.Slider(0, 16, value=0, step=1, label="Stride (0: half a window)")
+                smooth = gr.Slider(0, 10, value=0, step=1, label="Smooth over frames")
+            with gr.Row():
+                max_seconds = gr.Number(0, label="Max seconds (0 = server limit)", minimum=0)
+                trim = gr.Checkbox(False, label="Trim a clip over the limit to its start")
+            with gr.Row():
+                run = gr.Button("Explain clip", variant="primary", elem_id="camv-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="camv-cancel")
+            status = gr.Markdown(elem_id="camv-status")
+        with gr.Column(scale=2):
+            result = gr.Video(label="Explained clip", interactive=False, elem_id="camv-result")
+            plot = gr.Image(label="Score over time", type="filepath", interactive=False, elem_id="camv-plot")
+            sheet = gr.Image(label="Contact sheet", type="filepath", interactive=False, elem_id="camv-sheet")
+            table = gr.Dataframe(
+                headers=["rank", "class", "label", "probability", "strongest frames"],
+                label="Top classes",
+                elem_id="camv-table",
+            )
+
+    @endpoint(cam_video_handler, fill_doc(DOC, config), runs=(runs, "gradcam_video"), progress=True)
+    def gradcam_video(stop: threading.Event, progress: gr.Progress, **params: Any) -> Iterator[tuple]:
+        progress(0.0, desc="starting: loading the model and the clip…")
+
+        def work(put: Any) -> Any:
+            def report(done: int, total: int) -> bool:
+                progress(done / total, desc=f"window {done}/{total}")
+                put(None)
+                return not stop.is_set()  # Cancel: the engine stops after this window
+
+            return cam_video_handler(models, **params, progress=report)
+
+        yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        try:
+            for _ in (res := Result(in_thread(work, stop))):
+                yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        except Exception as e:
+            raise fail(e) from e
+        clip, figure, contact, rows = res.value
+        head = ["rank", "class", "label", "probability", "strongest frames"]
+        yield clip, figure, contact, {"headers": head, "data": rows}
+
+    listen(
+        run,
+        gradcam_video,
+        [video, arch, method, top_k, stride, smooth, max_seconds, trim],
+        [result, plot, sheet, table],
+        status,
+        api_name="gradcam_video",
+        done=lambda _video, model, method, *_: (
+            f"Explained with {model}, method {method}." + weights_note(config.random_weights)
+        ),
+    )
+    cancel_on(cancel, runs, "gradcam_video")
