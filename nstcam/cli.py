@@ -588,38 +588,33 @@ def _cmd_cam(args: argparse.Namespace) -> int:
 
 def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
     """``nstcam cam clip.mp4``: each clip explained over time (a video classifier's windows, an image
-    classifier frame by frame): OUTDIR/<clip>_cam.mp4 (audio carried), _sheet.png and _scores.csv."""
-    from pathlib import Path
-
+    classifier frame by frame): OUTDIR/<clip>_cam.mp4 (audio carried), _sheet.png, _scores.csv and
+    the sidecar <clip>_cam.json; OUTDIR/explanations.csv lists every clip's classes."""
+    from nstcam.cam.files import folder_csv, save_clip_explanation, sidecar_names
     from nstcam.video import VideoError
 
     failed = 0
-    for src in args.images:
-        stem = Path(src).stem
-        video = out / f"{stem}_cam.mp4"
-        if video.exists() and not args.overwrite:
-            logger.info("kept %s: %s exists; add --overwrite to redo it", src, video)
+    for src, name in zip(args.images, sidecar_names(args.images), strict=True):
+        if (out / name).exists() and not args.overwrite:
+            logger.info("kept %s: %s exists; add --overwrite to redo it", src, out / name)
             continue
         out.mkdir(parents=True, exist_ok=True)
         try:
-            r = cam.explain_video(
-                src,
-                top_k=args.top_k or 1,
-                target=args.target,
-                stride=args.stride,
+            meta = save_clip_explanation(
+                cam, str(src), out / name, top_k=args.top_k or 1, target=args.target, stride=args.stride,
                 smooth=args.smooth,
-                output=video,
-                contact_sheet=out / f"{stem}_sheet.png",
-                csv_path=out / f"{stem}_scores.csv",
-            )
+            )  # fmt: skip
         except (VideoError, FileNotFoundError, ValueError) as e:
             logger.error("skipping %s: %s", src, e)
             failed += 1
             continue
-        print(r.output)
-        for c in r.classes:
-            first, last = c.peak
-            print(f"  {c.label}: {c.score:.3f} (strongest in frames {first}-{last})")
+        print(meta["video"])
+        for c in meta["classes"]:
+            first, last = c["peak_frames"]
+            print(f"  {c['label']}: {c['score']:.3f} (strongest in frames {first}-{last})")
+    table = folder_csv(out) if out.is_dir() else None
+    if table is not None:
+        print(table)
     return 1 if failed else 0
 
 

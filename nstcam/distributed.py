@@ -26,7 +26,7 @@ from typing import Any
 
 from nstcam._files import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, expand_contents, output_names, unique_names
 from nstcam.cam.files import folder_csv, sidecar_names, write_csv
-from nstcam.image import ImageError, ImageSource, load_image, save_image
+from nstcam.image import ImageSource, load_image, save_image
 from nstcam.style import BatchResult
 from nstcam.weights import DETECTORS
 
@@ -393,20 +393,16 @@ class _CamWorker:
             self.top_k = 1
 
     def __call__(self, batch: dict) -> dict:
-        from nstcam.cam.files import save_explanation
+        def write(path: str, out: Path, label: str) -> None:
+            from nstcam.cam.files import save_clip_explanation, save_explanation
 
-        status, errors = [], []
-        for path, out, label in zip(batch["path"], batch["out"], batch["label"], strict=True):
-            try:
-                results = self.cam.explain(load_image(_read(str(path))), top_k=self.top_k, **self.found)
-            except (ImageError, FileNotFoundError, OSError, ValueError) as e:
-                status.append("failed")
-                errors.append(str(e))
-                continue
-            save_explanation(results, str(label), Path(str(out)), arch=self.arch, save_npy=self.npy)
-            status.append("written")
-            errors.append("")
-        return {"label": batch["label"], "out": batch["out"], "status": status, "error": errors}
+            if Path(path).suffix.lower() in VIDEO_EXTENSIONS and "://" not in path:  # a clip: over time
+                save_clip_explanation(self.cam, path, out, label=label, top_k=self.top_k or 1)
+                return
+            results = self.cam.explain(load_image(_read(path)), top_k=self.top_k, **self.found)
+            save_explanation(results, label, out, arch=self.arch, save_npy=self.npy)
+
+        return _each(batch, write)
 
 
 def explain_dataset(

@@ -4,6 +4,7 @@ pytorch-grad-cam's 5D Grad-CAM, known-answer clips and volumes, clips in and exp
 from __future__ import annotations
 
 import csv
+import json
 import threading
 from pathlib import Path
 
@@ -378,3 +379,36 @@ def test_a_volume_map_sits_on_its_own_voxels_and_npy_files_are_read_safely(tmp_p
         load_volume(tmp_path / "vol.txt")
     with pytest.raises(ValueError, match="takes images"):
         GradCAM(SquareNet2D(), target_layer="relu", device="cpu", mean=0.5, std=0.5).explain_volume(vol)
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_cam_cli_explains_clips_with_a_video_classifier_and_goes_on_past_a_bad_one(
+    square_clip, tmp_path, caplog
+):
+    from nstcam.cli import main
+
+    bad = tmp_path / "broken.mp4"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypmp42 but nothing else")
+    out = tmp_path / "cams"
+    rc = main(["cam", str(square_clip), str(bad), "-o", str(out), "--arch", "r3d_18", "--weights", "random",
+               "--top-k", "2", "--stride", "16"])  # fmt: skip
+    assert (
+        rc == 1
+        and "broken.mp4" in caplog.text
+        and str(tmp_path) not in caplog.text.split("broken.mp4")[0][-5:]
+    )
+    meta = json.loads((out / "square_cam.json").read_text())
+    assert (
+        meta["arch"] == "r3d_18" and meta["window"] == 16 and meta["windows"] == [[0, 15], [16, 31], [32, 47]]
+    )
+    assert [c["rank"] for c in meta["classes"]] == [1, 2] and all(
+        c["random_weights"] for c in meta["classes"]
+    )
+    with av.open(meta["video"]) as f:
+        assert len(f.streams.audio) == 1 and sum(1 for _ in f.decode(video=0)) == N
+    rows = list(csv.DictReader(open(out / "explanations.csv")))
+    assert [r["rank"] for r in rows] == ["1", "2"] and rows[0]["image"].endswith("square.mp4")
+    assert (out / "square_sheet.png").is_file() and (out / "square_scores.csv").is_file()
+    assert (
+        main(["cam", str(square_clip), "-o", str(out), "--arch", "r3d_18", "--weights", "random"]) == 0
+    )  # kept

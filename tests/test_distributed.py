@@ -232,3 +232,29 @@ def test_explain_dataset_takes_detectors_and_segmenters(local_ray, data, tmp_pat
         explain_dataset(
             inp, tmp_path / "x", arch="fasterrcnn_mobilenet_v3_large_fpn", top_k=2, weights="random"
         )
+
+
+def test_explain_dataset_explains_a_folder_of_clips_over_time(local_ray, tmp_path):
+    from _clipnet import moving_square
+    from _media import write_clip
+
+    inp = tmp_path / "clips"
+    inp.mkdir()
+    for i in range(2):
+        write_clip(inp / f"clip{i}.mp4", moving_square(20, 2 + i, 9 + i), fps=10, audio=True)
+    (inp / "broken.mp4").write_bytes(b"not a video")
+    out = tmp_path / "out"
+    res = explain_dataset(inp, out, arch="r3d_18", top_k=2, num_workers=2, weights="random")
+    assert sorted(p.name for p in res.written) == ["clip0_cam.json", "clip1_cam.json"]
+    assert (
+        list(res.failed) == [str(inp / "broken.mp4")] and "broken.mp4" in res.failed[str(inp / "broken.mp4")]
+    )
+    local = GradCAM("r3d_18", weights="random", device="cpu").explain_video(inp / "clip0.mp4", top_k=2)
+    meta = json.loads((out / "clip0_cam.json").read_text())
+    assert [c["class_index"] for c in meta["classes"]] == [c.index for c in local.classes]
+    for c, mine in zip(meta["classes"], local.classes, strict=True):
+        assert c["score"] == pytest.approx(mine.score, abs=1e-6)
+    with av.open(meta["video"]) as f:
+        assert len(f.streams.audio) == 1
+    rows = list(csv.DictReader(open(res.csv)))
+    assert len(rows) == 4 and {r["image"] for r in rows} == {str(inp / "clip0.mp4"), str(inp / "clip1.mp4")}

@@ -38,6 +38,7 @@ __all__ = [
     "class_stem",
     "csv_row",
     "csv_rows",
+    "save_clip_explanation",
     "folder_csv",
     "save_explanation",
     "sidecar_names",
@@ -111,6 +112,61 @@ def save_explanation(
     os.replace(tmp, sidecar)
     for stale in old - _listed_files(sidecar):
         stale.unlink(missing_ok=True)
+    return meta
+
+
+def save_clip_explanation(
+    cam: Any, clip: str, sidecar: Path, *, label: str | None = None, **options: Any
+) -> dict:
+    """Explains the clip ``clip`` with ``cam`` (:meth:`nstcam.GradCAM.explain_video`, ``options``)
+    and writes beside ``sidecar`` (``<stem>_cam.json``) the overlay clip ``<stem>_cam.mp4`` (the
+    source's audio), the contact sheet ``<stem>_sheet.png`` and the windows' scores
+    ``<stem>_scores.csv``, then the sidecar (last, atomically): one entry per class with the
+    ``explanations.csv`` columns (``score``: the mean probability over windows) and the frames where
+    it is strongest. Returns what the sidecar holds."""
+    stem = sidecar.name.removesuffix("_cam.json")
+    r = cam.explain_video(
+        clip,
+        name=Path(label or clip).name,
+        output=sidecar.with_name(f"{stem}_cam.mp4"),
+        contact_sheet=sidecar.with_name(f"{stem}_sheet.png"),
+        csv_path=sidecar.with_name(f"{stem}_scores.csv"),
+        **options,
+    )
+    random = bool(cam.weights is not None and cam.weights.is_random)
+    classes = [
+        {
+            "image": label or clip,
+            "rank": rank,
+            "class_index": c.index,
+            "label": c.label,
+            "score": c.score,
+            "random_weights": random,
+            "peak_frames": list(c.peak),
+            "peak_frame": c.peak_frame,
+            "window_scores": [round(float(s), 6) for s in c.window_scores],
+            "overlay": str(r.output) if rank == 1 else None,
+        }
+        for rank, c in enumerate(r.classes, 1)
+    ]
+    meta = {
+        "image": label or clip,
+        "arch": cam.arch,
+        "layer": cam.target_layer,
+        "method": cam.method,
+        "random_weights": random,
+        "frames": r.frames,
+        "fps": r.fps,
+        "window": r.window,
+        "windows": [list(w) for w in r.windows],
+        "video": str(r.output),
+        "contact_sheet": str(r.contact_sheet),
+        "scores_csv": str(r.csv),
+        "classes": classes,
+    }
+    tmp = sidecar.with_name(f".{sidecar.name}.partial")
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, sidecar)
     return meta
 
 
