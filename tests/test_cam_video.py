@@ -392,11 +392,7 @@ def test_cam_cli_explains_clips_with_a_video_classifier_and_goes_on_past_a_bad_o
     out = tmp_path / "cams"
     rc = main(["cam", str(square_clip), str(bad), "-o", str(out), "--arch", "r3d_18", "--weights", "random",
                "--top-k", "2", "--stride", "16"])  # fmt: skip
-    assert (
-        rc == 1
-        and "broken.mp4" in caplog.text
-        and str(tmp_path) not in caplog.text.split("broken.mp4")[0][-5:]
-    )
+    assert rc == 1 and "broken.mp4" in caplog.text  # named, and the next clip is explained
     meta = json.loads((out / "square_cam.json").read_text())
     assert (
         meta["arch"] == "r3d_18" and meta["window"] == 16 and meta["windows"] == [[0, 15], [16, 31], [32, 47]]
