@@ -602,7 +602,7 @@ def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
         try:
             meta = save_clip_explanation(
                 cam, str(src), out / name, top_k=args.top_k or 1, target=args.target, stride=args.stride,
-                smooth=args.smooth,
+                smooth=args.smooth, evaluate=args.evaluate, evaluate_steps=min(args.evaluate_steps, 100),
             )  # fmt: skip
         except (VideoError, FileNotFoundError, ValueError) as e:
             logger.error("skipping %s: %s", src, e)
@@ -612,6 +612,12 @@ def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
         for c in meta["classes"]:
             first, last = c["peak_frames"]
             print(f"  {c['label']}: {c['score']:.3f} (strongest in frames {first}-{last})")
+            if "faithfulness" in c:
+                f = c["faithfulness"]
+                print(
+                    f"    deletion {f['deletion_auc']:.3f} (random map {f['random_deletion_auc']:.3f}), "
+                    f"insertion {f['insertion_auc']:.3f} (random map {f['random_insertion_auc']:.3f})"
+                )
     table = folder_csv(out) if out.is_dir() else None
     if table is not None:
         print(table)

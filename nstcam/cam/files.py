@@ -146,6 +146,7 @@ def save_clip_explanation(
             "peak_frame": c.peak_frame,
             "window_scores": [round(float(s), 6) for s in c.window_scores],
             "overlay": str(r.output) if rank == 1 else None,
+            **({"faithfulness": c.faithfulness} if c.faithfulness else {}),
         }
         for rank, c in enumerate(r.classes, 1)
     ]

@@ -52,17 +52,20 @@ def prepare(model: nn.Module, x: torch.Tensor, maps: Any, targets: Any, chunk: i
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != 3:
+    clips = isinstance(x, torch.Tensor) and x.ndim == 5  # clips or volumes (N, C, T, H, W)
+    if not isinstance(x, torch.Tensor) or not (clips or (x.ndim == 4 and x.shape[1] == 3)):
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be a normalised batch of shape (N, 3, H, W), got {shape}")
+        raise ValueError(
+            f"x must be a normalised batch of shape (N, 3, H, W) (or clips (N, C, T, H, W)), got {shape}"
+        )
     chunk = whole("chunk", chunk, minimum=1)
     m = torch.as_tensor(np.asarray(maps) if not isinstance(maps, torch.Tensor) else maps)
     if m.ndim == 2:
         m = m.unsqueeze(0)
-    if m.shape != (x.shape[0], *x.shape[-2:]):
+    if m.shape != (x.shape[0], *x.shape[2:]):
         raise ValueError(
-            f"maps must have shape (N, H, W) = {(x.shape[0], *x.shape[-2:])} to match x, got "
-            f"{tuple(m.shape)}: resize the maps to the network input"
+            f"maps must have shape (N, {'T, ' if clips else ''}H, W) = {(x.shape[0], *x.shape[2:])} to "
+            f"match x, got {tuple(m.shape)}: resize the maps to the network input"
         )
     m = m.to(x.device, torch.float32)
     lo, hi = (float(v) for v in torch.aminmax(m))
@@ -81,7 +84,8 @@ def prepare(model: nn.Module, x: torch.Tensor, maps: Any, targets: Any, chunk: i
 
 
 def rank_pixels(maps: torch.Tensor) -> torch.Tensor:
-    """(N, H*W) rank of each pixel, 0 for the most relevant (ties broken by position)."""
+    """(N, H*W) rank of each pixel (a clip's: of each voxel, (N, T*H*W)), 0 for the most relevant
+    (ties broken by position)."""
     order = maps.flatten(1).argsort(dim=1, descending=True, stable=True)
     ranks = torch.empty_like(order)
     ranks.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))

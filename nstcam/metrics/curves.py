@@ -30,8 +30,9 @@ def make_baseline(x: torch.Tensor, baseline: Baseline) -> torch.Tensor:
             ) from None
     if baseline == "zeros":
         return torch.zeros_like(x)
-    if baseline == "blur":
-        return gaussian_blur(x, kernel_size=[11, 11], sigma=[5.0, 5.0])
+    if baseline == "blur":  # a clip's (N, C, T, H, W): each frame blurred in space
+        flat = x.reshape(-1, *x.shape[-3:]) if x.ndim == 5 else x
+        return gaussian_blur(flat, kernel_size=[11, 11], sigma=[5.0, 5.0]).reshape(x.shape)
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
         return torch.full_like(x, float(baseline))
     raise ValueError(f"baseline must be 'zeros', 'blur', a number or a tensor; got {baseline!r}")
@@ -41,7 +42,7 @@ def curve(inputs: Inputs, steps: int, baseline: torch.Tensor, insert: bool) -> t
     """(N, steps + 1) target scores with 0, 1/steps, ..., all pixels removed (or inserted)."""
     hw = inputs.maps[0].numel()
     ranks = rank_pixels(inputs.maps)
-    shape = inputs.x.shape[-2:]
+    shape = inputs.x.shape[2:]  # (H, W), or a clip's (T, H, W): deleted and inserted in space-time
 
     def build(n: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         changed = ranks[n] < torch.round(s.float() * hw / steps)[:, None]  # the first s/steps of the order
