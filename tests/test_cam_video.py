@@ -94,6 +94,9 @@ def test_video_resnets_give_maps_over_time(arch, layer, layout, raw):
     assert maps.shape == (2, 16, 112, 112) and maps.min() >= 0 and set(peaks.tolist()) <= {0.0, 1.0}
     assert peaks.max() == 1
     assert cam.compute(x, raw=True).shape == (2, *raw)
+    from nstcam.cam.targets import ClassTarget
+
+    assert cam.compute(x, targets=ClassTarget(3, softmax=True)).shape == (2, 16, 112, 112)  # target objects
     with pytest.raises(ValueError, match=r"\(N, C, T, H, W\)"):
         cam.compute(x[:, :, 0])
     with pytest.raises(ValueError, match="explain_video"):
@@ -414,3 +417,21 @@ def test_cam_cli_explains_clips_with_a_video_classifier_and_goes_on_past_a_bad_o
     assert (
         main(["cam", str(square_clip), "-o", str(out), "--arch", "r3d_18", "--weights", "random"]) == 0
     )  # kept
+
+
+def test_clips_replay_from_captured_graphs_and_equal_eager():
+    """The graphed path (CUDA graphs; a traced capture on CPU) keys clips by their 5D shape too."""
+    from test_cam_graphs import traced_capture
+
+    from nstcam.cam._graphed import CamGraphs
+
+    eager = square_cam()
+    graphed = square_cam()
+    graphed._graphs = CamGraphs(capture=traced_capture)
+    for seed in range(4):
+        x = torch.randn(1, 3, 8, 32, 48, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(
+            graphed.compute(x, targets=1), eager.compute(x, targets=1), atol=1e-5, rtol=0
+        )
+    stats = graphed.graph_stats
+    assert stats["captures"] == 1 and stats["replays"] >= 2 and stats["mismatches"] == 0

@@ -62,11 +62,11 @@ def test_readme_describes_the_app_that_runs():
     readme = (ROOT / "README.md").read_text()
     demo = build_demo(AppConfig(random_weights=True, device="cpu"), Models(AppConfig(random_weights=True)))
     tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    words = {5: "Five"}
+    words = {6: "Six"}
     assert f"{words[len(tabs)]} tabs: {', '.join(tabs)}." in readme
     listed = readme[readme.index("Stable API endpoints") :].split("gradio_client")[0]
     names = [d.api_name for d in demo.fns.values() if d.api_visibility == "public" and d.api_name]
-    assert len(names) == 6 and all(f"`/{n}`" in listed for n in names), (names, listed)
+    assert len(names) == 7 and all(f"`/{n}`" in listed for n in names), (names, listed)
 
 
 def test_readme_has_the_snippets_it_should():
