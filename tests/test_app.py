@@ -720,5 +720,13 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
     monkeypatch.setattr(ui, "TABS", (*ui.TABS, ("Probe", tab)))
     demo = build_demo(models.config, models)
     tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    assert tabs == ["Style transfer", "Video", "Grad-CAM", "Subject-aware", "Feature maps", "Probe"]
+    assert tabs == [
+        "Style transfer",
+        "Video",
+        "Grad-CAM",
+        "Grad-CAM video",
+        "Subject-aware",
+        "Feature maps",
+        "Probe",
+    ]
     assert any(getattr(b, "elem_id", None) == "probe-tab" for b in demo.blocks.values())

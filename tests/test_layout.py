@@ -55,7 +55,12 @@ ALLOWED = {
     "video": {"base", "video"},  # on any engine's public API (duck-typed): StyleTransfer.stylize_video
     "style": {"base", "style", "video"},
     "metrics": {"base", "metrics"},
-    "cam": {"base", "metrics", "cam"},
+    "cam": {
+        "base",
+        "metrics",
+        "cam",
+        "video",
+    },  # clips read and written as style's are: GradCAM.explain_video
     "subject": {"base", "style", "metrics", "cam"},
     "features": {"base", "style"},
     "top": {"base", "video", "style", "metrics", "cam", "subject", "features", "top"},

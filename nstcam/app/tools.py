@@ -14,7 +14,7 @@ from nstcam.cam import METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
-__all__ = ["fill_doc", "method_choices", "method_note"]
+__all__ = ["clip_methods", "fill_doc", "method_choices", "method_note"]
 
 _IMAGE = "an image as an http(s) URL or a data: URL (PNG, JPEG, WebP...; at most {upload} MB, 40 megapixels)"
 
@@ -47,16 +47,21 @@ def fill_doc(doc: str, config: AppConfig) -> str:
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
         "clip_archs": ", ".join(config.clip_archs),
-        "clip_methods": ", ".join(_clip_methods()),
+        "clip_methods": ", ".join(clip_methods()),
     }
     fields["image"] = _IMAGE.format(**fields)
     return doc.format(**fields)
 
 
-def _clip_methods() -> tuple[str, ...]:
-    from nstcam.app.tabs.cam_video import CLIP_METHODS  # the tab's own list (it imports this module)
-
-    return CLIP_METHODS
+def clip_methods() -> tuple[str, ...]:
+    """Methods the Grad-CAM video tab offers: one forward and one backward pass a window (the
+    perturbation ones would cost a pass per channel per window; KPCA an eigensolve of the window's
+    positions)."""
+    return tuple(
+        name
+        for name, m in REGISTRY.items()
+        if m.flat_only is None and m.family in ("gradient", "gradient-free") and name != "kpcacam"
+    )
 
 
 _FAMILIES = {

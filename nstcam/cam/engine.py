@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -22,9 +23,10 @@ from torch import nn
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
 from nstcam.cam._checks import method_options, read_layers
-from nstcam.cam._dispatch import Spec, class_maps, explain_targets, raw_maps, split_targets
+from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
+from nstcam.cam._spacetime import SpaceTime, check_batch
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.kinds import model_kind
 from nstcam.cam.layers import (
@@ -50,7 +52,7 @@ __all__ = ["GradCAM"]
 logger = logging.getLogger(__name__)
 
 
-class GradCAM:
+class GradCAM(SpaceTime):
     """Class activation maps for a CNN classifier.
 
     The forward pass runs without autograd up to the target layer; a forward hook records that
@@ -65,13 +67,11 @@ class GradCAM:
 
     Args:
         arch: a torchvision classifier of :data:`nstcam.cam.CAM_ARCHS` (ResNet, ViT, Swin, ConvNeXt,
-            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn), or video classifier of
-            :data:`nstcam.cam.VIDEO_ARCHS` (R3D, MC3, R(2+1)D, S3D, MViT, Swin3D: clips, see
-            :meth:`explain_video`); ``"timm:<name>"``, any model of
+            EfficientNet, MobileNetV3, DenseNet, RegNet, VGG-bn) or :data:`~nstcam.cam.VIDEO_ARCHS`
+            (clips: :meth:`explain_video`); ``"timm:<name>"``, any model of
             timm's zoo (``pip install 'nstcam[timm]'``, :mod:`nstcam.timm_zoo`); or the model itself
             (an ``nn.Module``, as ``model=``).
-        weights: ``"imagenet"`` (a video classifier's Kinetics weights: also ``"kinetics"``), ``"random"``
-            or a state dict path (see :func:`nstcam.build_model`);
+        weights: ``"imagenet"`` (``"kinetics"``), ``"random"`` or a file (:func:`nstcam.build_model`);
             for timm, ``"pretrained"`` (timm's own), ``"random"`` or a path.
         target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
             ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
@@ -100,8 +100,7 @@ class GradCAM:
         mean: the model's per-channel mean (RGB in [0, 1]); std: likewise; transform: its
             :class:`nstcam.Preprocess`, torchvision weights transform or timm data config (never its
             crop). Default: the model's own, else ImageNet's with a warning (:mod:`nstcam.preprocess`).
-        frames: a video (or volume) model's window in frames; None: its family's, 16 (MViT takes
-            exactly 16). Refused for an image model. :attr:`frames` is None for image models.
+        frames: a video (or volume) model's window in frames (default 16); None for an image model.
     """
 
     def __init__(
@@ -140,18 +139,12 @@ class GradCAM:
             whole("input_size", input_size, minimum=16)
         self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
         self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
-        if isinstance(arch, nn.Module):
-            if model is not None:
-                raise ValueError("give the model once: as arch (the first argument) or as model=")
-            model = arch
-        model = _built(arch, weights, seed) if model is None else _checked_model(model)
+        model = _model_of(arch, model, weights, seed)
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
         self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
-        if frames is not None:
-            whole("frames", frames, minimum=1, maximum=512)
         self.frames = clip_frames(self.model, frames)  # None: an image model
         self.preprocessing = preprocess_for(
             self.model, mean=mean, std=std, transform=transform, warn=self.kind == "classifier"
@@ -215,11 +208,7 @@ class GradCAM:
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
         """
-        if self.frames is not None:
-            raise ValueError(
-                f"this {self.arch} explains clips and volumes (N, C, T, H, W), not images: use "
-                "explain_video(clip), explain_volume(volume) or compute(x)"
-            )
+        self.images_only()
         if self.kind != "classifier" and target is None:
             return explain_found(
                 self,
@@ -276,13 +265,10 @@ class GradCAM:
             aug_smooth: see :meth:`explain`; eigen_smooth: likewise.
 
         Returns:
-            (N, H, W) maps in [0, 1] at the input's size, (N, T, H, W) for clips and volumes (or
-            (N, h, w) / (N, t, h, w) raw maps: at the layer's resolution, or the input's for several
-            layers, ``aug_smooth``, FullGrad and guided backpropagation).
+            (N, [T,] H, W) maps in [0, 1] at the input's size (or (N, [t,] h, w) raw maps: at the layer's
+            resolution, or the input's for several layers, ``aug_smooth``, FullGrad, guided backprop).
         """
-        _check_batch(x, self.frames is not None)
-        if aug_smooth and x.ndim == 5:
-            raise ValueError("aug_smooth flips and brightens images; leave it off for clips and volumes")
+        check_batch(x, self.frames is not None, aug_smooth)
         maps, raws, _, _ = _run(
             self,
             x.to(self.device),
@@ -293,42 +279,6 @@ class GradCAM:
             eigen_smooth=eigen_smooth,
         )
         return raws[0] if raw else maps[0]
-
-    def class_maps(self, x: torch.Tensor, classes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Raw maps of several classes for every input of the batch ``x``, in one forward pass and
-        one backward pass per class (what a clip's windows need: the same classes in each).
-
-        Returns:
-            (raw maps (k, N, *grid) at the layer's resolution, probabilities (N, classes)).
-        """
-        _check_batch(x, self.frames is not None)
-        x = x.to(self.device)
-        x = x.clone() if x.is_inference() else x
-        chosen = [whole("classes", c, minimum=0) for c in classes]
-        if not chosen:
-            raise ValueError("classes must name at least one class")
-        rows = torch.tensor(chosen, dtype=torch.long, device=x.device)[:, None].expand(-1, x.shape[0])
-        raws, probs, _ = class_maps(Spec.of(self, graphs=False), eval_view(self.model), x, rows)
-        return raws, probs
-
-    @torch.no_grad()
-    def predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Class probabilities (N, classes) of a normalised batch (one forward pass, no hooks)."""
-        _check_batch(x, self.frames is not None)
-        return eval_view(self.model)(x.to(self.device)).float().softmax(1)
-
-    def explain_video(self, clip: Any, **options: Any) -> Any:
-        """Explains a clip: see :func:`nstcam.cam.clips.explain_video` (a video classifier's sliding
-        windows, or an image classifier frame by frame) for ``options`` and what it returns."""
-        from nstcam.cam.clips import explain_video
-
-        return explain_video(self, clip, **options)
-
-    def explain_volume(self, volume: Any, **options: Any) -> Any:
-        """Explains a volume (C, D, H, W): see :func:`nstcam.cam.volumes.explain_volume`."""
-        from nstcam.cam.volumes import explain_volume
-
-        return explain_volume(self, volume, **options)
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
@@ -383,6 +333,15 @@ def _run(
     return maps, list(raws), probs, classes.T.cpu()
 
 
+def _model_of(arch: Any, model: Any, weights: str | Path, seed: int) -> nn.Module:
+    """The model given (as ``arch`` or ``model=``, once), else the one ``arch`` names, built."""
+    if isinstance(arch, nn.Module):
+        if model is not None:
+            raise ValueError("give the model once: as arch (the first argument) or as model=")
+        model = arch
+    return _built(arch, weights, seed) if model is None else _checked_model(model)
+
+
 def _built(arch: str, weights: str | Path, seed: int) -> nn.Module:
     """The registered model ``arch`` (or timm's ``"timm:<name>"``) with ``weights``; anything else
     refused with the known names (never printing what was given, which may be a whole model)."""
@@ -390,23 +349,15 @@ def _built(arch: str, weights: str | Path, seed: int) -> nn.Module:
         return build_timm(arch, "pretrained" if weights == "imagenet" else weights, seed=seed)
     every = (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS, *VIDEO_ARCHS)
     if not isinstance(arch, str) or arch not in every:
-        known = ", ".join(every)
+        close = difflib.get_close_matches(arch, every, n=3) if isinstance(arch, str) else []
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         given = repr(arch[:60]) if isinstance(arch, str) else f"a {type(arch).__name__}"
-        raise ValueError(f"arch must be one of {known}, or 'timm:<name>', or a model; got {given}")
-    return build_model(arch, weights)
-
-
-def _check_batch(x: Any, clips: bool) -> None:
-    """An image batch (N, 3, H, W) for an image model, (N, C, T, H, W) for a video or volume model."""
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"x must be a tensor; got a {type(x).__name__}")
-    if clips and x.ndim != 5:
         raise ValueError(
-            f"x must be a batch of clips or volumes (N, C, T, H, W) for this video model, got "
-            f"{tuple(x.shape)}"
+            f"arch must be one of the names in nstcam.cam.CAM_ARCHS, SEGMENTER_ARCHS, DETECTOR_ARCHS or "
+            f"VIDEO_ARCHS ({len(every)} models: resnet50, vit_b_16, deeplabv3_resnet50, "
+            f"fasterrcnn_resnet50_fpn, r3d_18...), 'timm:<name>', or a model{hint}; got {given}"
         )
-    if not clips and (x.ndim != 4 or x.shape[1] != 3):
-        raise ValueError(f"x must be a batch of shape (N, 3, H, W), got {tuple(x.shape)}")
+    return build_model(arch, weights)
 
 
 def _checked_model(model: object) -> nn.Module:

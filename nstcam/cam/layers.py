@@ -164,6 +164,10 @@ def is_video_model(model: nn.Module) -> bool:
 def clip_frames(model: nn.Module, frames: int | None = None) -> int | None:
     """The window in frames a model explains (None: an image model): ``frames`` if given, else its
     family's (16), else 16 for any model with 3D convolutions."""
+    if frames is not None and (
+        isinstance(frames, bool) or not isinstance(frames, int) or not 1 <= frames <= 512
+    ):
+        raise ValueError(f"frames must be a whole number from 1 to 512, got {str(frames)[:20]}")
     if not is_video_model(model):
         if frames is not None:
             raise ValueError(

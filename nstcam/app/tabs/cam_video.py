@@ -18,19 +18,13 @@ from nstcam.app.listen import listen
 from nstcam.app.plots import scores_figure
 from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
 from nstcam.app.tabs.video import limits_text
-from nstcam.app.tools import fill_doc
-from nstcam.cam import REGISTRY
+from nstcam.app.tools import clip_methods, fill_doc
 from nstcam.video import VideoError, probe_video
 
 __all__ = ["CLIP_METHODS", "DOC", "cam_video_handler", "tab"]
 
-CLIP_METHODS = tuple(
-    name
-    for name, m in REGISTRY.items()
-    if m.flat_only is None and m.family in ("gradient", "gradient-free") and name != "kpcacam"
-)
-"""Methods the tab offers on clips: one forward and one backward pass a window (the perturbation
-ones would cost a pass per channel per window)."""
+CLIP_METHODS = clip_methods()
+"""Methods the tab offers on clips (:func:`nstcam.app.tools.clip_methods`)."""
 
 DOC = """Grad-CAM over time: which pixels of which frames made a video classifier (R3D, R(2+1)D, MC3; on a GPU
 also S3D, MViT, Swin3D; Kinetics-400's actions) decide, or an image classifier frame by frame. The clip
