@@ -103,50 +103,47 @@ FLOW_ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
 """Optical-flow models (video, ``flow="raft"``) and their official weights (``weights="official"``,
 also spelt ``"imagenet"`` like every other model's; RAFT's are trained on optical-flow datasets)."""
 
-SEGMENTERS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
-    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
-    for name in (
-        "deeplabv3_resnet50",
-        "deeplabv3_resnet101",
-        "deeplabv3_mobilenet_v3_large",
-        "fcn_resnet50",
-        "fcn_resnet101",
-        "lraspp_mobilenet_v3_large",
-    )
-}
+
+def _official(*names: str) -> dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]]:
+    """Each torchvision model named, with its builder and its official (``DEFAULT``) weights."""
+    return {name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT) for name in names}
+
+
+SEGMENTERS = _official(
+    "deeplabv3_resnet50",
+    "deeplabv3_resnet101",
+    "deeplabv3_mobilenet_v3_large",
+    "fcn_resnet50",
+    "fcn_resnet101",
+    "lraspp_mobilenet_v3_large",
+)
 """Semantic segmentation models Grad-CAM explains by class region (official weights: COCO with the
 20 Pascal VOC categories and background)."""
 
-DETECTORS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
-    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
-    for name in (
-        "fasterrcnn_resnet50_fpn",
-        "fasterrcnn_resnet50_fpn_v2",
-        "fasterrcnn_mobilenet_v3_large_fpn",
-        "retinanet_resnet50_fpn",
-        "retinanet_resnet50_fpn_v2",
-        "fcos_resnet50_fpn",
-        "ssdlite320_mobilenet_v3_large",
-        "maskrcnn_resnet50_fpn",
-        "maskrcnn_resnet50_fpn_v2",
-    )
-}
+DETECTORS = _official(
+    "fasterrcnn_resnet50_fpn",
+    "fasterrcnn_resnet50_fpn_v2",
+    "fasterrcnn_mobilenet_v3_large_fpn",
+    "retinanet_resnet50_fpn",
+    "retinanet_resnet50_fpn_v2",
+    "fcos_resnet50_fpn",
+    "ssdlite320_mobilenet_v3_large",
+    "maskrcnn_resnet50_fpn",
+    "maskrcnn_resnet50_fpn_v2",
+)
 """Object detectors Grad-CAM explains by box (official weights: COCO's 91 categories)."""
 
-VIDEO_ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {
-    name: (models.get_model_builder(name), models.get_model_weights(name).DEFAULT)
-    for name in (
-        "r3d_18",
-        "mc3_18",
-        "r2plus1d_18",
-        "s3d",
-        "mvit_v1_b",
-        "mvit_v2_s",
-        "swin3d_t",
-        "swin3d_s",
-        "swin3d_b",
-    )
-}
+VIDEO_ARCHS = _official(
+    "r3d_18",
+    "mc3_18",
+    "r2plus1d_18",
+    "s3d",
+    "mvit_v1_b",
+    "mvit_v2_s",
+    "swin3d_t",
+    "swin3d_s",
+    "swin3d_b",
+)
 """Video classifiers Grad-CAM explains over space and time (official weights: Kinetics-400's 400
 actions, ``weights="kinetics"``, also spelt ``"imagenet"``/``"official"`` like every other model's)."""
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["SquareNet", "moving_square", "square_boxes"]
+__all__ = ["BrightNet", "SquareNet", "moving_square", "square_boxes"]
 
 SIDE = 14
 
@@ -30,20 +30,30 @@ def moving_square(n: int, first: int, last: int, w: int = 96, h: int = 64) -> li
     return frames
 
 
-class SquareNet(nn.Module):
-    """conv (brightness above the background) -> ReLU -> mean over space and time -> 2 logits."""
+class BrightNet(nn.Module):
+    """conv (brightness above the background) -> ReLU -> mean over the grid -> 2 logits: class 1's
+    logit is the amount of bright area (an image's, a clip's or a volume's), class 0's a constant.
 
-    def __init__(self) -> None:
+    Args:
+        dims: 2 (images), 3 (clips, volumes).
+        channels: input channels (3: RGB; 1: a scan).
+    """
+
+    def __init__(self, dims: int = 3, channels: int = 3) -> None:
         super().__init__()
-        self.conv = nn.Conv3d(3, 2, kernel_size=3, padding=1)
+        self.conv = (nn.Conv3d if dims == 3 else nn.Conv2d)(channels, 2, kernel_size=3, padding=1)
         self.relu = nn.ReLU()
-        self.pool = nn.AdaptiveAvgPool3d(1)
         self.fc = nn.Linear(2, 2)
         with torch.no_grad():
-            self.conv.weight.fill_(1 / 81)  # the mean of the 3x3x3 neighbourhood over RGB
+            self.conv.weight.fill_(1 / (channels * 3**dims))  # the neighbourhood's mean over channels
             self.conv.bias.fill_(-0.5)  # background (-1.4 normalised) stays below; the square (2.6) above
             self.fc.weight.copy_(torch.tensor([[0.0, 0.0], [20.0, 20.0]]))
             self.fc.bias.copy_(torch.tensor([1.0, 0.0]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.pool(self.relu(self.conv(x))).flatten(1))
+        return self.fc(self.relu(self.conv(x)).flatten(2).mean(2))
+
+
+def SquareNet() -> BrightNet:
+    """The clips' known-answer net: RGB clips, class 1 the bright square."""
+    return BrightNet(3, 3)

@@ -12,7 +12,7 @@ import av
 import numpy as np
 import pytest
 import torch
-from _clipnet import SquareNet, moving_square, square_boxes
+from _clipnet import BrightNet, SquareNet, moving_square, square_boxes
 from _media import write_clip
 from PIL import Image
 from torch import nn
@@ -275,26 +275,8 @@ def test_a_clip_shorter_than_a_window_is_padded_and_explained(tmp_path):
     assert r.frames == 5 and r.windows == [(0, 4)] and r.classes[0].maps.shape[0] == 5
 
 
-class SquareNet2D(nn.Module):
-    """SquareNet's image twin: class 1 is the bright area of a frame."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 2, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.fc = nn.Linear(2, 2)
-        with torch.no_grad():
-            self.conv.weight.fill_(1 / 27)
-            self.conv.bias.fill_(-0.5)
-            self.fc.weight.copy_(torch.tensor([[0.0, 0.0], [20.0, 20.0]]))
-            self.fc.bias.copy_(torch.tensor([1.0, 0.0]))
-
-    def forward(self, x):
-        return self.fc(self.relu(self.conv(x)).mean((2, 3)))
-
-
 def test_an_image_classifier_explains_a_clip_frame_by_frame_with_smoothing(square_clip):
-    cam = GradCAM(SquareNet2D(), target_layer="relu", input_size=64, mean=0.45, std=0.225, device="cpu")
+    cam = GradCAM(BrightNet(2, 3), target_layer="relu", input_size=64, mean=0.45, std=0.225, device="cpu")
     plain = cam.explain_video(square_clip, target=1)
     smooth = cam.explain_video(square_clip, target=1, smooth=2)
     assert plain.window == 1 and len(plain.windows) == N
@@ -346,29 +328,11 @@ def test_clips_meet_the_media_safety_and_limits_of_the_video_tab(square_clip, tm
 
 
 # -- volumes ---------------------------------------------------------------------------------------
-class CubeNet(nn.Module):
-    """A one-channel volume classifier: class 1 is the amount of bright voxels."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv3d(1, 2, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.fc = nn.Linear(2, 2)
-        with torch.no_grad():
-            self.conv.weight.fill_(1 / 27)
-            self.conv.bias.fill_(-0.5)
-            self.fc.weight.copy_(torch.tensor([[0.0, 0.0], [20.0, 20.0]]))
-            self.fc.bias.copy_(torch.tensor([1.0, 0.0]))
-
-    def forward(self, x):
-        return self.fc(self.relu(self.conv(x)).mean((2, 3, 4)))
-
-
 def test_a_volume_map_sits_on_its_own_voxels_and_npy_files_are_read_safely(tmp_path):
     vol = np.zeros((1, 20, 24, 28), np.float32)
     vol[0, 5:9, 12:18, 3:10] = 1.0  # the bright cube
     np.save(tmp_path / "vol.npy", vol)
-    cam = GradCAM(CubeNet(), target_layer="relu", layout="ncthw", device="cpu", mean=0.0, std=1.0)
+    cam = GradCAM(BrightNet(3, 1), target_layer="relu", layout="ncthw", device="cpu", mean=0.0, std=1.0)
     (r,) = cam.explain_volume(tmp_path / "vol.npy", target=1)
     assert r.heatmap.shape == (20, 24, 28) and r.heatmap.max() == 1
     assert r.heatmap[4:10, 11:19, 2:11].sum() >= 0.95 * r.heatmap.sum()
@@ -387,7 +351,7 @@ def test_a_volume_map_sits_on_its_own_voxels_and_npy_files_are_read_safely(tmp_p
     with pytest.raises(ValueError, match="not a .npy file"):
         load_volume(tmp_path / "vol.txt")
     with pytest.raises(ValueError, match="takes images"):
-        GradCAM(SquareNet2D(), target_layer="relu", device="cpu", mean=0.5, std=0.5).explain_volume(vol)
+        GradCAM(BrightNet(2, 3), target_layer="relu", device="cpu", mean=0.5, std=0.5).explain_volume(vol)
 
 
 # -- the command line ------------------------------------------------------------------------------
