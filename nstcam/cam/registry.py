@@ -434,8 +434,12 @@ def check_method(model: nn.Module, name: str, layers: Sequence[str], clips: bool
 
 def methods_table() -> str:
     """The methods as a Markdown table (``docs/cam-methods.md`` is this, checked by a test)."""
-    rows = ["| method | family | what it computes | cost | paper | also in |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| method | family | what it computes | cost | paper | also in | clips, volumes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in _RECORDS:
         also = ", ".join({"pgc": "pytorch-grad-cam"}.get(lib, lib) for lib in m.libraries)
-        rows.append(f"| `{m.name}` | {m.family} | {m.summary} | {m.cost} | {m.paper} | {also} |")
+        clips = "(t, h, w)" if m.flat_only is None else f"no: {m.flat_only}"
+        rows.append(f"| `{m.name}` | {m.family} | {m.summary} | {m.cost} | {m.paper} | {also} | {clips} |")
     return "\n".join(rows)
