@@ -724,7 +724,7 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
         "Style transfer",
         "Video",
         "Grad-CAM",
-        "Grad-CAM video",
+        "Explain a clip",
         "Subject-aware",
         "Feature maps",
         "Probe",

@@ -1,4 +1,4 @@
-"""The Grad-CAM video tab's handler: a clip in, the explained clip, the score plot, the contact sheet
+"""The Explain a clip tab's handler: a clip in, the explained clip, the score plot, the contact sheet
 and the table out; refusals name the argument and the limit (never a server path)."""
 
 from __future__ import annotations

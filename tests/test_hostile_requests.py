@@ -67,12 +67,12 @@ def test_video_inputs_refuse_playlists_under_any_name_and_real_clips_still_work(
     write_clip(private / "private.mp4", _frames(RED))
     write_clip(private / "private.ts", _frames(RED))
     video_events = [
-        (i, inputs)
-        for deps in live["endpoints"].values()
+        (name, i, inputs)
+        for name, deps in live["endpoints"].items()
         for i, inputs in deps
         if any(c["type"] == "video" for c in inputs)
     ]
-    assert len(video_events) == 2  # /stylize_video and the page's button
+    assert len(video_events) == 4  # /stylize_video, /gradcam_video and the pages' buttons
     texts = playlists(private, tmp_path)
     refused = 0
     for name in ("hls_absolute.m3u8", "hls_relative.m3u8", "hls_file_url.m3u8", "dash.mpd", "list.ffconcat"):
@@ -80,9 +80,11 @@ def test_video_inputs_refuse_playlists_under_any_name_and_real_clips_still_work(
             f = tmp_path / as_name
             f.write_text(texts[name])
             sent = upload(server, f)
-            for fn_index, inputs in video_events:
+            for _, fn_index, inputs in video_events:
                 data = [c["props"].get("value") for c in inputs]
-                data[0], data[1], data[3] = sent, live["style"], 1  # the clip, a style, one step
+                data[0] = sent  # the clip
+                if inputs[1]["type"] == "image":  # stylising: a style, one step
+                    data[1], data[3] = live["style"], 1
                 msg = call(server, fn_index, data)
                 out = msg["output"]
                 # the API raises it; the page's button says it in the tab's Status and writes no clip
@@ -94,7 +96,7 @@ def test_video_inputs_refuse_playlists_under_any_name_and_real_clips_still_work(
                 assert f"{as_name} is not a video file nstcam opens" in error, error
                 assert str(tmp_path) not in error and "upload" not in error.split(":")[0]
                 refused += 1
-    assert refused == 5 * 2 * 2
+    assert refused == 5 * 2 * 4
     clip = write_clip(tmp_path / "real.mp4", _frames((30, 200, 30), n=3, w=64, h=48))
     fn_index, data = _event(live, "stylize_video", i0=upload(server, clip), i2=64, i3=1)
     msg = call(server, fn_index, data)

@@ -93,9 +93,17 @@ def test_every_file_input_of_every_endpoint_refuses_paths_outside_the_uploads(
     start = len(server_log.read_text())
     endpoints = _file_inputs(app["config"])
     names = {e[1] for e in endpoints}
-    assert {"stylize", "stylize_video", "gradcam", "faithfulness", "subject_aware", "features"} <= names
-    # before/after steps, 6 buttons, 8 image boxes that take a non-image out at once (issue 37.13)
-    assert sum(e[1].startswith("false") for e in endpoints) == 2 + 6 + 8
+    assert {
+        "stylize",
+        "stylize_video",
+        "gradcam",
+        "gradcam_video",
+        "faithfulness",
+        "subject_aware",
+        "features",
+    } <= names
+    # before/after steps, 7 buttons, 8 image boxes that take a non-image out at once (issue 37.13)
+    assert sum(e[1].startswith("false") for e in endpoints) == 2 + 7 + 8
     refused = 0
     for fn_index, endpoint, inputs, files in endpoints:
         base = [c["props"].get("value") for c in inputs]

@@ -643,7 +643,7 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     try:
         page.goto(server, wait_until="networkidle")
-        page.get_by_role("tab", name="Grad-CAM video").click()
+        page.get_by_role("tab", name="Explain a clip").click()
         assert "Clips up to 10 s" in page.locator("#camv-limits").inner_text()
         page.locator("#camv-input input[type=file]").set_input_files(str(clip))
         page.locator("#camv-input video").first.wait_for(timeout=30_000)

@@ -130,7 +130,7 @@ class AppConfig:
 
     @property
     def clip_archs(self) -> tuple[str, ...]:
-        """Video classifiers the Grad-CAM video tab offers: the 18-layer ResNets on a CPU (about a
+        """Video classifiers the Explain a clip tab offers: the 18-layer ResNets on a CPU (about a
         second a 16-frame window), S3D, MViT-v2-S and Swin3D-T too on a GPU; then the image
         classifiers, frame by frame."""
         big = ("s3d", "mvit_v2_s", "swin3d_t") if self.torch_device.type != "cpu" else ()

@@ -54,7 +54,7 @@ def fill_doc(doc: str, config: AppConfig) -> str:
 
 
 def clip_methods() -> tuple[str, ...]:
-    """Methods the Grad-CAM video tab offers: one forward and one backward pass a window (the
+    """Methods the Explain a clip tab offers: one forward and one backward pass a window (the
     perturbation ones would cost a pass per channel per window; KPCA an eigensolve of the window's
     positions)."""
     return tuple(

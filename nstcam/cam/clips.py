@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,8 +42,9 @@ from nstcam._mark import RANDOM_LABEL
 from nstcam.cam._maps import resize_grid, upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.image import save_image
-from nstcam.video.sink import VideoWriter, even_size
-from nstcam.video.source import VideoInfo, check_limits, probe_video, read_frames
+
+if TYPE_CHECKING:
+    from nstcam.video.source import VideoInfo
 
 __all__ = ["ClipClass", "VideoCamResult", "explain_video", "window_starts"]
 
@@ -189,6 +190,8 @@ def explain_video(
         nstcam.video.VideoError: a clip that cannot be read or is over a limit (the message names it).
         ValueError: a bad argument, named.
     """
+    from nstcam.video.source import check_limits, probe_video  # PyAV only when a clip comes
+
     label = name or Path(os.fspath(clip)).name
     top_k = whole("top_k", top_k, minimum=1, maximum=MAX_TOP_K)
     smooth = whole("smooth", smooth, minimum=0, maximum=100)
@@ -243,6 +246,8 @@ def _windows(
 ) -> Iterator[torch.Tensor]:
     """Each window as the model's input (1, 3, T, H, W) (an image model: (1, 3, H, W)), decoding
     one frame at a time and keeping one window's frames."""
+    from nstcam.video.source import read_frames
+
     buffer: list[torch.Tensor] = []
     first = 0  # the clip's frame number of buffer[0]
     source = read_frames(info, frames)
@@ -384,6 +389,9 @@ def _caption(img: Image.Image, lines: list[str]) -> Image.Image:
 
 def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> None:
     """Pass 3: the overlay clip (the first class) and the contact sheet (every class)."""
+    from nstcam.video.sink import VideoWriter, even_size
+    from nstcam.video.source import read_frames
+
     size = even_size((info.width, info.height), Path(output)) if output else (info.width, info.height)
     picks = _sheet_frames(result)
     cells: dict[int, list[Image.Image]] = {}

@@ -4,7 +4,7 @@ endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 
 - ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
 - ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``).
-- ``cam_video``: "Grad-CAM video", ``/gradcam_video`` (a clip explained over time).
+- ``cam_video``: "Explain a clip", ``/gradcam_video`` (a clip explained over time).
 - ``subject``: "Subject-aware", ``/subject_aware``. ``features``: "Feature maps", ``/features``.
 """
 
@@ -20,7 +20,7 @@ TABS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("Style transfer", style.tab),
     ("Video", video.tab),
     ("Grad-CAM", cam.tab),
-    ("Grad-CAM video", cam_video.tab),
+    ("Explain a clip", cam_video.tab),
     ("Subject-aware", subject.tab),
     ("Feature maps", features.tab),
 )

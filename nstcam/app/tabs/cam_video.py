@@ -1,4 +1,4 @@
-"""The "Grad-CAM video" tab: a clip explained over time (:meth:`nstcam.GradCAM.explain_video`), the
+"""The "Explain a clip" tab: a clip explained over time (:meth:`nstcam.GradCAM.explain_video`), the
 overlay clip, the class scores over time and a contact sheet; its handler, layout and
 ``/gradcam_video`` endpoint. The Video tab's limits and media checks apply."""
 
@@ -115,7 +115,7 @@ def cam_video_handler(
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
-    """The "Grad-CAM video" tab and its ``/gradcam_video`` endpoint."""
+    """The "Explain a clip" tab and its ``/gradcam_video`` endpoint."""
     gr.Markdown(limits_text(config), elem_id="camv-limits")
     with gr.Row():
         with gr.Column(scale=1):
