@@ -508,6 +508,7 @@ def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_cam(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from nstcam._files import VIDEO_EXTENSIONS
     from nstcam.cam import GradCAM
     from nstcam.cam.files import folder_csv, save_explanation, sidecar_names
     from nstcam.image import ImageError
@@ -536,8 +537,6 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     out = Path(args.output)
-    from nstcam._files import VIDEO_EXTENSIONS
-
     if cam.frames is not None or any(Path(s).suffix.lower() in VIDEO_EXTENSIONS for s in args.images):
         return _cam_clips(cam, args, out)
     failed = 0
@@ -611,7 +610,8 @@ def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
         print(meta["video"])
         for c in meta["classes"]:
             first, last = c["peak_frames"]
-            print(f"  {c['label']}: {c['score']:.3f} (strongest in frames {first}-{last})")
+            mark = " (RANDOM weights: not meaningful)" if c["random_weights"] else ""
+            print(f"  {c['label']}: {c['score']:.3f} (strongest in frames {first}-{last}){mark}")
             if "faithfulness" in c:
                 f = c["faithfulness"]
                 print(

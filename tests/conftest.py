@@ -18,6 +18,16 @@ from PIL import Image
 os.environ["NSTCAM_OFFLINE"] = "1"
 torch.set_num_threads(min(2, torch.get_num_threads()))
 ROOT = Path(__file__).resolve().parent.parent
+ENDPOINTS = (
+    "stylize",
+    "stylize_video",
+    "gradcam",
+    "gradcam_video",
+    "faithfulness",
+    "subject_aware",
+    "features",
+)
+"""The app's public endpoints (and MCP tools), by name: the tests of the live app check each is served."""
 
 
 # -- markers: `python -m pytest -m "not slow and not browser and not ray and not subprocess"` is the quick

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from conftest import ENDPOINTS
 from PIL import Image
 
 from nstcam.app.files import NOT_AN_UPLOAD
@@ -93,15 +94,7 @@ def test_every_file_input_of_every_endpoint_refuses_paths_outside_the_uploads(
     start = len(server_log.read_text())
     endpoints = _file_inputs(app["config"])
     names = {e[1] for e in endpoints}
-    assert {
-        "stylize",
-        "stylize_video",
-        "gradcam",
-        "gradcam_video",
-        "faithfulness",
-        "subject_aware",
-        "features",
-    } <= names
+    assert set(ENDPOINTS) <= names
     # before/after steps, 7 buttons, 8 image boxes that take a non-image out at once (issue 37.13)
     assert sum(e[1].startswith("false") for e in endpoints) == 2 + 7 + 8
     refused = 0

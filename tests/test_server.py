@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ENDPOINTS
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,15 +242,7 @@ def test_mcp_tools_through_a_real_client(server, images):
             return tools, cam, style, seg
 
     tools, cam, style, seg = asyncio.run(asyncio.wait_for(session(), 120))
-    assert {
-        "stylize",
-        "stylize_video",
-        "gradcam",
-        "gradcam_video",
-        "faithfulness",
-        "subject_aware",
-        "features",
-    } <= set(tools)
+    assert set(ENDPOINTS) <= set(tools)
     v = tools["gradcam_video"]
     assert "Kinetics-400" in v.description and {"stride", "smooth", "trim"} <= set(
         v.inputSchema["properties"]

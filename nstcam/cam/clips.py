@@ -117,7 +117,7 @@ class VideoCamResult:
         classes: one :class:`ClipClass` per class explained, highest score first.
         window: frames per window (1: an image model, frame by frame).
         output, contact_sheet, csv: the files written, or None.
-        notice: the weights' one line (random weights say so).
+        notice: the weights' one line (random weights say so); random_weights: whether they are.
     """
 
     name: str
@@ -130,6 +130,7 @@ class VideoCamResult:
     contact_sheet: Path | None = None
     csv: Path | None = None
     notice: str = ""
+    random_weights: bool = False
 
     def times(self) -> np.ndarray:
         """Each frame's time in seconds."""
@@ -164,7 +165,8 @@ def explain_video(
     """Explains a clip with the engine ``cam`` (a :class:`nstcam.GradCAM`), as the module says.
 
     Args:
-        clip: a video file (mp4, webm, mov, mkv, GIF...) or a folder / glob of frames.
+        clip: a video file (mp4, webm, mov, mkv, GIF...), a folder / glob of frames, or a clip
+            :func:`nstcam.video.probe_video` has already probed (as ``stylize_video`` takes it).
         top_k: the clip's top classes to explain (its mean probability over windows).
         target: explain this class; classes: explain these (both replace ``top_k``).
         stride: frames between windows' starts (default half a window; an image model: 1).
@@ -190,14 +192,17 @@ def explain_video(
         nstcam.video.VideoError: a clip that cannot be read or is over a limit (the message names it).
         ValueError: a bad argument, named.
     """
-    from nstcam.video.source import check_limits, probe_video  # PyAV only when a clip comes
+    from nstcam.video.source import VideoInfo, check_limits, probe_video  # PyAV only when a clip comes
 
-    label = name or Path(os.fspath(clip)).name
     top_k = whole("top_k", top_k, minimum=1, maximum=MAX_TOP_K)
     smooth = whole("smooth", smooth, minimum=0, maximum=100)
+    steps = whole("evaluate_steps", evaluate_steps, minimum=1, maximum=100)
     chosen = _chosen(target, classes, cam)
-    limits = {} if max_pixels is None else {"max_pixels": max_pixels}
-    info = probe_video(clip, name=label, **limits)
+    if isinstance(clip, VideoInfo):
+        info = clip
+    else:
+        limits = {} if max_pixels is None else {"max_pixels": max_pixels}
+        info = probe_video(clip, name=name or Path(os.fspath(clip)).name, **limits)
     frames = check_limits(info, max_seconds=max_seconds, max_frame_pixels=max_frame_pixels, trim=trim)
     length = cam.frames or 1
     stride = whole("stride", stride if stride is not None else max(1, length // 2), minimum=1, maximum=length)
@@ -208,10 +213,13 @@ def explain_video(
         chosen = _top_classes(cam, info, frames, starts, length, top_k, tick)
     result = _explain(cam, info, frames, starts, length, chosen, smooth, tick)
     if evaluate:
-        steps = whole("evaluate_steps", evaluate_steps, minimum=1, maximum=100)
+        peaks: dict[int, torch.Tensor] = {}  # each strongest window decoded once, whatever its classes
         for c in result.classes:
-            c.faithfulness = _faithfulness(cam, info, frames, c, length, steps)
+            if c.peak[0] not in peaks:
+                (peaks[c.peak[0]],) = _windows(cam, info, frames, [c.peak[0]], length)
+            c.faithfulness = _faithfulness(cam, peaks[c.peak[0]], c, steps)
     result.notice = cam.weights.notice if cam.weights is not None else ""
+    result.random_weights = bool(cam.weights is not None and cam.weights.is_random)
     if csv_path is not None:
         result.csv = _write_csv(result, Path(csv_path))
     if output or contact_sheet:
@@ -323,11 +331,10 @@ def _explain(cam, info, frames, starts, length, chosen, smooth, tick) -> VideoCa
     return VideoCamResult(info.name, frames, info.fps, windows, result, length)
 
 
-def _faithfulness(cam: Any, info: VideoInfo, frames: int, c: ClipClass, length: int, steps: int) -> dict:
-    """Deletion and insertion of class ``c``'s map on its strongest window, beside a random map's."""
+def _faithfulness(cam: Any, x: torch.Tensor, c: ClipClass, steps: int) -> dict:
+    """Deletion and insertion of class ``c``'s map on its strongest window ``x``, beside a random map's."""
     from nstcam.metrics import deletion_auc, insertion_auc
 
-    (x,) = _windows(cam, info, frames, [c.peak[0]], length)
     x = x.to(cam.device)
     raws, _ = cam.class_maps(x, [c.index])
     grid = tuple(x.shape[2:])

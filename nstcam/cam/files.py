@@ -107,9 +107,7 @@ def save_explanation(
         "random_weights": bool(results and results[0].weights and results[0].weights.is_random),
         "classes": classes,
     }
-    tmp = sidecar.with_name(f".{sidecar.name}.partial")
-    tmp.write_text(json.dumps(meta, indent=2))
-    os.replace(tmp, sidecar)
+    _write_sidecar(sidecar, meta)
     for stale in old - _listed_files(sidecar):
         stale.unlink(missing_ok=True)
     return meta
@@ -165,10 +163,16 @@ def save_clip_explanation(
         "scores_csv": str(r.csv),
         "classes": classes,
     }
+    _write_sidecar(sidecar, meta)
+    return meta
+
+
+def _write_sidecar(sidecar: Path, meta: dict[str, Any]) -> None:
+    """``meta`` as ``sidecar``'s JSON, atomically: the file that makes a rerun skip its input appears
+    only whole, after every file it lists."""
     tmp = sidecar.with_name(f".{sidecar.name}.partial")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, sidecar)
-    return meta
 
 
 def _listed_files(sidecar: Path) -> set[Path]:

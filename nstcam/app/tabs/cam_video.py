@@ -11,6 +11,7 @@ from typing import Any
 
 import gradio as gr
 
+from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeVideo
@@ -82,19 +83,17 @@ def cam_video_handler(
         check(max_seconds, "max_seconds", 0, 1e6)
         path = str(video)
         name = Path(path).name  # Gradio keeps the upload's own name
-        probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)  # refused before any model loads
+        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)  # refused before any model loads
         cam = models.cam(model, "", method)
         seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
         stem = Path(path).stem
         out = models.outbox
         result = cam.explain_video(
-            path,
-            name=name,
+            info,
             top_k=int(top_k),
             stride=int(stride) or None,
             smooth=int(smooth),
             max_seconds=seconds,
-            max_pixels=cfg.max_frame_pixels,
             trim=bool(trim) or bool(max_seconds),
             output=out.reserve(f"{stem}_cam.mp4"),
             contact_sheet=out.reserve(f"{stem}_sheet.png"),
@@ -105,8 +104,8 @@ def cam_video_handler(
         raise fail(refuse(f"Bad video: {e}{hint}")) from None
     except Exception as e:
         raise fail(e) from e
-    mark = " (random weights)" if cam.weights is not None and cam.weights.is_random else ""
-    plot = out.save(scores_figure(result), "scores.png")
+    mark = " (random weights)" if result.random_weights else ""
+    plot = out.save(tag_weights(scores_figure(result), result.notice, result.random_weights), "scores.png")
     rows = [
         [i + 1, c.index, c.label + mark, round(c.score, 4), f"{c.peak[0]}-{c.peak[1]}"]
         for i, c in enumerate(result.classes)
