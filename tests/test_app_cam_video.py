@@ -37,6 +37,7 @@ def test_a_clip_gives_an_overlay_clip_with_audio_a_score_plot_and_a_sheet(models
     with av.open(video) as f:
         assert sum(1 for _ in f.decode(video=0)) == 24 and len(f.streams.audio) == 1
     assert Image.open(plot).size == (720, 260) and Image.open(sheet).height == 2 * 64  # a row per class
+    assert Image.open(plot).text["nstcam:random_weights"] == "true"  # the plot says so, as the rows do
     assert [r[0] for r in rows] == [1, 2] and all("(random weights)" in r[2] for r in rows)
     assert all(0 <= r[3] <= 1 and "-" in r[4] for r in rows)
     windows = 2  # 24 frames, 16-frame windows, stride 8: starts 0 and 8

@@ -339,6 +339,7 @@ def test_a_volume_map_sits_on_its_own_voxels_and_npy_files_are_read_safely(tmp_p
     z, y, x = np.unravel_index(np.argmax(r.heatmap), r.heatmap.shape)
     assert 5 <= z < 9 and 12 <= y < 18 and 3 <= x < 10
     grid = r.slices(axis=0, n=8, columns=4)
+    assert grid.info["nstcam"]["random_weights"] is False  # a model of the user's: not random weights
     assert grid.size == (4 * 28, 2 * 24)
     assert cam.explain_volume(vol[0], top_k=2)[0].index == 0  # (D, H, W): one channel
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
@@ -356,7 +357,7 @@ def test_a_volume_map_sits_on_its_own_voxels_and_npy_files_are_read_safely(tmp_p
 
 # -- the command line ------------------------------------------------------------------------------
 def test_cam_cli_explains_clips_with_a_video_classifier_and_goes_on_past_a_bad_one(
-    square_clip, tmp_path, caplog
+    square_clip, tmp_path, caplog, capsys
 ):
     from nstcam.cli import main
 
@@ -366,6 +367,7 @@ def test_cam_cli_explains_clips_with_a_video_classifier_and_goes_on_past_a_bad_o
     rc = main(["cam", str(square_clip), str(bad), "-o", str(out), "--arch", "r3d_18", "--weights", "random",
                "--top-k", "2", "--stride", "16"])  # fmt: skip
     assert rc == 1 and "broken.mp4" in caplog.text  # named, and the next clip is explained
+    assert capsys.readouterr().out.count("(RANDOM weights: not meaningful)") == 2  # each class said
     meta = json.loads((out / "square_cam.json").read_text())
     assert (
         meta["arch"] == "r3d_18" and meta["window"] == 16 and meta["windows"] == [[0, 15], [16, 31], [32, 47]]

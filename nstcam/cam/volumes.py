@@ -20,8 +20,10 @@ import torch
 from PIL import Image
 
 from nstcam._checks import whole
+from nstcam._mark import tag_weights
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
+from nstcam.weights import WeightsInfo
 
 __all__ = ["MAX_VOXELS", "VolumeResult", "explain_volume", "load_volume", "slice_grid"]
 
@@ -38,6 +40,7 @@ class VolumeResult:
         heatmap: (D, H, W) float32 in [0, 1], the volume's own voxel grid.
         raw: the layer's map (d, h, w), after its ReLU, not normalised.
         volume: the input (C, D, H, W) as the model took it (for slices).
+        weights: where the model's weights came from (random weights: the slices say so).
     """
 
     index: int
@@ -46,10 +49,13 @@ class VolumeResult:
     heatmap: np.ndarray = field(repr=False)
     raw: np.ndarray = field(repr=False)
     volume: np.ndarray = field(repr=False)
+    weights: WeightsInfo | None = field(default=None, repr=False)
 
     def slices(self, axis: int = 0, n: int = 12, columns: int = 4, alpha: float = 0.5) -> Image.Image:
-        """:func:`slice_grid` of this result."""
-        return slice_grid(self.volume, self.heatmap, axis=axis, n=n, columns=columns, alpha=alpha)
+        """:func:`slice_grid` of this result (tagged with its weights: random ones are said on saving)."""
+        grid = slice_grid(self.volume, self.heatmap, axis=axis, n=n, columns=columns, alpha=alpha)
+        w = self.weights
+        return tag_weights(grid, w.notice if w else "", bool(w and w.is_random))
 
 
 def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
@@ -106,7 +112,9 @@ def explain_volume(cam: Any, volume: Any, *, target: int | None = None, top_k: i
     maps = upsample_maps(raws.float(), tuple(vol.shape[1:]))
     arr = vol.numpy()
     return [
-        VolumeResult(c, cam.label(c), float(probs[c]), maps[j].cpu().numpy(), raws[j].cpu().numpy(), arr)
+        VolumeResult(
+            c, cam.label(c), float(probs[c]), maps[j].cpu().numpy(), raws[j].cpu().numpy(), arr, cam.weights
+        )
         for j, c in enumerate(chosen)
     ]
 
