@@ -25,7 +25,15 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["CAPTURE_LOCK", "CheckRecord", "capture_turn", "error_of_max", "torch_capture_lock"]
+__all__ = [
+    "CAPTURE_LOCK",
+    "CheckRecord",
+    "adopt_cudagraph_trees",
+    "capture_turn",
+    "error_of_max",
+    "raised",
+    "torch_capture_lock",
+]
 
 CAPTURE_LOCK = threading.RLock()
 """One capture (or first calls of a compiled key) at a time in the process."""
@@ -41,6 +49,41 @@ def torch_capture_lock() -> contextlib.AbstractContextManager:
     return graph_capture_lock
 
 
+def adopt_cudagraph_trees() -> bool:
+    """Gives the calling thread torch.compile's CUDA-graph trees, where this torch leaves them to the
+    thread that imported them. Returns whether it had to (False: the thread had them already).
+
+    ``torch._inductor.cudagraph_trees`` keeps its tree managers in thread-local state, set up on the
+    thread that imports it and handed to that thread's autograd workers. Up to torch 2.13 a compiled
+    ``reduce-overhead`` call from any other thread fails on a bare ``assert
+    torch._C._is_key_in_tls(...)`` (seen on torch 2.11 on an H200: every compiled style step raised it,
+    since its owner thread, ``style/_owner.py``, is never the importing one); 2.14 sets the state up
+    for each new thread itself. This does what 2.14 does, on the calling thread: its own (empty) tree
+    managers, stashed so that its backward passes find them. Call it on the thread that runs the
+    compiled calls, before the first.
+    """
+    try:
+        from torch._inductor import cudagraph_trees as trees
+    except ImportError:  # no inductor: nothing to adopt
+        return False
+    local = getattr(trees, "local", None)
+    if local is None or hasattr(local, "tree_manager_containers"):
+        return False
+    if torch._C._is_key_in_tls("tree_manager_containers"):  # an autograd worker of a thread that has them
+        return False
+    setup = getattr(trees, "_initialize_tls", None)
+    if setup is not None:
+        setup(local)
+        return True
+    import collections
+
+    local.tree_manager_containers = {}
+    local.tree_manager_locks = collections.defaultdict(threading.Lock)
+    torch._C._stash_obj_in_tls("tree_manager_containers", local.tree_manager_containers)
+    torch._C._stash_obj_in_tls("tree_manager_locks", local.tree_manager_locks)
+    return True
+
+
 @contextlib.contextmanager
 def capture_turn(blocking: bool = True) -> Iterator[bool]:
     """Holds :data:`CAPTURE_LOCK` for the block; yields False (without it) where ``blocking`` is
@@ -51,6 +94,22 @@ def capture_turn(blocking: bool = True) -> Iterator[bool]:
     finally:
         if got:
             CAPTURE_LOCK.release()
+
+
+def raised(e: BaseException) -> str:
+    """How a failed compiled or graphed call is reported: the exception, its message's first line, and
+    where it was raised (the innermost frame, as ``package/file.py:line``: torch's bare asserts say
+    nothing else). Never a whole path."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        parts = last.filename.replace("\\", "/").split("/")
+        where = f" at {'/'.join(parts[-2:])}:{last.lineno}"
+    message = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return f"it raised {type(e).__name__}{where}" + (f": {message}" if message else "")
 
 
 def error_of_max(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -212,3 +212,36 @@ def _step(rt, key, args):
 
 
 _REAL_BUILD = C._build
+
+
+def _in_new_thread(fn):
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("value", fn()))
+    t.start()
+    t.join()
+    return box["value"]
+
+
+@pytest.mark.parametrize("torch_sets_it_up", [True, False], ids=["torch-2.14", "torch-2.11"])
+def test_a_new_thread_adopts_cudagraph_trees_once(monkeypatch, torch_sets_it_up):
+    """torch <= 2.13 keeps the CUDA-graph trees on the thread that imported inductor's module: a compiled
+    call from the style engine's owner thread failed on a bare assert (an H200, torch 2.11). The owner
+    thread sets them up for itself, with torch's own helper where it has one, else as it would."""
+    from torch._inductor import cudagraph_trees as trees
+
+    from nstcam._capture import adopt_cudagraph_trees
+
+    if not torch_sets_it_up:
+        monkeypatch.delattr(trees, "_initialize_tls", raising=False)
+
+    def on_a_new_thread():
+        had = hasattr(trees.local, "tree_manager_containers")
+        first, second = adopt_cudagraph_trees(), adopt_cudagraph_trees()
+        stashed = torch._C._get_obj_in_tls("tree_manager_containers")  # what its autograd workers get
+        return had, first, second, stashed is trees.local.tree_manager_containers, id(stashed)
+
+    had, first, second, same, ident = _in_new_thread(on_a_new_thread)
+    assert (had, first, second, same) == (False, True, False, True)
+    adopt_cudagraph_trees()
+    assert not adopt_cudagraph_trees()  # this thread has them now, if it had not imported the module
+    assert ident != id(trees.local.tree_manager_containers)  # each thread its own trees

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nstcam._capture import CAPTURE_LOCK, CheckRecord, capture_turn, error_of_max, torch_capture_lock
+from nstcam._capture import CAPTURE_LOCK, CheckRecord, capture_turn, error_of_max, raised, torch_capture_lock
 from nstcam.cam.hooks import CamHooks
 from nstcam.hooks import twin
 from nstcam.layouts import detect_layout, input_grid, to_nchw
@@ -290,7 +290,7 @@ class CamGraphs:
             want = eager(other)
             error, why = _compare(got, want)
         except Exception as e:  # noqa: BLE001 - a graph that raises is not one to serve
-            error, why = float("inf"), f"it raised {type(e).__name__}: {e}"
+            error, why = float("inf"), raised(e)
         self.checks.add(error)
         if not why:
             return True

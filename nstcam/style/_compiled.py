@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from nstcam._capture import capture_turn
+from nstcam._capture import adopt_cudagraph_trees, capture_turn, raised
 from nstcam.hooks import twin
 from nstcam.image import normalize
 from nstcam.style._optimize import step_directions, unmasked_terms, weighted
@@ -210,9 +211,10 @@ def _self_check(rt: Runtime, shape_key: tuple, run: Step, weigh: Weigh, eager: S
         for _ in range(2):  # call 1, then the first replay (CUDA graphs record on call 2)
             try:
                 verdict = check_step(run, weigh, eager, x, tol)
-            except Exception as e:  # noqa: BLE001 - a compiled step that raises is not one to serve
+            except Exception as e:  # a compiled step that raises is not one to serve (logged below)
                 rt.compile_failures.add()
-                verdict = Verdict(float("inf"), -1.0, f"it raised {type(e).__name__}: {e}")
+                verdict = Verdict(float("inf"), -1.0, raised(e))
+                logger.debug("the compiled step raised during its self-check", exc_info=True)
             rt.checks.add(verdict.error)
             if not verdict.ok:
                 break
@@ -255,6 +257,8 @@ def compiled_loss(
     step's losses eagerly, and the step runs again eagerly.
     """
     key = (tuple(plan.content_layers), tuple(plan.style_layers.items()), plan.style_loss)
+    if rt.device.type == "cuda" and adopt_cudagraph_trees():  # this torch's trees are the importer's
+        logger.debug("torch.compile's CUDA-graph trees set up on thread %s", threading.current_thread().name)
     compiled = _compiled_for(rt, key)
     if compiled is None:
         return lambda x: eager_step(x, step_directions(targets, plan, x.device))
@@ -267,11 +271,11 @@ def compiled_loss(
             if final:
                 rt.compiled_shapes[shape_key] = False
         logger.warning(
-            "compiled step failed (%s: %s); running eagerly%s",
-            type(e).__name__,
-            e,
+            "compiled step failed (%s); running eagerly%s",
+            raised(e),
             f" at {shape_key[1]} from now on" if final else " for this step",
         )
+        logger.debug("the compiled step's failure", exc_info=e)
 
     last: dict = {}  # this step's sliced directions, for recover
     target_shapes = _shapes((targets.content, targets.style))  # the sliced loss': the style image's size

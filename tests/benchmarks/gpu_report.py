@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -39,6 +40,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
+# the sections' child processes (tiles, memory, video) import nstcam from this checkout, installed or not
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 NEEDED = ("torch", "torchvision", "numpy", "PIL", "tqdm", "safetensors", "matplotlib", "av", "cv2")
 
@@ -79,6 +82,8 @@ class Settings:
     app_photos: tuple[tuple[int, int], ...] = ((300, 200), (640, 480), (1024, 768), (1800, 1200))
     app_steps: int = 30
     app_top_k: int = 3
+    clip: tuple[int, int] = (16, 112)  # a video ResNet's window: frames, side
+    clip_archs: tuple[str, ...] = ("r3d_18", "r2plus1d_18")
 
     @classmethod
     def for_mode(cls, device: str, quick: bool, cpu_compile: bool) -> Settings:
@@ -98,7 +103,7 @@ class Settings:
                 tile=128, tile_sizes=(160,), tile_steps=1, gpu_limit_gb=None,
                 calibration=((256, "adam", 2),), check_size=32, check_steps=3, compile=cpu_compile,
                 video=(64, 2, 3), app_warm=48, app_sizes=(32, 48), app_photos=((40, 30), (90, 60)),
-                app_steps=2, app_top_k=2,
+                app_steps=2, app_top_k=2, clip=(8, 48), clip_archs=("r3d_18",),
             )})  # fmt: skip
         if quick:
             return cls(**{**full, **dict(
@@ -217,8 +222,12 @@ def check_compiled(report: Report, device, s: Settings) -> str:
         )
         lines.append(self_check_line(report, "compiled style step", engine.compile_stats))
         return "\n".join(lines)
-    # on CUDA the compiled W2 step takes its square root by Newton-Schulz (eager: eigh), to about 1e-3
-    for loss, images, losses in (("wasserstein", 4, 1e-3), ("sliced", 2, 1e-4)):
+    # On CUDA the compiled W2 step takes its square root by Newton-Schulz (eager: eigh): its terms agree to
+    # about 1e-3 and its gradient to 1e-1 (the self-check's W2 tolerance), and Adam, which steps by the
+    # gradient's sign where it is small, carries such differences into pixels. What the two must share is
+    # the objective's course: the final loss, not the image (on an H200 with torch 2.11 the images
+    # differed by 79 grey levels after 10 steps while the self-check passed).
+    for loss, images, losses in (("wasserstein", None, 1e-3), ("sliced", 2, 1e-4)):
         kw_loss = {**kw, "style_loss": loss}
         eager = StyleTransfer("random", device=device, compile=False).stylize(cimg, simg, **kw_loss)
         before = dict(engine.compile_stats)
@@ -227,6 +236,7 @@ def check_compiled(report: Report, device, s: Settings) -> str:
         diff = int(np.abs(np.asarray(eager, np.int16) - np.asarray(compiled, np.int16)).max())
         he, hc = eager.info["nstcam"]["history"], compiled.info["nstcam"]["history"]
         first = abs(hc[0]["total"] - he[0]["total"]) / max(abs(he[0]["total"]), 1e-12)
+        final = abs(hc[-1]["total"] - he[-1]["total"]) / max(abs(he[-1]["total"]), 1e-12)
         lines += [
             report.check(
                 after["failures"] == before["failures"] and after["shapes"] > before["shapes"],
@@ -235,8 +245,19 @@ def check_compiled(report: Report, device, s: Settings) -> str:
             report.check(
                 first <= losses, f"{loss}: first compiled loss equals eager within {losses:g} ({first:.2g})"
             ),
-            report.check(diff <= images, f"{loss}: image equals eager within {images} grey levels ({diff})"),
         ]
+        if images is None:
+            lines.append(report.check(
+                final <= 0.05,
+                f"{loss}: final compiled loss within 5 % of eager's ({final * 100:.2f} %; images differ by "
+                f"up to {diff} grey levels, not checked: see above)",
+            ))  # fmt: skip
+        else:
+            lines.append(
+                report.check(
+                    diff <= images, f"{loss}: image equals eager within {images} grey levels ({diff})"
+                )
+            )
     lines.append(self_check_line(report, "compiled style step", engine.compile_stats))
     return "\n".join(lines)
 
@@ -384,6 +405,46 @@ def cam(report: Report, device, s: Settings) -> str:
             else ""
         )
     )
+
+
+def clips(report: Report, device, s: Settings) -> str:
+    """One clip window's Grad-CAM on torchvision's video ResNets: graphed, eager, three classes at
+    once (``class_maps``, what ``explain_video`` runs per window) and a plain forward pass."""
+    import torch
+    from bench_cam import GRAPH_TOLERANCE, timeit
+
+    from nstcam import GradCAM, build_model
+
+    frames, size = s.clip
+    lines = [
+        f"One {frames} x {size} x {size} window at batch 1, median of {s.cam_repeat} (ms):\n",
+        "| model | forward | Grad-CAM | eager Grad-CAM | 3 classes (`class_maps`) | graphed vs eager |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    x = torch.randn(1, 3, frames, size, size, generator=torch.Generator().manual_seed(0)).to(device)
+    for arch in s.clip_archs:
+        model = build_model(arch, "random").to(device).eval()
+        ours = GradCAM(model=model, device=device, frames=frames)
+        eager = GradCAM(model=model, device=device, frames=frames, cuda_graphs=False)
+        ms = {
+            "fwd": timeit(lambda ours=ours: ours.predict(x), s.cam_repeat, device),
+            "ours": timeit(lambda ours=ours: ours.compute(x, targets=0), s.cam_repeat, device),
+            "eager": timeit(lambda eager=eager: eager.compute(x, targets=0), s.cam_repeat, device),
+            "three": timeit(lambda ours=ours: ours.class_maps(x, [0, 1, 2]), s.cam_repeat, device),
+        }
+        diff = float((ours.compute(x, targets=0) - eager.compute(x, targets=0)).abs().max())
+        lines.append(
+            f"| {arch} | {ms['fwd'] * 1e3:.2f} | {ms['ours'] * 1e3:.2f} ({ms['ours'] / ms['fwd']:.2f}x) | "
+            f"{ms['eager'] * 1e3:.2f} | {ms['three'] * 1e3:.2f} ({ms['three'] / ms['fwd']:.2f}x) | {diff:.2g} |"
+        )
+        if device.type == "cuda":
+            stats = ours.graph_stats
+            lines.append("")
+            lines.append(self_check_line(report, f"{arch}: clip Grad-CAM graphs", stats))
+            ok = stats["captures"] >= 1 and stats["replays"] >= 1 and diff <= GRAPH_TOLERANCE
+            lines.append(report.check(ok, f"{arch}: clip graphs captured ({stats['captures']}), replayed "
+                                          f"({stats['replays']}), equal to eager within 1e-5 ({diff:.2g})"))  # fmt: skip
+    return "\n".join(lines) + "\n\nTarget (issue 41): a window's Grad-CAM <= 1.3x its forward pass."
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -570,7 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--budget-s", type=float, help="time budget in seconds (default 510, 170 with --quick)")
     p.add_argument(
-        "--only", help="comma-separated sections to run (checks,cam,wall,app,step,batch,tiles,memory,video)"
+        "--only",
+        help="comma-separated sections to run (checks,cam,clips,wall,app,step,batch,tiles,memory,video)",
     )
     p.add_argument("--cpu-compile", action="store_true", help="dry run: include the compiled step (slow)")
     a = p.parse_args(argv)
@@ -599,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = [  # key, title, estimated seconds, body: in order of importance
         ("checks", "Checks: the compiled style step", 90 if gpu else 5, check_compiled),
         ("cam", "Grad-CAM", 40 if gpu else 10, cam),
+        ("clips", "Grad-CAM on clips", 40 if gpu else 10, clips),
         ("wall", "Style transfer: whole runs", 150 if gpu and not a.quick else 60 if gpu else 10, style_wall),
         ("app", "The app's pattern: a thread per request, mixed and concurrent", 150 if gpu else 20, app_pattern),
         ("step", "Style transfer: per step against the tutorial reference", 60 if gpu else 10, style_per_step),

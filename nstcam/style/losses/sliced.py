@@ -88,14 +88,26 @@ def sliced_target(parts: list[tuple[torch.Tensor, float]], seed: int) -> tuple[t
     return torch.cat(feats, dim=1)[None], (w / w.sum())[None]
 
 
+def _search(mid: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """``searchsorted`` of ``levels`` (N, K, Q) in each row of ``mid`` (B, K, M), B being N or 1,
+    without expanding ``mid`` to N: inductor (torch 2.11, CUDA) cannot lower a search in an
+    expanded view (``NotImplementedError: ExpandView``), so one target's rows take every image's
+    levels side by side instead."""
+    n, k, q = levels.shape
+    if mid.shape[0] == n:
+        return torch.searchsorted(mid.contiguous(), levels.contiguous())
+    side_by_side = levels.transpose(0, 1).reshape(1, k, n * q)
+    return torch.searchsorted(mid.contiguous(), side_by_side).reshape(k, n, q).transpose(0, 1)
+
+
 def _weighted_quantiles(values: torch.Tensor, weights: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
     """The quantile function of ``values`` (B, K, M) with position ``weights`` (B, M), read at
     ``levels`` (N, K, Q) in (0, 1) by linear interpolation between the weights' midpoints."""
     v, order = values.sort(dim=-1)
     w = weights[:, None, :].expand_as(values).gather(-1, order)
     mid = w.cumsum(-1) - w / 2  # (B, K, M): each sorted value's level
+    hi = _search(mid, levels).clamp(1, v.shape[-1] - 1)
     mid, v = mid.expand(levels.shape[0], -1, -1), v.expand(levels.shape[0], -1, -1)
-    hi = torch.searchsorted(mid.contiguous(), levels.contiguous()).clamp(1, v.shape[-1] - 1)
     lo = hi - 1
     m_lo, m_hi = mid.gather(-1, lo), mid.gather(-1, hi)
     t = ((levels - m_lo) / (m_hi - m_lo).clamp_min(1e-12)).clamp(0, 1)
