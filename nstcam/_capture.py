@@ -32,6 +32,7 @@ __all__ = [
     "capture_turn",
     "error_of_max",
     "raised",
+    "tf32_in_use",
     "torch_capture_lock",
 ]
 
@@ -94,6 +95,21 @@ def capture_turn(blocking: bool = True) -> Iterator[bool]:
     finally:
         if got:
             CAPTURE_LOCK.release()
+
+
+def tf32_in_use(device: torch.device | str) -> bool:
+    """Whether float32 convolutions or matrix products on ``device`` may run in TF32 (10-bit mantissa):
+    an NVIDIA GPU of compute capability 8.0 or newer with ``torch.backends.cudnn.allow_tf32`` (torch's
+    default) or a float32 matmul precision below "highest". Read when a self-check compares, so a flag
+    changed later counts. Two passes of the same network then differ wherever cuDNN picks other
+    algorithms (inductor's layouts, the workspace left under load): the engines' self-checks judge
+    them by their TF32 tolerances (``style/_selfcheck.py``, ``cam/_graphed.py``)."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    if torch.cuda.get_device_capability(device) < (8, 0):
+        return False
+    return bool(torch.backends.cudnn.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
 def raised(e: BaseException) -> str:

@@ -168,6 +168,25 @@ def test_bf16_only_where_the_gpu_has_it(monkeypatch, caplog):
     assert bf16_autocast(True, cuda) is True
 
 
+def test_tf32_is_said_in_use_where_the_gpu_and_torch_flags_make_it(monkeypatch):
+    """The self-checks' TF32 tolerances apply on an Ampere-or-newer GPU under torch's default flags only."""
+    from nstcam._capture import tf32_in_use
+
+    cuda = torch.device("cuda")
+    assert tf32_in_use("cpu") is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _d=None: (9, 0))  # an H100/H200
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)  # torch's default
+    assert tf32_in_use(cuda) is True
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    assert tf32_in_use(cuda) is (torch.get_float32_matmul_precision() != "highest")
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")  # matmuls in TF32
+    assert tf32_in_use(cuda) is True
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _d=None: (7, 5))  # a T4: no TF32
+    assert tf32_in_use(cuda) is False
+
+
 def test_the_app_compiles_its_common_sizes_at_start_where_steps_compile(monkeypatch):
     from nstcam.app import AppConfig, Models
 

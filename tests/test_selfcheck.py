@@ -77,9 +77,12 @@ def images():
     return content, style, eager, eager.stylize(content, style, size=32, **KW)
 
 
+@pytest.mark.parametrize("tf32", [False, True], ids=["float32", "tf32-tolerance"])
 @pytest.mark.parametrize("fault", ["scaled", "stale", "nan", "raises", "static", None])
-def test_a_wrong_compiled_step_is_caught_and_the_run_equals_eager(images, monkeypatch, caplog, fault):
+def test_a_wrong_compiled_step_is_caught_and_the_run_equals_eager(images, monkeypatch, caplog, fault, tf32):
+    """Each fault is caught, also under the looser tolerance of a GPU whose convolutions run in TF32."""
     content, style, eager, want = images
+    monkeypatch.setattr(C, "tf32_in_use", lambda device: tf32)
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: faulty(fault, REAL_COMPILE(fn, **kw)))
     engine = StyleTransfer(model=eager.model, device="cpu", compile=True)
     caplog.set_level(logging.WARNING)
@@ -245,3 +248,31 @@ def test_a_new_thread_adopts_cudagraph_trees_once(monkeypatch, torch_sets_it_up)
     adopt_cudagraph_trees()
     assert not adopt_cudagraph_trees()  # this thread has them now, if it had not imported the module
     assert ident != id(trees.local.tree_manager_containers)  # each thread its own trees
+
+
+@pytest.mark.parametrize("loss", ["gram", "sliced", "wasserstein"])
+def test_tf32_convolutions_fail_the_float32_check_and_pass_the_tf32_one(monkeypatch, loss):
+    """The first GPU run (an H200, torch 2.11): every compiled float32 key failed its self-check, its
+    gradient 1.2e-2 to 6.1e-2 from eager's. TF32 convolutions do that (``tests/_tf32.py`` simulates
+    them here: 3 % to 5.4 % at 96 px); where they are in use the check allows :data:`TF32`, and only there."""
+    from _tf32 import tf32_convs
+
+    from nstcam.hooks import twin
+    from nstcam.style._selfcheck import FP32, TF32
+
+    monkeypatch.setattr(C, "twin", lambda net: tf32_convs(twin(net)))  # the 'compiled' step: TF32 convs
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    content, style = pattern(1, 96, 64), pattern(11, 64, 64)
+    kw = dict(size=96, steps=2, optimizer="adam", seed=0, style_loss=loss)
+    model = build_model("vgg16_bn", "random")
+    strict = StyleTransfer(model=model, device="cpu", compile=True)
+    strict.stylize(content, style, **kw)
+    assert strict.compile_stats["max_rel_err"] > FP32.grad * 10
+    if loss != "wasserstein":  # W2's own tolerance (1e-1) passes some of these already
+        assert strict.compile_stats["mismatches"] == 1 and strict.compile_stats["shapes"] == 0
+
+    monkeypatch.setattr(C, "tf32_in_use", lambda device: True)
+    loose = StyleTransfer(model=model, device="cpu", compile=True)
+    loose.stylize(content, style, **kw)
+    stats = loose.compile_stats
+    assert stats["mismatches"] == 0 and stats["shapes"] == 1 and stats["max_rel_err"] < TF32.grad / 2, stats

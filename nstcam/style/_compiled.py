@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from nstcam._capture import adopt_cudagraph_trees, capture_turn, raised
+from nstcam._capture import adopt_cudagraph_trees, capture_turn, raised, tf32_in_use
 from nstcam.hooks import twin
 from nstcam.image import normalize
 from nstcam.style._optimize import step_directions, unmasked_terms, weighted
@@ -204,7 +204,7 @@ def _self_check(rt: Runtime, shape_key: tuple, run: Step, weigh: Weigh, eager: S
     ``rt.checks``, with torch.compile's own record of them (a frame it left uncompiled, CUDA graphs
     it skipped). Returns whether the key runs compiled; a key that fails (a wrong value, or the
     compiled step raised) runs eagerly from now on, said once."""
-    tol = tolerance(rt.amp, style_loss_named(shape_key[0][2]).check)
+    tol = tolerance(rt.amp, style_loss_named(shape_key[0][2]).check, tf32=tf32_in_use(x.device))
     verdict = Verdict(0.0, 1.0)
     with capture_turn():
         graphs, skips = _torch_counts()

@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_selfcheck.py                 # CPU (inductor), random weights
     python tests/benchmarks/bench_selfcheck.py --device cuda   # CUDA graphs
+    python tests/benchmarks/bench_selfcheck.py --tf32          # CPU: TF32 convolutions simulated
 
 Prints three tables:
 
@@ -13,6 +14,12 @@ Prints three tables:
    cancelling traces).
 3. What the self-check costs per new key: the first check (torch.compile's compilation included),
    the second, and one compiled step, in seconds.
+
+With ``--tf32`` it prints one table instead: the same errors where the "compiled" step is the eager
+step with its convolutions in TF32 (``tests/_tf32.py``: what an NVIDIA GPU from compute capability
+8.0 runs by default) against the float32 eager step, beside the float32 and TF32 tolerances: how
+far TF32 alone moves a step, which the first GPU run (an H200) met as a self-check mismatch on every
+key.
 """
 
 from __future__ import annotations
@@ -79,6 +86,21 @@ def agreement(device: str, sizes: list[int], styles: int) -> dict:
     for loss in LOSSES:
         worst[loss]["mismatches"] = mismatches[loss]
     return worst
+
+
+def tf32_agreement(sizes: list[int], styles: int) -> dict:
+    """:func:`agreement` where the compiled step is the eager one with TF32 convolutions (CPU)."""
+    from _tf32 import tf32_convs
+
+    from nstcam.hooks import twin
+
+    real_twin, real_compile = C.twin, torch.compile
+    C.twin = lambda net: tf32_convs(twin(net))
+    torch.compile = lambda fn, **kw: fn
+    try:
+        return agreement("cpu", sizes, styles)
+    finally:
+        C.twin, torch.compile = real_twin, real_compile
 
 
 def float32_error(sizes: list[int], seeds: int) -> dict:
@@ -149,9 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="32,48,64,96")
     p.add_argument("--styles", type=int, default=2, help="style shapes per size (the sliced loss' key)")
     p.add_argument("--cost-size", type=int, default=128)
+    p.add_argument("--tf32", action="store_true", help="only the TF32 table (CPU, simulated)")
     a = p.parse_args(argv)
     sizes = [int(v) for v in a.sizes.split(",")]
     torch.manual_seed(0)
+    if a.tf32:
+        print(f"device: cpu, torch {torch.__version__}, random weights (VGG16_bn seed 0)\n")
+        return tf32_table(sizes, a.styles)
     print(f"device: {a.device}, torch {torch.__version__}, random weights (VGG16_bn seed 0)\n")
     rows = agreement(a.device, sizes, a.styles)
     print(f"Compiled against eager, sizes {a.sizes} px, {a.styles} style shapes each (2 checks per key):\n")
@@ -181,6 +207,28 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"| {c['first']:.2f} | {c['second']:.3f} | {c['step']:.3f} | {extra:.3f} ({extra / c['step']:.1f} steps) |"
     )
+    return 0
+
+
+def tf32_table(sizes: list[int], styles: int) -> int:
+    rows = tf32_agreement(sizes, styles)
+    print(f"TF32 convolutions (simulated) against float32 eager, sizes {','.join(map(str, sizes))} px, "
+          f"{styles} style shapes each:\n")  # fmt: skip
+    print("| loss | checks | worst terms rel | worst gradient rel L2 | lowest cosine | float32 tolerance | "
+          "TF32 tolerance | passes TF32 |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for loss in LOSSES:
+        r = rows[loss]
+        strict, loose = (
+            S.tolerance(False, style_loss_named(loss).check),
+            S.tolerance(False, style_loss_named(loss).check, tf32=True),
+        )
+        ok = r["terms"] <= loose.terms and r["grad"] <= loose.grad and r["cos"] >= loose.cosine
+        print(
+            f"| {loss} | {r['n']} | {r['terms']:.2e} | {r['grad']:.2e} | {r['cos']:.6f} | "
+            f"{strict.terms:g}, {strict.grad:g}, {strict.cosine:g} | {loose.terms:g}, {loose.grad:g}, {loose.cosine:g} | "
+            f"{'yes' if ok else 'NO'} |"
+        )
     return 0
 
 

@@ -216,6 +216,8 @@ def check_compiled(report: Report, device, s: Settings) -> str:
         report.check(diff <= 2, f"compiled image equals eager within 2 grey levels (max difference {diff})"),
         report.check(worst <= 1e-4, f"compiled losses equal eager within 1e-4 relative (worst {worst:.2g})"),
     ]
+    if device.type == "cuda":
+        lines += tf32_lines(report, device, cimg, simg, kw)
     if device.type != "cuda":
         lines.append(
             "- the W2 and sliced compiled steps: on CUDA only here (on a CPU: tests/test_cuda_path.py)"
@@ -260,6 +262,40 @@ def check_compiled(report: Report, device, s: Settings) -> str:
             )
     lines.append(self_check_line(report, "compiled style step", engine.compile_stats))
     return "\n".join(lines)
+
+
+def tf32_lines(report: Report, device, cimg, simg, kw: dict) -> list[str]:
+    """Which tolerance the self-check applies here, and the check of why: with TF32 off (float32
+    convolutions and matrix products), the compiled step must pass the float32 tolerance."""
+    import torch
+
+    from nstcam import StyleTransfer
+    from nstcam._capture import tf32_in_use
+    from nstcam.style._selfcheck import tolerance
+
+    on = tf32_in_use(device)
+    tol = tolerance(False, None, tf32=on)
+    lines = [
+        f"- convolutions in TF32: {'yes' if on else 'no'} (cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+        f"float32 matmul precision {torch.get_float32_matmul_precision()}): the self-check holds float32 keys "
+        f"to terms {tol.terms:g}, gradient {tol.grad:g}, cosine {tol.cosine:g}"
+    ]
+    flags = torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        engine = StyleTransfer("random", device=device, compile=True)
+        engine.stylize(cimg, simg, **kw)
+        st = engine.compile_stats
+    finally:
+        torch.backends.cudnn.allow_tf32 = flags[0]
+        torch.set_float32_matmul_precision(flags[1])
+    lines.append(report.check(
+        st["mismatches"] == 0 and st["shapes"] >= 1,
+        f"TF32 off: the compiled step passes the float32 self-check ({st['checked']} comparisons, largest "
+        f"relative error {st['max_rel_err']:.2g}; with TF32 the first GPU run measured 1.2e-2 to 6.1e-2)",
+    ))  # fmt: skip
+    return lines
 
 
 def self_check_line(report: Report, what: str, stats: dict) -> str:
