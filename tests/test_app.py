@@ -725,6 +725,7 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
         "Video",
         "Grad-CAM",
         "Explain a clip",
+        "Explain a volume",
         "Subject-aware",
         "Feature maps",
         "Probe",

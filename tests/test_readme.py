@@ -62,7 +62,7 @@ def test_readme_describes_the_app_that_runs():
     readme = (ROOT / "README.md").read_text()
     demo = build_demo(AppConfig(random_weights=True, device="cpu"), Models(AppConfig(random_weights=True)))
     tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    words = {6: "Six"}
+    words = {6: "Six", 7: "Seven"}
     assert f"{words[len(tabs)]} tabs: {', '.join(tabs)}." in readme
     listed = readme[readme.index("Stable API endpoints") :].split("gradio_client")[0]
     names = [d.api_name for d in demo.fns.values() if d.api_visibility == "public" and d.api_name]

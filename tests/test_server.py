@@ -383,6 +383,37 @@ def test_identical_requests_at_once_never_get_a_partial_file(server, images):
     assert len(sizes) == 60 and min(sizes) > 0
 
 
+_PENDING: dict[int, set] = {}
+
+
+def open_app(page, server: str) -> None:
+    """Loads the app and waits until the network is quiet, Gradio's heartbeat aside: a page whose app
+    keeps session state (``gr.State``: the volume viewer's) holds one request open to
+    ``/gradio_api/heartbeat/`` for as long as it is open, so Playwright's "networkidle" never comes."""
+    pending: set = set()
+    _PENDING[id(page)] = pending
+    page.on("request", lambda r: None if "/heartbeat/" in r.url else pending.add(r))
+    page.on("requestfinished", lambda r: pending.discard(r))
+    page.on("requestfailed", lambda r: pending.discard(r))
+    page.goto(server, wait_until="load")
+    settle(page)
+
+
+def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
+    """Waits until no request of ``page`` (opened with :func:`open_app`) has been pending for ``idle_ms``."""
+    pending = _PENDING[id(page)]
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        if pending:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= idle_ms / 1000:
+            return
+        page.wait_for_timeout(50)
+    raise TimeoutError(f"requests still pending after {timeout_s:g} s: {[r.url for r in pending][:5]}")
+
+
 @pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
@@ -414,7 +445,7 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         assert page.get_by_text("Random weights").first.is_visible()
         run = page.locator("#st-run").bounding_box()
         assert run is not None and run["y"] + run["height"] <= 900, f"Stylise is below the fold: {run}"
@@ -472,7 +503,7 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.locator("#st-content input[type=file]").set_input_files(str(c))
         page.locator("#st-style input[type=file]").set_input_files(str(c))
         page.locator("#st-content img").first.wait_for(timeout=30_000)
@@ -517,7 +548,7 @@ def test_browser_single_overlay_is_whole_with_its_caption_below(server, images, 
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.get_by_role("tab", name="Grad-CAM").click()
         page.locator("#cam-input input[type=file]").set_input_files(str(c))
         page.locator("#cam-input img").first.wait_for(timeout=30_000)
@@ -587,7 +618,7 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
     clip = write_clip(tmp_path / "walk.mp4", panning(4, 2, w=64, h=48), fps=8, audio=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.get_by_role("tab", name="Video").click()
         limits = page.locator("#vid-limits").inner_text()
         assert "Clips up to 10 s" in limits and "Trim" in limits  # stated before any upload
@@ -635,7 +666,7 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
     clip = write_clip(tmp_path / "square.mp4", moving_square(20, 4, 10), fps=10, audio=True)
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.get_by_role("tab", name="Explain a clip").click()
         assert "Clips up to 10 s" in page.locator("#camv-limits").inner_text()
         page.locator("#camv-input input[type=file]").set_input_files(str(clip))
@@ -664,6 +695,49 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
         assert plot == 720
         assert "Explained with r3d_18" in page.locator("#camv-status").inner_text()
         page.screenshot(path=str(ARTIFACTS / "browser_gradcam_video.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_browser_explains_a_volume_and_its_slider_walks_the_slices(server, browser, tmp_path):
+    """Issue 41: a .npy volume uploaded to the Explain a volume tab gives a slice with its map, a slider
+    over the slices that redraws it, and a slice grid; a volume of Python objects is refused by name."""
+    vol = np.random.default_rng(0).random((1, 24, 32, 40)).astype(np.float32) * 0.2
+    vol[0, 8:16, 10:20, 12:24] += 1.0
+    np.save(tmp_path / "scan.npy", vol)
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}] * 8, dtype=object), allow_pickle=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        open_app(page, server)
+        page.get_by_role("tab", name="Explain a volume").click()
+        upload = page.locator("#camvol-input input[type=file]")
+        upload.set_input_files(str(tmp_path / "objects.npy"))
+        page.locator("#camvol-input").get_by_text("objects.npy").first.wait_for(timeout=30_000)
+        page.locator("#camvol-run").click()
+        page.wait_for_function(
+            "() => document.querySelector('#camvol-status').innerText.includes('Bad volume')", timeout=60_000
+        )
+        said = page.locator("#camvol-status").inner_text()
+        assert "objects.npy holds Python objects" in said and str(tmp_path) not in said
+        page.locator("#camvol-input").get_by_role("button", name="Clear").first.click()
+        upload.set_input_files(str(tmp_path / "scan.npy"))
+        page.locator("#camvol-input").get_by_text("scan.npy").first.wait_for(timeout=30_000)
+        page.locator("#camvol-run").click()
+        page.locator("#camvol-grid img").first.wait_for(timeout=120_000)
+        page.locator("#camvol-slice img").first.wait_for(timeout=30_000)
+        middle = page.evaluate("() => document.querySelector('#camvol-slice img').src")
+        size = page.evaluate("() => [document.querySelector('#camvol-slice img').naturalWidth,"
+                             " document.querySelector('#camvol-slice img').naturalHeight]")  # fmt: skip
+        assert size == [360, 288] and "slice_12.png" in middle, (size, middle)  # 9 px a voxel
+        assert page.locator("#camvol-index input[type=number]").input_value() == "12"
+        page.locator("#camvol-index input[type=range]").focus()
+        page.keyboard.press("End")  # the last slice
+        page.wait_for_function(
+            "() => document.querySelector('#camvol-slice img').src.includes('slice_23.png')", timeout=30_000
+        )
+        assert page.locator("#camvol-index input[type=number]").input_value() == "23"
+        assert "Explained with r3d_18" in page.locator("#camvol-status").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "browser_volume_viewer.png"), full_page=True)
     finally:
         page.close()
 
@@ -711,7 +785,7 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
     c, bad = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.locator("#st-content input[type=file]").set_input_files(str(c))
         page.locator("#st-style input[type=file]").set_input_files(str(c))
         page.locator("#st-content img").first.wait_for(timeout=30_000)
@@ -804,7 +878,7 @@ def test_browser_explains_the_classes_picked_of_a_segmenter(server, images, brow
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.get_by_role("tab", name="Grad-CAM").click()
         assert not page.locator("#cam-classes").is_visible()
         page.locator("#cam-model input").click()
@@ -833,7 +907,7 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         for sel in ("#st-content", "#st-style", "#st-style-b"):
             page.locator(f"{sel} input[type=file]").set_input_files(str(c))
             page.locator(f"{sel} img").first.wait_for(timeout=30_000)
@@ -842,7 +916,7 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         editor.locator("input[type=file]").first.set_input_files(str(c))  # a guide to paint over
         canvas = editor.locator("canvas").first
         canvas.wait_for(timeout=30_000)
-        page.wait_for_load_state("networkidle")
+        settle(page)
         editor.get_by_role("button", name="Brush", exact=True).click()  # the brush, whatever the state
         page.wait_for_timeout(500)
         box = canvas.bounding_box()
@@ -850,7 +924,7 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         page.mouse.down()
         page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.5, steps=10)
         page.mouse.up()
-        page.wait_for_load_state("networkidle")
+        settle(page)
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "browser_regions_painted.png"), full_page=True)
         seen = run_and_watch(page, "st", "^(done|Error|Bad)")
@@ -865,7 +939,7 @@ def test_browser_feature_grid_shows_its_first_row_below_the_badge_and_toolbar(se
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(server, wait_until="networkidle")
+        open_app(page, server)
         page.get_by_role("tab", name="Feature maps").click()
         page.locator("#fm-image input[type=file]").set_input_files(str(c))
         page.wait_for_timeout(1000)

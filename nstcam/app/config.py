@@ -14,7 +14,7 @@ from nstcam._device import pick_device
 from nstcam.app.files import Outbox
 from nstcam.cam import GradCAM
 from nstcam.style import StyleTransfer
-from nstcam.weights import WeightsUnavailableError, build_model
+from nstcam.weights import VIDEO_ARCHS, WeightsUnavailableError, build_model
 
 __all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Runs"]
 
@@ -72,6 +72,9 @@ class AppConfig:
             150 million on GPU].
         max_frame_pixels: largest source frame (width x height) a clip may have, read from its
             header before any decoding [NSTCAM_MAX_FRAME_PIXELS; 3840x2160 = 8.3 million, 4K UHD].
+        max_volume_values: most values (channels x voxels) an uploaded volume may hold, read from
+            its ``.npy`` header before its data [NSTCAM_MAX_VOLUME_VALUES; 128**3 = 2.1 million on
+            CPU, 256**3 = 16.8 million on GPU].
     """
 
     random_weights: bool = False
@@ -84,6 +87,7 @@ class AppConfig:
     max_video_seconds: float | None = None
     max_video_pixels: int | None = None
     max_frame_pixels: int | None = None
+    max_volume_values: int | None = None
 
     def __post_init__(self) -> None:
         self.torch_device = pick_device(self.device)
@@ -103,6 +107,9 @@ class AppConfig:
         )
         self.max_frame_pixels = int(
             self.max_frame_pixels or _env_number("NSTCAM_MAX_FRAME_PIXELS", 3840 * 2160)
+        )
+        self.max_volume_values = int(
+            self.max_volume_values or _env_number("NSTCAM_MAX_VOLUME_VALUES", 256**3 if on_gpu else 128**3)
         )
 
     @property
@@ -135,6 +142,11 @@ class AppConfig:
         classifiers, frame by frame."""
         big = ("s3d", "mvit_v2_s", "swin3d_t") if self.torch_device.type != "cpu" else ()
         return ("r3d_18", "mc3_18", "r2plus1d_18", *big, *self.cam_archs)
+
+    @property
+    def volume_archs(self) -> tuple[str, ...]:
+        """3D models the Explain a volume tab offers: the clip tab's video classifiers."""
+        return tuple(a for a in self.clip_archs if a in VIDEO_ARCHS)
 
     @property
     def explain_archs(self) -> tuple[str, ...]:

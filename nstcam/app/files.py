@@ -24,6 +24,7 @@ __all__ = [
     "NOT_AN_UPLOAD",
     "Outbox",
     "SafeEditor",
+    "SafeFile",
     "SafeImage",
     "SafeVideo",
     "editor_mask",
@@ -171,6 +172,18 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
         except (MediaError, FileNotFoundError):
             return path  # the handler refuses it (probe_video, the same check) in the tab's Status
         return gradio_preprocess(payload)
+
+    comp.preprocess = preprocess
+    return comp
+
+
+def SafeFile(what: str, **kwargs: Any) -> gr.File:  # noqa: N802 - reads like the component it builds
+    """A ``gr.File`` (one file, handed over as its path) whose input passes :func:`upload_path`;
+    ``what`` names the input in refusals ("volume"). The handler reads the file itself, checks first."""
+    comp = gr.File(type="filepath", file_count="single", **kwargs)
+
+    def preprocess(payload: Any) -> str | None:
+        return None if payload is None else upload_path(payload, f"file ({what})")
 
     comp.preprocess = preprocess
     return comp

@@ -25,7 +25,15 @@ from nstcam.cam._maps import upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.weights import WeightsInfo
 
-__all__ = ["MAX_VOXELS", "VolumeResult", "explain_volume", "load_volume", "slice_grid"]
+__all__ = [
+    "MAX_VOXELS",
+    "VolumeResult",
+    "explain_volume",
+    "grey_clip",
+    "load_volume",
+    "slice_grid",
+    "slice_image",
+]
 
 MAX_VOXELS = 64 * 1024 * 1024
 """Largest volume (channels x voxels) read: 256 MB of float32."""
@@ -57,10 +65,25 @@ class VolumeResult:
         w = self.weights
         return tag_weights(grid, w.notice if w else "", bool(w and w.is_random))
 
+    def slice(self, index: int, axis: int = 0, alpha: float = 0.5) -> Image.Image:
+        """Slice ``index`` along ``axis`` with the map over it (:func:`slice_image`), tagged with its
+        weights (random weights are said on saving)."""
+        img = slice_image(self.volume, self.heatmap, index, axis=axis, alpha=alpha)
+        w = self.weights
+        return tag_weights(img, w.notice if w else "", bool(w and w.is_random))
 
-def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
+    @property
+    def depths(self) -> tuple[int, int, int]:
+        """Slices along each axis: (D, H, W)."""
+        d, h, w = self.heatmap.shape
+        return d, h, w
+
+
+def load_volume(src: Any, name: str = "volume", max_values: int = MAX_VOXELS) -> torch.Tensor:
     """A (C, D, H, W) float32 tensor from a tensor or array ((D, H, W): one channel), or a ``.npy`` file
-    (no pickles; over :data:`MAX_VOXELS` refused from its header, before its data is read)."""
+    (no pickles; over ``max_values`` (default :data:`MAX_VOXELS`) refused from its header, before its
+    data is read)."""
+    max_values = whole("max_values", max_values, minimum=1, maximum=MAX_VOXELS)
     if isinstance(src, (str, os.PathLike)):
         path = Path(src)
         label = path.name
@@ -75,9 +98,9 @@ def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
                 shape, _, dtype = header(f)
             except ValueError as e:
                 raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
-        if math.prod(shape) > MAX_VOXELS:
+        if math.prod(shape) > max_values:
             raise ValueError(
-                f"{name}: {label} holds {math.prod(shape):,} values, over the limit of {MAX_VOXELS:,}"
+                f"{name}: {label} holds {math.prod(shape):,} values, over the limit of {max_values:,}"
             )
         if dtype.hasobject:
             raise ValueError(f"{name}: {label} holds Python objects; a volume holds numbers")
@@ -87,12 +110,25 @@ def load_volume(src: Any, name: str = "volume") -> torch.Tensor:
         t = t[None]
     if t.ndim != 4 or min(t.shape) < 1:
         raise ValueError(f"{name} must be (C, D, H, W) or (D, H, W); got shape {tuple(t.shape)}")
-    if t.numel() > MAX_VOXELS:
-        raise ValueError(f"{name} holds {t.numel():,} values, over the limit of {MAX_VOXELS:,}")
+    if t.numel() > max_values:
+        raise ValueError(f"{name} holds {t.numel():,} values, over the limit of {max_values:,}")
     t = t.float()
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} holds NaN or infinite values")
     return t
+
+
+def grey_clip(volume: Any, mean: Any, std: Any) -> torch.Tensor:
+    """A scan as a video classifier's clip: the volume's first channel (C, D, H, W) min-max scaled to
+    [0, 1], the same grey in three channels, normalised by the model's ``mean`` and ``std``: (3, D, H, W).
+    What the app does to run a one-channel scan through a Kinetics classifier (the maps then say what
+    such a model reacts to, not what a scan model would)."""
+    grey = load_volume(volume)[0]
+    span = grey.max() - grey.min()
+    grey = (grey - grey.min()) / (span if span > 0 else 1.0)
+    mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(3, 1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=torch.float32).reshape(3, 1, 1, 1)
+    return (grey.expand(3, *grey.shape) - mean_t) / std_t
 
 
 def explain_volume(cam: Any, volume: Any, *, target: int | None = None, top_k: int = 1) -> list[VolumeResult]:
@@ -131,21 +167,38 @@ def slice_grid(
     """``n`` evenly spaced slices along ``axis`` of ``volume`` (C, D, H, W) (its first channel, min-max
     scaled to grey) with ``heatmap`` (D, H, W) over each, ``columns`` to a row."""
     axis = whole("axis", axis, minimum=0, maximum=2)
-    grey = np.asarray(volume[0], dtype=np.float32)
-    span = float(grey.max() - grey.min())
-    grey = (grey - grey.min()) / (span if span > 0 else 1.0)
+    grey = _grey(volume)
     depth = grey.shape[axis]
     picks = np.unique(
         np.linspace(0, depth - 1, min(whole("n", n, minimum=1, maximum=64), depth)).round().astype(int)
     )
-    cells = []
-    for i in picks:
-        g = np.take(grey, i, axis=axis)
-        img = Image.fromarray((g * 255).astype(np.uint8)).convert("RGB")
-        cells.append(overlay_heatmap(img, np.take(heatmap, i, axis=axis), alpha=alpha))
+    cells = [_overlay_slice(grey, heatmap, int(i), axis, alpha) for i in picks]
     cols = min(columns, len(cells))
     w, h = cells[0].size
     sheet = Image.new("RGB", (w * cols, h * math.ceil(len(cells) / cols)))
     for j, c in enumerate(cells):
         sheet.paste(c, ((j % cols) * w, (j // cols) * h))
     return sheet
+
+
+def slice_image(
+    volume: np.ndarray, heatmap: np.ndarray, index: int, *, axis: int = 0, alpha: float = 0.5
+) -> Image.Image:
+    """Slice ``index`` along ``axis`` of ``volume`` (C, D, H, W) (its first channel, min-max scaled to
+    grey over the whole volume, so slices compare) with ``heatmap`` (D, H, W) over it."""
+    axis = whole("axis", axis, minimum=0, maximum=2)
+    grey = _grey(volume)
+    index = whole("index", index, minimum=0, maximum=grey.shape[axis] - 1)
+    return _overlay_slice(grey, heatmap, index, axis, alpha)
+
+
+def _grey(volume: np.ndarray) -> np.ndarray:
+    """The first channel of ``volume`` (C, D, H, W), min-max scaled to [0, 1] over the whole volume."""
+    grey = np.asarray(volume[0], dtype=np.float32)
+    span = float(grey.max() - grey.min())
+    return (grey - grey.min()) / (span if span > 0 else 1.0)
+
+
+def _overlay_slice(grey: np.ndarray, heatmap: np.ndarray, index: int, axis: int, alpha: float) -> Image.Image:
+    img = Image.fromarray((np.take(grey, index, axis=axis) * 255).astype(np.uint8)).convert("RGB")
+    return overlay_heatmap(img, np.take(heatmap, index, axis=axis), alpha=alpha)

@@ -5,6 +5,7 @@ endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 - ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
 - ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``).
 - ``cam_video``: "Explain a clip", ``/gradcam_video`` (a clip explained over time).
+- ``cam_volume``: "Explain a volume" (a ``.npy`` volume and a slice viewer; the page's only).
 - ``subject``: "Subject-aware", ``/subject_aware``. ``features``: "Feature maps", ``/features``.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nstcam.app.tabs import cam, cam_video, features, style, subject, video
+from nstcam.app.tabs import cam, cam_video, cam_volume, features, style, subject, video
 
 __all__ = ["TABS"]
 
@@ -21,6 +22,7 @@ TABS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("Video", video.tab),
     ("Grad-CAM", cam.tab),
     ("Explain a clip", cam_video.tab),
+    ("Explain a volume", cam_volume.tab),
     ("Subject-aware", subject.tab),
     ("Feature maps", features.tab),
 )

@@ -1,0 +1,172 @@
+"""The "Explain a volume" tab: a ``.npy`` volume through a 3D model (:meth:`nstcam.GradCAM.explain_volume`),
+its map on the volume's own voxels, a slice viewer (a slider over the slices, along any axis) and a
+slice grid. The page's only: the volume is kept in the session (``gr.State``) for the slider, which
+the API has no use for; the Python API does the same in two calls (``explain_volume``, ``.slice``).
+
+The app's 3D models are Kinetics-400 video classifiers, which take RGB clips: a volume's first
+channel is read as a grey clip (:func:`nstcam.cam.volumes.grey_clip`), so its maps show what such a
+model reacts to, not what a scan classifier would. A ``.npy`` file is read without pickles, its size
+checked from its header (``NSTCAM_MAX_VOLUME_VALUES``) before its data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import numpy as np
+from PIL import Image
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
+from nstcam.app.files import SafeFile
+from nstcam.app.listen import for_people
+from nstcam.app.running import check, fail, weights_note
+from nstcam.app.tools import clip_methods
+from nstcam.cam.volumes import VolumeResult, grey_clip, load_volume
+
+__all__ = ["AXES", "MIN_SIDE", "Viewed", "slice_view", "tab", "volume_handler"]
+
+AXES = {"depth (D)": 0, "height (H)": 1, "width (W)": 2}
+"""The slider's axes, as the page names them."""
+
+MIN_SIDE = 8
+"""Fewest voxels a volume may have along any axis (the video classifiers' strides)."""
+
+SHOWN = {"slice": 384, "grid": 768}
+"""Long side the page shows a slice and the grid at, at least: small volumes are enlarged by a whole
+factor, each voxel a square of pixels (nearest), so a 40-voxel slice is not 40 px on screen."""
+
+
+def _enlarged(img: Image.Image, long_side: int) -> Image.Image:
+    factor = max(1, long_side // max(img.size))
+    if factor == 1:
+        return img
+    big = img.resize((img.width * factor, img.height * factor), Image.Resampling.NEAREST)
+    big.info.update(img.info)  # where it came from (random weights are said on saving)
+    return big
+
+
+@dataclass(frozen=True)
+class Viewed:
+    """What the viewer keeps in the session: the first class's result and the axis looked along."""
+
+    result: VolumeResult
+    axis: int
+
+
+def volume_handler(
+    models: Models, volume: Any, model: str = "r3d_18", method: str = "gradcam", axis: str = "depth (D)"
+) -> tuple[str, str, dict, list[list[Any]], Viewed]:
+    """Explains an uploaded ``.npy`` volume. Returns (the middle slice, the slice grid, the slider's
+    new range, table rows [rank, class, label, probability], what the viewer keeps)."""
+    cfg = models.config
+    try:
+        if volume is None:
+            raise refuse("Upload a volume (.npy).")
+        if model not in cfg.volume_archs:
+            raise refuse(
+                f"model must be one of {', '.join(cfg.volume_archs)} on this server, got {str(model)[:60]!r}"
+            )
+        if method not in clip_methods():
+            raise refuse(f"method must be one of {', '.join(clip_methods())}, got {str(method)[:40]!r}")
+        if axis not in AXES:
+            raise refuse(f"axis must be one of {', '.join(AXES)}, got {str(axis)[:40]!r}")
+        name = Path(str(volume)).name
+        try:  # the header first: a file over the limit is never read
+            vol = load_volume(str(volume), name="volume", max_values=cfg.max_volume_values)
+        except ValueError as e:
+            raise refuse(f"Bad volume: {e}") from None
+        if min(vol.shape[1:]) < MIN_SIDE:
+            raise refuse(
+                f"Bad volume: {name} is {' x '.join(map(str, vol.shape[1:]))} voxels; "
+                f"each side needs at least {MIN_SIDE}"
+            )
+        cam = models.cam(model, "", method)
+        clip = grey_clip(vol, cam.preprocessing.mean, cam.preprocessing.std)
+        results = cam.explain_volume(clip, top_k=3)
+    except Exception as e:
+        raise fail(e) from e
+    # the session keeps one grey channel (what slices draw), not the model's three: 16 MB at 128^3
+    first = dataclasses.replace(results[0], volume=np.ascontiguousarray(results[0].volume[:1]))
+    viewed = Viewed(first, AXES[axis])
+    depth = results[0].depths[viewed.axis]
+    middle = depth // 2
+    out = models.outbox
+    grid = out.save(
+        _enlarged(results[0].slices(axis=viewed.axis), SHOWN["grid"]), f"{Path(name).stem}_slices.png"
+    )
+    mark = " (random weights)" if results[0].weights and results[0].weights.is_random else ""
+    rows = [[i + 1, r.index, r.label + mark, round(r.score, 4)] for i, r in enumerate(results)]
+    slider = gr.update(minimum=0, maximum=depth - 1, value=middle, interactive=True)
+    return slice_view(models, viewed, middle), grid, slider, rows, viewed
+
+
+def slice_view(models: Models, viewed: Viewed | None, index: Any) -> str | None:
+    """Slice ``index`` of the explained volume with its map (None before a volume is explained)."""
+    if viewed is None:
+        return None
+    depth = viewed.result.depths[viewed.axis]
+    check(index if isinstance(index, (int, float)) else None, "index", 0, depth - 1)
+    img = _enlarged(viewed.result.slice(int(index), axis=viewed.axis), SHOWN["slice"])
+    return models.outbox.save(img, f"slice_{int(index)}.png")
+
+
+def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
+    """The "Explain a volume" tab (the page's only: no API endpoint)."""
+    side = round(config.max_volume_values ** (1 / 3))
+    gr.Markdown(
+        f"A volume (`.npy`, C x D x H x W or D x H x W; at most {config.max_volume_values:,} values, "
+        f"about {side}³) through a 3D model, then a slider through its slices. This server's 3D models "
+        "are video classifiers (Kinetics-400): a volume's first channel is read as a grey clip, so the "
+        "maps show what such a model reacts to. For a scan classifier of your own, use "
+        "`GradCAM(model=...).explain_volume` in Python." + weights_note(config.random_weights),
+        elem_id="camvol-about",
+    )
+    with gr.Row():
+        with gr.Column(scale=1):
+            volume = SafeFile("volume", label="Volume (.npy)", file_types=[".npy"], elem_id="camvol-input")
+            arch = gr.Dropdown(
+                list(config.volume_archs), value="r3d_18", label="Model", elem_id="camvol-model"
+            )
+            method = gr.Dropdown(
+                list(clip_methods()), value="gradcam", label="Method", elem_id="camvol-method"
+            )
+            axis = gr.Radio(list(AXES), value="depth (D)", label="Slice along", elem_id="camvol-axis")
+            run = gr.Button("Explain volume", variant="primary", elem_id="camvol-run")
+            status = gr.Markdown(elem_id="camvol-status")
+        with gr.Column(scale=2):
+            view = gr.Image(label="Slice", type="filepath", interactive=False, elem_id="camvol-slice")
+            # its range here is the largest any volume may need (the request gate checks against it);
+            # an explained volume narrows it to its own slices, which slice_view checks
+            most = config.max_volume_values // MIN_SIDE**2 - 1
+            index = gr.Slider(
+                0, most, value=0, step=1, label="Slice", interactive=False, elem_id="camvol-index"
+            )
+            grid = gr.Image(label="Slice grid", type="filepath", interactive=False, elem_id="camvol-grid")
+            table = gr.Dataframe(headers=["rank", "class", "label", "probability"], label="Top classes")
+    viewed = gr.State(None, time_to_live=1800)  # an explained volume, kept 30 minutes at most
+
+    def explain(volume: Any, model: str, method: str, axis: str) -> tuple:
+        return volume_handler(models, volume, model, method, axis)
+
+    outputs = [view, grid, index, table, viewed, status]
+    run.click(
+        for_people(
+            explain, 5, 5, True, lambda _v, model, method, _a: f"Explained with {model}, method {method}."
+        ),
+        [volume, arch, method, axis],
+        outputs,
+        api_name=False,
+        concurrency_id="gradcam_volume",
+    )
+    index.change(  # a refusal here is a hostile request's: the slider's own range never gives one
+        lambda viewed, index: slice_view(models, viewed, index),
+        [viewed, index],
+        [view],
+        api_name=False,
+        trigger_mode="always_last",
+    )
