@@ -156,7 +156,13 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     outputs = [view, grid, index, table, viewed, status]
     run.click(
         for_people(
-            explain, 5, 5, True, lambda _v, model, method, _a: f"Explained with {model}, method {method}."
+            explain,
+            5,
+            5,
+            True,
+            lambda _v, model, method, _a: (
+                f"Explained with {model}, method {method}." + weights_note(config.random_weights)
+            ),
         ),
         [volume, arch, method, axis],
         outputs,
