@@ -227,8 +227,7 @@ class CamGraphs:
         then = (
             "this shape runs eagerly from now on" if n >= self.max_failures else f"running eagerly, {retry}"
         )
-        why = f"{type(e).__name__}: {e}"
-        logger.warning("Grad-CAM graph %s failed for input %s (%s); %s", what, key[0], why, then)
+        logger.warning("Grad-CAM graph %s failed for input %s (%s); %s", what, key[0], raised(e), then)
 
     def _maybe_capture(self, key, model, layer, formula, x, classes, layout) -> _Captured | None:
         if self._failures.get(key, 0) >= self.max_failures:

@@ -62,21 +62,21 @@ class VolumeResult:
     def slices(self, axis: int = 0, n: int = 12, columns: int = 4, alpha: float = 0.5) -> Image.Image:
         """:func:`slice_grid` of this result (tagged with its weights: random ones are said on saving)."""
         grid = slice_grid(self.volume, self.heatmap, axis=axis, n=n, columns=columns, alpha=alpha)
-        w = self.weights
-        return tag_weights(grid, w.notice if w else "", bool(w and w.is_random))
+        return self._tagged(grid)
 
     def slice(self, index: int, axis: int = 0, alpha: float = 0.5) -> Image.Image:
         """Slice ``index`` along ``axis`` with the map over it (:func:`slice_image`), tagged with its
         weights (random weights are said on saving)."""
-        img = slice_image(self.volume, self.heatmap, index, axis=axis, alpha=alpha)
-        w = self.weights
-        return tag_weights(img, w.notice if w else "", bool(w and w.is_random))
+        return self._tagged(slice_image(self.volume, self.heatmap, index, axis=axis, alpha=alpha))
 
     @property
-    def depths(self) -> tuple[int, int, int]:
+    def depths(self) -> tuple[int, ...]:
         """Slices along each axis: (D, H, W)."""
-        d, h, w = self.heatmap.shape
-        return d, h, w
+        return tuple(self.heatmap.shape)
+
+    def _tagged(self, img: Image.Image) -> Image.Image:
+        w = self.weights
+        return tag_weights(img, w.notice if w else "", bool(w and w.is_random))
 
 
 def load_volume(src: Any, name: str = "volume", max_values: int = MAX_VOXELS) -> torch.Tensor:
@@ -123,9 +123,7 @@ def grey_clip(volume: Any, mean: Any, std: Any) -> torch.Tensor:
     [0, 1], the same grey in three channels, normalised by the model's ``mean`` and ``std``: (3, D, H, W).
     What the app does to run a one-channel scan through a Kinetics classifier (the maps then say what
     such a model reacts to, not what a scan model would)."""
-    grey = load_volume(volume)[0]
-    span = grey.max() - grey.min()
-    grey = (grey - grey.min()) / (span if span > 0 else 1.0)
+    grey = torch.from_numpy(_grey(load_volume(volume).numpy()))
     mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(3, 1, 1, 1)
     std_t = torch.as_tensor(std, dtype=torch.float32).reshape(3, 1, 1, 1)
     return (grey.expand(3, *grey.shape) - mean_t) / std_t

@@ -192,7 +192,7 @@ def _compiled_for(rt: Runtime, key: tuple) -> Compiled | None:
             try:
                 compiled = rt.compiled[key] = Compiled(_build(rt, *key), tuple(rt.net.parameters()))
             except Exception as e:  # noqa: BLE001 - no compiler at all: this layer set runs eagerly
-                logger.warning("compiled step failed (%s: %s); running eagerly", type(e).__name__, e)
+                logger.warning("compiled step failed (%s); running eagerly", raised(e))
                 rt.compile_failures.add()
                 compiled = rt.compiled[key] = False
     return compiled or None
