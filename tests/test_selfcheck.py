@@ -254,7 +254,8 @@ def test_a_new_thread_adopts_cudagraph_trees_once(monkeypatch, torch_sets_it_up)
 def test_tf32_convolutions_fail_the_float32_check_and_pass_the_tf32_one(monkeypatch, loss):
     """The first GPU run (an H200, torch 2.11): every compiled float32 key failed its self-check, its
     gradient 1.2e-2 to 6.1e-2 from eager's. TF32 convolutions do that (``tests/_tf32.py`` simulates
-    them here: 3 % to 5.4 % at 96 px); where they are in use the check allows :data:`TF32`, and only there."""
+    them here; bench_selfcheck.py --tf32 measures 4.2 % to 5.4 % at 96 to 384 px); where they are in
+    use the check allows :data:`TF32`, and only there."""
     from _tf32 import tf32_convs
 
     from nstcam.hooks import twin

@@ -210,6 +210,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def tf32_cam_errors(shapes: tuple[tuple[int, int], ...] = ((64, 80), (224, 336)), seeds: int = 3) -> dict:
+    """Grad-CAM's raw maps (resnet18, layer4, class 3) with TF32 convolutions against float32, as the
+    graphs' self-check measures them (``error_of_max``): the worst over ``seeds`` inputs per shape."""
+    from _tf32 import tf32_convs
+
+    from nstcam._capture import error_of_max
+    from nstcam.cam import GradCAM
+    from nstcam.hooks import twin
+
+    exact = GradCAM("resnet18", weights="random", device="cpu")
+    tf32 = GradCAM(model=tf32_convs(twin(exact.model)), device="cpu")
+    worst = {}
+    for h, w in shapes:
+        xs = [torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(s)) for s in range(seeds)]
+        worst[(h, w)] = max(
+            error_of_max(tf32.compute(x, targets=3, raw=True), exact.compute(x, targets=3, raw=True))
+            for x in xs
+        )
+    return worst
+
+
 def tf32_table(sizes: list[int], styles: int) -> int:
     rows = tf32_agreement(sizes, styles)
     print(f"TF32 convolutions (simulated) against float32 eager, sizes {','.join(map(str, sizes))} px, "
@@ -229,6 +250,18 @@ def tf32_table(sizes: list[int], styles: int) -> int:
             f"{strict.terms:g}, {strict.grad:g}, {strict.cosine:g} | {loose.terms:g}, {loose.grad:g}, {loose.cosine:g} | "
             f"{'yes' if ok else 'NO'} |"
         )
+    from nstcam.cam._graphed import CHECK_TOLERANCE, TF32_CHECK_TOLERANCE
+
+    print(
+        "\nGrad-CAM raw maps (resnet18, layer4), TF32 convolutions (simulated) against float32, worst of 3 inputs,"
+    )
+    print(
+        f"as the graphs' self-check measures them (tolerance {CHECK_TOLERANCE:g}; TF32 {TF32_CHECK_TOLERANCE:g}):\n"
+    )
+    print("| input | max difference / max |")
+    print("| --- | --- |")
+    for (h, w), err in tf32_cam_errors().items():
+        print(f"| {h} x {w} | {err:.2e} |")
     return 0
 
 
