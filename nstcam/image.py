@@ -48,6 +48,8 @@ DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_MIN_SIDE = 16
 """Smallest accepted width or height, in pixels."""
 
+SAMPLES = Path(__file__).resolve().parent / "assets" / "samples"
+"""The sample photos and textures shipped with the package (their licences: LICENSES.md there)."""
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

@@ -16,7 +16,8 @@ import torch
 from PIL import Image
 
 os.environ["NSTCAM_OFFLINE"] = "1"
-torch.set_num_threads(min(2, torch.get_num_threads()))
+if "OMP_NUM_THREADS" not in os.environ:  # the numeric matrix sets it (1 and 3 threads): kept as set
+    torch.set_num_threads(min(2, torch.get_num_threads()))
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINTS = (
     "stylize",
@@ -79,18 +80,65 @@ SUBPROCESS = {  # start Python processes of their own (besides the live app: the
     "test_hostile_requests.py::test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files",
     "test_layout.py::test_import_nstcam_and_its_engines_load_neither_pyav_nor_opencv",
     "test_package.py::test_python_m_nstcam_runs",
+    "test_numeric_matrix.py::test_a_setting_runs_in_a_process_of_its_own_with_its_variables",
     "test_server.py::test_the_results_folder_goes_when_the_app_is_stopped",
     "test_tiles.py::test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
     "test_video.py::test_frames_over_the_pixel_limit_are_refused_from_the_header",
 }
 
+NUMERIC = {  # besides every test that calls _numeric.bound: float tolerances and equalities across calls
+    "test_cam.py::test_batch_equals_one_by_one_and_per_image_targets",
+    "test_cam.py::test_formulas_equal_hand_computation",
+    "test_cam_graphs.py::test_replayed_maps_equal_eager_maps_for_new_inputs",
+    "test_cam_video.py::test_the_known_answer_clip_maps_the_square_and_scores_its_frames",
+    "test_cuda_path.py::test_a_failed_compiled_sliced_step_falls_back_on_the_same_directions",
+    "test_cuda_path.py::test_the_distribution_losses_compile_and_equal_eager",
+    "test_metrics.py::test_cascaded_imputation_is_close_to_the_converged_one",
+    "test_metrics.py::test_true_map_beats_random_beats_opposite_on_every_metric",
+    "test_real_weights.py::test_grad_cam_equals_pytorch_grad_cam_and_the_float64_formula",
+    "test_selfcheck.py::test_a_wrong_compiled_step_is_caught_and_the_run_equals_eager",
+    "test_style.py::test_batched_steps_equal_one_at_a_time",
+    "test_style.py::test_bn_folding_keeps_features",
+    "test_style.py::test_compiled_step_matches_the_eager_one_on_cpu",
+    "test_style.py::test_match_color_gives_the_target_mean_and_covariance",
+    "test_style.py::test_same_seed_same_image",
+    "test_style_distribution.py::test_both_distances_are_zero_when_the_features_are_the_styles",
+    "test_style_distribution.py::test_gaussian_w2_equals_the_closed_form_in_float64",
+    "test_style_distribution.py::test_sliced_style_loss_is_the_reference_distance_relative_and_weighs_masks_and_blends",
+    "test_style_distribution.py::test_sliced_w2_equals_a_numpy_reference_for_given_directions",
+    "test_style_distribution.py::test_style_stats_init_starts_with_the_styles_channel_means",
+    "test_style_distribution.py::test_w2_targets_from_augmented_grams_are_the_features_stats_and_blend_as_a_mixture",
+    "test_style_distribution.py::test_wasserstein_with_a_mask_two_styles_tiles_and_a_batch",
+    "test_style_regions.py::test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run",
+    "test_style_regions.py::test_none_takes_the_rest_and_the_region_losses_add_up",
+    "test_style_regions.py::test_stylize_many_and_batch_apply_the_regions_to_every_image",
+    "test_tiles.py::test_batched_tiled_equals_one_at_a_time",
+    "test_trace_sqrt.py::test_eigh_equals_torchs_to_rounding_and_keeps_the_dtype",
+    "test_trace_sqrt.py::test_it_compiles_as_one_graph_and_equals_eager",
+    "test_trace_sqrt.py::test_trace_sqrt_and_its_gradient_equal_float64_references",
+    "test_trace_sqrt.py::test_zero_eigenvalues_give_no_square_root_and_no_gradient",
+    "test_video.py::test_dis_flow_is_within_half_a_pixel_of_the_true_motion",
+    "test_video.py::test_warp_by_the_true_flow_recovers_the_next_frame_and_certainty_drops_the_edge",
+}
+"""The numeric tests (``numeric``: tests/numeric_matrix.py runs them under each CPU setting, CI under
+two besides the default): each asserts a float result whose rounding depends on the CPU's kernels."""
+
+
+def _records_bounds(item) -> bool:
+    """Whether the test calls ``_numeric.bound`` (a threshold it records): such a test is numeric."""
+    fn = getattr(item, "function", None)
+    return fn is not None and "bound" in fn.__code__.co_names
+
 
 def pytest_collection_modifyitems(config, items):
     """Marks each test by what it needs: ``browser`` (Chromium), ``subprocess`` (the live app or a
-    process of its own), ``ray`` (a Ray cluster), ``slow`` (5 s or more)."""
+    process of its own), ``ray`` (a Ray cluster), ``slow`` (5 s or more), and ``numeric`` (a float
+    result that the CPU's kernels round: see :data:`NUMERIC`)."""
     for item in items:
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
         fixtures = set(getattr(item, "fixturenames", ()))
+        if name in NUMERIC or _records_bounds(item):
+            item.add_marker(pytest.mark.numeric)
         if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
         if fixtures & {"server", "server_log", "server_uploads"} or name in SUBPROCESS:

@@ -14,6 +14,7 @@ import pytest
 import torch
 from _clipnet import BrightNet, SquareNet, moving_square, square_boxes
 from _media import write_clip
+from _numeric import bound
 from PIL import Image
 from torch import nn
 
@@ -284,7 +285,8 @@ def test_an_image_classifier_explains_a_clip_frame_by_frame_with_smoothing(squar
     assert p.maps[:FIRST].max() == 0 and p.maps[FIRST : LAST + 1].max(axis=(1, 2)).min() > 0.5
     assert s.maps[FIRST - 2].max() > 0 and s.maps[FIRST - 3].max() == 0  # two frames each side, no more
     jitter = lambda m: np.abs(np.diff(m, axis=0)).mean()  # noqa: E731
-    assert jitter(s.maps) < 0.7 * jitter(p.maps)  # 0.63 here: the square moves 3 px a frame
+    # the square moves 3 px a frame
+    bound("smoothed / plain frame-to-frame jitter", jitter(s.maps) / jitter(p.maps), "<", 0.7)
     assert np.argmax(p.frame_scores) in range(FIRST, LAST + 1)
 
 

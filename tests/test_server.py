@@ -675,17 +675,24 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
         page.locator("#camv-result video").first.wait_for(timeout=120_000)
         src = page.evaluate("() => document.querySelector('#camv-result video').currentSrc")
         assert src.endswith("square_cam.mp4"), src
-        playing = page.wait_for_function(
+        # a plain predicate, polled until the metadata is in (an async one resolved `false` on a slow
+        # machine and was taken as the answer), then the duration read and the clip played
+        page.wait_for_function(
+            """() => {
+                const v = document.querySelector('#camv-result video');
+                return !!v && v.readyState >= 1 && v.duration > 1.5 && v.videoWidth === 96;
+            }""",
+            timeout=120_000,
+        )
+        duration = page.evaluate(
             """async () => {
                 const v = document.querySelector('#camv-result video');
-                if (!v || v.readyState < 1) return false;
                 v.muted = true;
                 await v.play();
-                return v.duration > 1.5 && v.videoWidth === 96 ? v.duration : false;
-            }""",
-            timeout=60_000,
-        ).json_value()
-        assert playing == pytest.approx(2.0, abs=0.2)
+                return v.duration;
+            }"""
+        )
+        assert duration == pytest.approx(2.0, abs=0.2)
         page.wait_for_function(
             "() => document.querySelector('#camv-result video').currentTime > 0", timeout=30_000
         )  # it plays

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _numeric import bound
 from conftest import in_threads
 from PIL import Image
 
@@ -141,16 +142,16 @@ def test_w2_targets_from_augmented_grams_are_the_features_stats_and_blend_as_a_m
 def test_stylize_with_the_wasserstein_loss_lowers_it_and_threads_equal_sequential(st):
 
     c, s = _img(1), _img(2, 48, 48)
-    kw = dict(size=64, steps=6, seed=0, style_loss="wasserstein")
+    # the style term alone is the objective, so what L-BFGS's line search guarantees is about it: its
+    # search direction descends, so the best of its evaluations lies below the first. How far the term
+    # falls in 6 evaluations is not guaranteed: with content and TV terms in the objective the ratio
+    # ranged 0.74 to 0.904 over machines (issue 48), and an assertion on it flipped on an AMD EPYC
+    kw = dict(size=64, steps=6, seed=0, style_loss="wasserstein", content_weight=0.0, tv_weight=0.0)
     out = st.stylize(c, s, **kw)
     h = out.info["nstcam"]["history"]
     assert out.info["nstcam"]["params"]["style_loss"] == "wasserstein"
-    # L-BFGS's line search guarantees a lower objective; how far the style term falls in 6 evaluations
-    # is float noise on the first, tiny steps: over 12 content/style pairs and both MKL code paths
-    # (default, MKL_ENABLE_INSTRUCTIONS=AVX2) the worst final/first style ratio was 0.74 (this pair:
-    # 0.74 on an AMD EPYC with AVX-512, under 0.7 where it landed), so 0.9 is a margin, not a guess
-    assert h[-1]["total"] < h[0]["total"]
-    assert h[-1]["style"] < 0.9 * h[0]["style"]
+    assert all(r["total"] == pytest.approx(r["style"], rel=1e-6) for r in h)  # the objective
+    bound("best W2 style term / first", min(r["style"] for r in h) / h[0]["style"], "<", 1.0)
     results = in_threads(lambda i: np.asarray(st.stylize(c, s, **kw)), 2)
     assert all(np.array_equal(results[i], np.asarray(out)) for i in range(2))
 
@@ -299,7 +300,12 @@ def test_tiled_style_positions_have_the_whole_images_distribution(st):
         a = torch.quantile(d.T @ whole[n][0].flatten(1), q, dim=1)
         b = torch.quantile(d.T @ parts[n][0, :, 0], q, dim=1)
         spread = (a[-1] - a[0]).abs().mean()
-        assert (a - b).abs().mean() < 0.1 * spread, (n, float((a - b).abs().mean() / spread))
+        bound(
+            f"{n}: tiled vs whole positions, share of the spread",
+            float((a - b).abs().mean() / spread),
+            "<",
+            0.1,
+        )
 
 
 def test_averaging_with_adam_carries_its_moments_to_the_next_scale(st, monkeypatch):

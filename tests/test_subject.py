@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _numeric import bound
 from conftest import pattern
 from PIL import Image
 
@@ -46,7 +47,7 @@ def test_masked_losses_keep_the_unmasked_region(st):
     mask = half_mask(200, 150)  # any size: resized per scale and per layer
     out = st.stylize(content, style, size=64, steps=30, style_mask=mask, seed=0)
     kept, styled = region_change(out, content, half_mask())
-    assert styled > 4 * kept, (kept, styled)
+    bound("styled / kept region change", styled / kept, ">", 4)
     plain = st.stylize(content, style, size=64, steps=30, seed=0)
     kept_plain, _ = region_change(plain, content, half_mask())
     assert kept < kept_plain / 2, (kept, kept_plain)
@@ -58,10 +59,12 @@ def test_blend_mode_and_multiscale(st):
     content, style = pattern(1), pattern(2, 64, 64)
     out = st.stylize(content, style, size=64, steps=10, style_mask=half_mask(), mask_mode="blend")
     kept, styled = region_change(out, content, half_mask())
-    assert kept < 0.01 < styled
+    bound("blend: kept region change", kept, "<", 0.01)
+    bound("blend: styled region change", styled, ">", 0.01)
     multi = st.stylize(content, style, scales=[32, 64], steps=[5, 5], size=64, style_mask=half_mask())
     kept, styled = region_change(multi, content, half_mask())
-    assert multi.size == (64, 48) and styled > 2 * kept
+    assert multi.size == (64, 48)
+    bound("multiscale: styled / kept region change", styled / kept, ">", 2)
     with pytest.raises(ValueError, match="mask_mode must be"):
         st.stylize(content, style, size=32, steps=1, style_mask=half_mask(), mask_mode="paint")
 

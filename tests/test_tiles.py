@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _numeric import bound
 from conftest import pattern
 from PIL import Image
 
@@ -64,7 +65,12 @@ def test_tiled_grams_equal_whole_image_grams(st):
         whole = {k: gram(v) for k, v in st._rt.features(hooks, x).items()}
         tiled = tiled_grams(st._rt, hooks, x, layers, 128)
     for k in layers:
-        assert float((whole[k] - tiled[k]).norm() / whole[k].norm()) < 0.05, k
+        bound(
+            f"{k}: tiled vs whole Gram, relative",
+            float((whole[k] - tiled[k]).norm() / whole[k].norm()),
+            "<",
+            0.05,
+        )
     torch.testing.assert_close(tiled["relu1_1"], whole["relu1_1"], atol=1e-4, rtol=1e-4)  # no context lost
 
 
@@ -169,21 +175,21 @@ def test_on_memory_reduce_chooses_a_tile_before_shrinking(st, monkeypatch):
 
 
 def _probe(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "_tile_probe.py"), *args],
-        capture_output=True, text=True, timeout=600, check=True,
-    )  # fmt: skip
+    command = [sys.executable, str(ROOT / "tests" / "_tile_probe.py"), *args]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=True)  # 5x slower too
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated():
     r = _probe("640", "160", "4")
-    assert r["tiled_peak"] <= 0.5 * r["untiled_peak"], r
-    assert r["tiled_distance"] <= 1.5 * r["untiled_distance"], r  # an independent judge's Gram distance
-    assert max(r["tiled_seams"]) <= 2.5, r  # no row or column stands out
+    bound("tiled / untiled peak memory", r["tiled_peak"] / r["untiled_peak"], "<=", 0.5)
+    # an independent judge's Gram distance
+    bound("tiled / untiled Gram distance", r["tiled_distance"] / r["untiled_distance"], "<=", 1.5)
+    bound("largest seam (a row or column standing out)", max(r["tiled_seams"]), "<=", 2.5)
     for kind in ("tiled", "untiled"):
-        assert abs(r[f"{kind}_estimate"] - r[f"{kind}_peak"]) <= 0.25 * r[f"{kind}_peak"], (kind, r)
-    lbfgs = _probe(
-        "512", "0", "4", "--lbfgs"
-    )  # 384 px sits at the edge of the fit (bench_style.py --calibrate)
-    assert abs(lbfgs["untiled_estimate"] - lbfgs["untiled_peak"]) <= 0.25 * lbfgs["untiled_peak"], lbfgs
+        error = abs(r[f"{kind}_estimate"] - r[f"{kind}_peak"]) / r[f"{kind}_peak"]
+        bound(f"{kind}: memory estimate off its peak, relative", error, "<=", 0.25)
+    # 384 px sits at the edge of the fit (bench_style.py --calibrate)
+    lbfgs = _probe("512", "0", "4", "--lbfgs")
+    error = abs(lbfgs["untiled_estimate"] - lbfgs["untiled_peak"]) / lbfgs["untiled_peak"]
+    bound("L-BFGS 512 px: memory estimate off its peak, relative", error, "<=", 0.25)

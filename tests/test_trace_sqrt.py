@@ -86,8 +86,12 @@ def test_single_threaded_sets_one_mkl_thread_and_restores_the_threads_setting():
 
 
 def test_it_compiles_as_one_graph_and_equals_eager():
+    from nstcam.style._compiled import compile_options
+
     torch._dynamo.reset()
-    fn = torch.compile(lambda a: trace_sqrt(a @ a.transpose(1, 2)).sum(), fullgraph=True, dynamic=False)
+    # the engine's own options: under ATEN_CPU_CAPABILITY inductor's reading of it breaks (compile_options)
+    options = {"dynamic": False, **compile_options(torch.device("cpu"))}
+    fn = torch.compile(lambda a: trace_sqrt(a @ a.transpose(1, 2)).sum(), fullgraph=True, **options)
     a = torch.randn(2, 8, 12, generator=torch.Generator().manual_seed(4))
     x, y = a.clone().requires_grad_(True), a.clone().requires_grad_(True)
     fn(x).backward()

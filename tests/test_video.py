@@ -16,6 +16,7 @@ import av
 import numpy as np
 import pytest
 from _media import SAMPLES, H, W, panning, streams, true_flows, write_clip, write_frames
+from _numeric import bound
 from PIL import Image
 
 from nstcam import PixelAnchor, StyleTransfer
@@ -145,7 +146,7 @@ def test_a_strong_anchor_pulls_the_result_to_its_image_and_is_in_the_history(st)
     held = st.stylize(a, STYLE, size=W, **FAST, seed=0, init=b, anchors=[PixelAnchor(b, None, 1e4)])
     d_free = np.abs(np.asarray(free, float) - b).mean()
     d_held = np.abs(np.asarray(held, float) - b).mean()
-    assert d_held < 0.3 * d_free, (d_held, d_free)
+    bound("held / free distance to the anchor", d_held / d_free, "<", 0.3)
     hist = held.info["nstcam"]["history"]
     assert "anchor" in hist[-1] and "anchor" not in free.info["nstcam"]["history"][-1]
     assert held.info["nstcam"]["params"]["init"] == "image"
@@ -164,10 +165,19 @@ def test_stylize_many_equals_one_at_a_time_with_inits_and_anchors(st):
     together = st.stylize_many([a, b, c], STYLE, inits=inits, anchors=anchors, **kw)
     for img, content, init, anc in zip(together, [a, b, c], inits, anchors, strict=True):
         alone = st.stylize(content, STYLE, init=content if init is None else init, anchors=anc, **kw)
-        d = np.abs(np.asarray(img, int) - np.asarray(alone, int))  # a batch's convolutions: float noise
-        # Adam's step is about lr wherever a gradient is nearly 0, whatever its size, so float noise
-        # can move a rare pixel by a few grey levels per step: bound the mean and the share moved
-        assert d.mean() < 0.1 and (d > 2).mean() < 1e-3 and d.max() <= 16, (d.mean(), (d > 2).mean(), d.max())
+        # each image of the batch has its own objective: the first evaluation (the same image, one
+        # step of a batch's convolutions apart) equals the one-image run's to float32 rounding
+        first, first_alone = img.info["nstcam"]["history"][0], alone.info["nstcam"]["history"][0]
+        for term in first_alone:
+            assert first[term] == pytest.approx(first_alone[term], rel=1e-4, abs=1e-6), term
+        # then the runs part by float noise only, which Adam's step (about lr wherever a gradient is
+        # nearly 0, whatever its size) turns into grey levels at rare pixels: the mean was 0.1497 on an
+        # AMD EPYC (Zen 3) and under 0.1 here, so the bounds come from the numeric matrix's spread
+        d = np.abs(np.asarray(img, int) - np.asarray(alone, int))
+        bound("mean grey-level difference, batch vs alone", d.mean(), "<", 0.5)
+        bound("share of pixels more than 2 levels apart", (d > 2).mean(), "<", 0.01)
+        # Adam moves a pixel about lr (0.02) a step at most: two runs part by 2 x 4 steps of it at most
+        bound("largest difference (grey levels)", d.max(), "<=", 2 * 4 * 0.02 * 255 + 1)
         assert (img.info["nstcam"]["history"][-1]["anchor"] > 0) == bool(anc)  # 0 where none
     with pytest.raises(ValueError, match="optimizer='adam'"):
         st.stylize_many([a, b], STYLE, size=W, steps=1)
@@ -199,7 +209,7 @@ def test_temporal_consistency_at_least_halves_the_true_warping_error(st, tmp_pat
         assert [len(h["total"]) for h in r.histories] == [8] * 5 and ("anchor" in r.histories[1]) == (tw > 0)
         errs[tw] = warping_error(outs, flows=true_flows(5, 2))
         assert r.warping_error == pytest.approx(warping_error(outs, frames), rel=0.05)
-    assert errs[200.0] <= 0.5 * errs[0.0], errs
+    bound("warping error with / without the temporal loss", errs[200.0] / errs[0.0], "<=", 0.5)
 
 
 @pytest.mark.parametrize("loss", ["wasserstein", "sliced"])
@@ -214,7 +224,7 @@ def test_the_distribution_losses_keep_a_clip_steady_too(st, tmp_path, loss):
         errs[tw] = warping_error(
             [np.asarray(Image.open(p)) for p in sorted(r.path.iterdir())], flows=true_flows(4, 2)
         )
-    assert errs[200.0] <= 0.5 * errs[0.0], errs
+    bound("warping error with / without the temporal loss", errs[200.0] / errs[0.0], "<=", 0.5)
 
 
 def test_multipass_refines_every_frame_against_both_neighbours(tmp_path):
@@ -264,8 +274,12 @@ def test_batched_passes_put_several_frames_in_each_engine_step(st, tmp_path):
         **{k: v for k, v in FAST.items() if k != "steps"},
     )
     base_outs = [np.asarray(Image.open(p)) for p in sorted(base.path.iterdir())]
-    assert warping_error(outs, flows=true_flows(5, 2)) <= 0.5 * warping_error(
-        base_outs, flows=true_flows(5, 2)
+    with_flow = warping_error(outs, flows=true_flows(5, 2))
+    bound(
+        "warping error, batched passes / baseline",
+        with_flow / warping_error(base_outs, flows=true_flows(5, 2)),
+        "<=",
+        0.5,
     )
     assert len(frames) == real.frames
 

@@ -3,7 +3,6 @@ size and steps sliders, the image pickers, overlay galleries, and results writte
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -11,10 +10,9 @@ from PIL import Image
 
 from nstcam.app.config import AppConfig
 from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.image import SAMPLES
 
 __all__ = ["CSS", "RANDOM_BANNER", "as_files", "before_after", "gallery", "pickers", "sample", "size_steps"]
-
-SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "samples"
 
 RANDOM_BANNER = (
     "⚠️ **Random weights** — this server runs with seeded random weights (offline/test mode). "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import types
 from collections.abc import Callable
@@ -24,12 +25,12 @@ import torch
 from torch import nn
 
 from nstcam._capture import adopt_cudagraph_trees, capture_turn, raised, tf32_in_use
-from nstcam.hooks import twin
+from nstcam.hooks import float64_copy, twin
 from nstcam.image import normalize
 from nstcam.style._optimize import step_directions, unmasked_terms, weighted
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
-from nstcam.style._selfcheck import Verdict, check_step, tolerance
+from nstcam.style._selfcheck import Verdict, check_step, float32_error, tolerance, widened
 from nstcam.style._targets import Targets
 from nstcam.style.losses import style_loss_named
 from nstcam.style.vgg import layer_index
@@ -76,21 +77,23 @@ def _own_code(fn: Callable) -> Callable:
     return own
 
 
-def _build(
+Terms = Callable[..., torch.Tensor]
+"""``terms(net, x, content, style, directions)``: the step's (3, N) unweighted losses on ``net``."""
+
+
+def _terms(
     rt: Runtime,
     content_layers: tuple[str, ...],
     style_layers: tuple[tuple[str, float], ...],
     kind: str = "gram",
-) -> Callable:
-    """The compiled step of one layer set of one engine: ``step(x, content, style, directions)`` ->
-    its (3, N) unweighted content, style and tv losses."""
+) -> tuple[Terms, int]:
+    """The step of one layer set of one engine on a given network, and the deepest layer it reads."""
     taps = {layer_index(n): n for n in dict.fromkeys([n for n, _ in style_layers] + list(content_layers))}
     styles = dict(style_layers)
     contents = list(content_layers)
-    net = twin(rt.net)  # same weights, its own (always empty) hook tables: stable guards
     sqrt = sqrt_method(rt.device)
 
-    def step(x: torch.Tensor, content: dict, style: dict, directions: dict | None = None) -> torch.Tensor:
+    def terms(net: nn.Module, x: torch.Tensor, content: dict, style: dict, directions: dict | None):
         xn = normalize(x)
         if rt.channels_last:
             xn = xn.contiguous(memory_format=torch.channels_last)
@@ -98,16 +101,73 @@ def _build(
             feats = tap_features(net, xn, taps)
         return torch.stack(unmasked_terms(feats, x, content, style, contents, styles, kind, directions, sqrt))
 
-    mode = "reduce-overhead" if rt.device.type == "cuda" else "default"
-    return torch.compile(_own_code(step), mode=mode, dynamic=False)
+    return terms, max(taps)
+
+
+def _build(rt: Runtime, *key) -> Callable:
+    """The compiled step of layer set ``key`` (content layers, style layers, loss) of one engine:
+    ``step(x, content, style, directions)`` -> its (3, N) unweighted content, style and tv losses."""
+    terms, _ = _terms(rt, *key)
+    net = twin(rt.net)  # same weights, its own (always empty) hook tables: stable guards
+
+    def step(x: torch.Tensor, content: dict, style: dict, directions: dict | None = None) -> torch.Tensor:
+        return terms(net, x, content, style, directions)
+
+    return torch.compile(_own_code(step), dynamic=False, **compile_options(rt.device))
+
+
+def _exact(rt: Runtime, *key) -> Callable:
+    """The step of layer set ``key`` uncompiled and in float64, with :func:`_build`'s arguments: the
+    self-check's reference. Its float64 copy of the network (up to the deepest layer read) is made at
+    each call and dropped after it: a key calls it once."""
+    terms, deepest = _terms(rt, *key)
+
+    def exact(x: torch.Tensor, content: dict, style: dict, directions: dict | None = None) -> torch.Tensor:
+        net64 = float64_copy(nn.Sequential(*list(rt.net)[: deepest + 1]))
+        return terms(net64, x.double(), *_float64((content, style, directions)))
+
+    return exact
+
+
+def _float64(obj: object) -> object:
+    """``obj`` (tensors in dicts, lists and tuples) with every floating tensor in float64."""
+    if isinstance(obj, torch.Tensor):
+        return obj.double() if obj.is_floating_point() else obj
+    if isinstance(obj, dict):
+        return {k: _float64(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_float64(v) for v in obj)
+    return obj
+
+
+_SIMDLEN = {"DEFAULT": 0, "AVX2": 256, "AVX512": 512}
+"""Inductor's C++ vector width for the kernels ATen runs on this CPU (``ATEN_CPU_CAPABILITY``)."""
+
+
+def compile_options(device: torch.device) -> dict:
+    """``torch.compile``'s mode or options for the step on ``device``: CUDA graphs on CUDA; on an x86
+    CPU whose ATen kernels were chosen by ``ATEN_CPU_CAPABILITY``, inductor's vector width named
+    outright. Inductor reads that variable too, and with torch 2.14.1 on an AVX-512 CPU its own
+    reading breaks: ``default`` emits code that does not compile (``'at::vec' has not been
+    declared``), ``avx2`` a max-pool backward that reads garbage indices (``index
+    -18014394218708992 is out of bounds``); the same widths given as ``cpp.simdlen`` compile and
+    agree with eager (tests/test_selfcheck.py). Elsewhere inductor picks, as by default."""
+    if device.type == "cuda":
+        return {"mode": "reduce-overhead"}
+    capability = torch.backends.cpu.get_cpu_capability()
+    if os.environ.get("ATEN_CPU_CAPABILITY") and capability in _SIMDLEN:
+        return {"options": {"cpp.simdlen": _SIMDLEN[capability]}}
+    return {}
 
 
 @dataclass
 class Compiled:
-    """One layer set's compiled step (``fn``), the network's Parameter objects it was built over,
-    and the shapes admitted to compile (each one of torch.compile's cache entries)."""
+    """One layer set's compiled step (``fn``) and its float64 reference (``exact``: same arguments),
+    the network's Parameter objects it was built over, and the shapes admitted to compile (each one
+    of torch.compile's cache entries)."""
 
     fn: Callable
+    exact: Callable
     parameters: tuple
     shapes: set = field(default_factory=set)
 
@@ -190,7 +250,8 @@ def _compiled_for(rt: Runtime, key: tuple) -> Compiled | None:
             compiled = None
         if compiled is None:
             try:
-                compiled = rt.compiled[key] = Compiled(_build(rt, *key), tuple(rt.net.parameters()))
+                fn, exact = _build(rt, *key), _exact(rt, *key)
+                compiled = rt.compiled[key] = Compiled(fn, exact, tuple(rt.net.parameters()))
             except Exception as e:  # noqa: BLE001 - no compiler at all: this layer set runs eagerly
                 logger.warning("compiled step failed (%s); running eagerly", raised(e))
                 rt.compile_failures.add()
@@ -198,13 +259,20 @@ def _compiled_for(rt: Runtime, key: tuple) -> Compiled | None:
     return compiled or None
 
 
-def _self_check(rt: Runtime, shape_key: tuple, run: Step, weigh: Weigh, eager: Step, x: torch.Tensor) -> bool:
+def _self_check(
+    rt: Runtime, shape_key: tuple, run: Step, weigh: Weigh, eager: Step, exact: Step, x: torch.Tensor
+) -> bool:
     """A new key's first calls, under the process-wide capture lock: two checks against eager
     (``_selfcheck.py``: the compiled function's first call and its first replay), recorded in
     ``rt.checks``, with torch.compile's own record of them (a frame it left uncompiled, CUDA graphs
-    it skipped). Returns whether the key runs compiled; a key that fails (a wrong value, or the
+    it skipped), under the tolerance of what float32 promises at this key (``exact``: the step in
+    float64). Returns whether the key runs compiled; a key that fails (a wrong value, or the
     compiled step raised) runs eagerly from now on, said once."""
     tol = tolerance(rt.amp, style_loss_named(shape_key[0][2]).check, tf32=tf32_in_use(x.device))
+    if not rt.amp:  # bf16 autocast has its own, far looser tolerance
+        error = float32_error(eager, exact, x)
+        tol = widened(tol, error)
+        logger.debug("eager float32 error at %s: %s; the check's tolerance: %s", shape_key[1], error, tol)
     verdict = Verdict(0.0, 1.0)
     with capture_turn():
         graphs, skips = _torch_counts()
@@ -289,6 +357,9 @@ def compiled_loss(
         def eager(x: torch.Tensor) -> torch.Tensor:
             return eager_step(x, directions)
 
+        def exact(x: torch.Tensor) -> torch.Tensor:
+            return weigh(compiled.exact(x, targets.content, targets.style, directions))
+
         def run(x: torch.Tensor) -> torch.Tensor:
             terms = compiled.fn(x, targets.content, targets.style, directions)
             return terms.clone()  # a CUDA graph's output buffer: the next replay overwrites it
@@ -309,7 +380,7 @@ def compiled_loss(
                     shape_key[1],
                 )
                 return eager(x)
-            if not _self_check(rt, shape_key, run, weigh, eager, x):
+            if not _self_check(rt, shape_key, run, weigh, eager, exact, x):
                 return eager(x)
         try:
             terms = run(x)

@@ -24,7 +24,7 @@ from PIL import Image
 
 from nstcam._checks import whole
 from nstcam.anchor import PixelAnchor
-from nstcam.image import ImageSource, load_image
+from nstcam.image import SAMPLES, ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._base import StyleEngine
 from nstcam.style._batch import BatchResult, batch_call, load_styles, many_call
@@ -295,15 +295,18 @@ def stylize_defaults() -> dict[str, Any]:
 
 
 def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
-    """Runs two Adam steps on a blank ``width`` x ``height`` image, so that a compiling engine
-    compiles its step for that size now rather than in the first request; returns the seconds.
+    """Runs two Adam steps on a ``width`` x ``height`` photo (the packaged cat, styled by the brick
+    texture), so that a compiling engine compiles its step for that size now rather than in the first
+    request; returns the seconds. A photo, not a blank image: the compiled step's self-check then
+    judges it where a request would (``_selfcheck.py``).
 
     ``params`` are :meth:`StyleTransfer.stylize` keywords that change the compiled function
     (``style_layers``, ``content_layers``); sizes and loss weights do not need them.
     """
     t = time.perf_counter()
     size = (whole("width", width, minimum=16), whole("height", height, minimum=16))
-    blank = Image.new("RGB", size)
+    photo = load_image(SAMPLES / "chelsea.png").resize(size, Image.Resampling.BILINEAR)
+    texture = load_image(SAMPLES / "brick.png")
     kw = {**stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
-    run(rt, blank, [blank], make_plan(n_styles=1, **kw), None, False, {})
+    run(rt, photo, [texture], make_plan(n_styles=1, **kw), None, False, {})
     return time.perf_counter() - t
