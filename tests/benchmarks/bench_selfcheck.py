@@ -158,28 +158,26 @@ def float32_error(sizes: list[int], seeds: int) -> dict:
     return out
 
 
+def _timed(fn, seconds: list[float]):
+    """``fn``, appending each call's seconds to ``seconds``."""
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            seconds.append(time.perf_counter() - t)
+
+    return timed
+
+
 def cost(device: str, size: int) -> dict:
     """Seconds: the first check of a new key (compilation included), the second, the float64
     reference that sets their tolerance, a compiled step."""
     times: list[float] = []
     exact: list[float] = []
     real, real_error = C.check_step, C.float32_error
-
-    def timed(*a, **k):
-        t = time.perf_counter()
-        try:
-            return real(*a, **k)
-        finally:
-            times.append(time.perf_counter() - t)
-
-    def timed_error(*a, **k):
-        t = time.perf_counter()
-        try:
-            return real_error(*a, **k)
-        finally:
-            exact.append(time.perf_counter() - t)
-
-    C.check_step, C.float32_error = timed, timed_error
+    C.check_step, C.float32_error = _timed(real, times), _timed(real_error, exact)
     try:
         engine = StyleTransfer("random", device=device, compile=True)
         content, style = pattern(1, 48, 32), pattern(2, 40, 40)
