@@ -171,11 +171,12 @@ def test_stylize_many_equals_one_at_a_time_with_inits_and_anchors(st):
         for term in first_alone:
             assert first[term] == pytest.approx(first_alone[term], rel=1e-4, abs=1e-6), term
         # then the runs part by float noise only, which Adam's step (about lr wherever a gradient is
-        # nearly 0, whatever its size) turns into grey levels at rare pixels: the mean was 0.1497 on an
-        # AMD EPYC (Zen 3) and under 0.1 here, so the bounds come from the numeric matrix's spread
+        # nearly 0, whatever its size) turns into grey levels at rare pixels. The spread: a mean of
+        # 0.1497 on an AMD EPYC (Zen 3); here 0.036 by default and 0.36, with 2.5 % of pixels more than
+        # 2 levels apart, under ONEDNN_MAX_CPU_ISA=SSE41 (python tests/numeric_matrix.py)
         d = np.abs(np.asarray(img, int) - np.asarray(alone, int))
-        bound("mean grey-level difference, batch vs alone", d.mean(), "<", 0.5)
-        bound("share of pixels more than 2 levels apart", (d > 2).mean(), "<", 0.01)
+        bound("mean grey-level difference, batch vs alone", d.mean(), "<", 1.0)
+        bound("share of pixels more than 2 levels apart", (d > 2).mean(), "<", 0.1)
         # Adam moves a pixel about lr (0.02) a step at most: two runs part by 2 x 4 steps of it at most
         bound("largest difference (grey levels)", d.max(), "<=", 2 * 4 * 0.02 * 255 + 1)
         assert (img.info["nstcam"]["history"][-1]["anchor"] > 0) == bool(anc)  # 0 where none
