@@ -290,24 +290,15 @@ def test_tf32_convolutions_fail_the_float32_check_and_pass_the_tf32_one(monkeypa
 
 
 def test_the_measured_float32_error_widens_a_tolerance_up_to_the_ceiling_only():
-    """Issue 48: a warm-up on a blank image put max pooling on ties, and a clean key failed its check
-    (gradient 1.6e-2 from eager at cosine 0.99987, on an AMD EPYC). Where float32 itself is that far
-    from float64 the check allows ten times it; a tolerance is never tightened, never past TF32's."""
+    """Issue 48: where float32 itself is far from float64 (as on ties in max pooling, gradients 1.6e-2
+    apart at cosine 0.99987 on an AMD EPYC) the check allows ten times the eager step's measured error;
+    a tolerance is never tightened, and never loosened past TF32's."""
     tied = S.Tolerance(terms=1e-7, grad=1.6e-2, cosine=0.99987)
     got = S.widened(S.FP32, tied)
     assert got == S.Tolerance(terms=S.FP32.terms, grad=0.16, cosine=pytest.approx(0.9987))
     assert S.widened(S.FP32, S.Tolerance(1e-9, 1e-9, 1.0)) == S.FP32  # exact float32: the base holds
     assert S.widened(S.FP32, S.Tolerance(1.0, 1.0, 0.0)) == S.CEILING
     assert S.widened(S.BF16, S.Tolerance(0.0, 0.0, 1.0)) == S.BF16
-
-
-def test_the_probe_has_no_flat_region_even_on_a_blank_image():
-    """The self-check evaluates at the image plus noise, unclamped: a blank (or white) image gives no
-    two equal neighbours, so no pooling window ties (clamped, half of a blank image's were 0)."""
-    for value in (0.0, 1.0):
-        probe = S.probe_of(torch.full((1, 3, 32, 48), value))
-        right, down = probe[..., 1:] == probe[..., :-1], probe[..., 1:, :] == probe[..., :-1, :]
-        assert not right.any() and not down.any() and float(probe.std()) > 0.05
 
 
 def test_the_float64_reference_measures_float32s_own_error(monkeypatch):
