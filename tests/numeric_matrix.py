@@ -63,7 +63,7 @@ def outcomes(junit: Path) -> dict[str, str]:
         return found
     for case in ET.parse(junit).getroot().iter("testcase"):
         parts = case.get("classname", "").split(".")  # tests.test_style, or a path's parts
-        module = next((part for part in parts if part.startswith("test_")), parts[-1])
+        module = next((part for part in reversed(parts) if part.startswith("test_")), parts[-1])
         test = f"{module}.py::{case.get('name')}"
         if case.find("failure") is not None or case.find("error") is not None:
             found[test] = "FAIL"

@@ -336,4 +336,6 @@ def test_the_warm_ups_compile_and_keep_their_keys_on_this_cpu(where):
     stats = engine.compile_stats
     assert stats["shapes"] == n and stats["checked"] == 2 * n, stats
     assert stats["mismatches"] == 0 and stats["failures"] == 0 and stats["torch_fallbacks"] == 0, stats
-    bound("compiled vs eager, largest relative error", stats["max_rel_err"], "<", S.FP32.grad)
+    # within the tolerance the check applied: the float32 one, widened where float32 itself is less
+    # exact at the key (the photo's clamped probe has flat patches where pooling ties), never past TF32's
+    bound("compiled vs eager, largest relative error", stats["max_rel_err"], "<", S.CEILING.grad)
