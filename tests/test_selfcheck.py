@@ -328,7 +328,7 @@ def test_the_warm_ups_compile_and_keep_their_keys_on_this_cpu(where):
         engine.warmup(96, 64, optimizer="adam")
         n = 1
     else:
-        models = Models(AppConfig(random_weights=True, device="cpu", max_size=48, max_steps=20))
+        models = Models(AppConfig(random_weights=True, device="cpu", max_size=96, max_steps=20))
         models._style = engine
         thread = models.warm()
         thread.join()
