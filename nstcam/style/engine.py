@@ -295,10 +295,12 @@ def stylize_defaults() -> dict[str, Any]:
 
 
 def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
-    """Runs two Adam steps on a ``width`` x ``height`` photo (the packaged cat, styled by the brick
-    texture), so that a compiling engine compiles its step for that size now rather than in the first
-    request; returns the seconds. A photo, not a blank image: the compiled step's self-check then
-    judges it where a request would (``_selfcheck.py``).
+    """Runs two Adam steps on a ``width`` x ``height`` photo (the packaged cat in mid-tones, styled by
+    the brick texture), so that a compiling engine compiles its step for that size now rather than in
+    the first request; returns the seconds. A photo, not a blank image, and in mid-tones: the compiled
+    step's self-check adds clamped noise to it, and a black, white or saturated patch clamps flat,
+    where max pooling ties and eager and compiled steps may route the gradient apart
+    (``_selfcheck.py``).
 
     ``params`` are :meth:`StyleTransfer.stylize` keywords that change the compiled function
     (``style_layers``, ``content_layers``); sizes and loss weights do not need them.
