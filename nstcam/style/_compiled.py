@@ -145,10 +145,10 @@ _SIMDLEN = {"DEFAULT": 0, "AVX2": 256, "AVX512": 512}
 
 
 def compile_options(device: torch.device) -> dict:
-    """``torch.compile``'s mode or options for the step on ``device``: CUDA graphs on CUDA; on an x86
-    CPU whose ATen kernels were chosen by ``ATEN_CPU_CAPABILITY``, inductor's vector width named
-    outright. Inductor reads that variable too, and with torch 2.14.1 on an AVX-512 CPU its own
-    reading breaks: ``default`` emits code that does not compile (``'at::vec' has not been
+    """``torch.compile``'s mode or options for the step on ``device``: CUDA graphs on CUDA; on a CPU
+    whose ATen kernels were chosen by ``ATEN_CPU_CAPABILITY`` (default, avx2, avx512), inductor's
+    vector width named outright. Inductor reads that variable too, and with torch 2.14.1 on an
+    AVX-512 CPU its own reading breaks: ``default`` emits code that does not compile (``'at::vec' has not been
     declared``), ``avx2`` a max-pool backward that reads garbage indices (``index
     -18014394218708992 is out of bounds``); the same widths given as ``cpp.simdlen`` compile and
     agree with eager (tests/test_selfcheck.py). Elsewhere inductor picks, as by default."""
