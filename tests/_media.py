@@ -5,6 +5,7 @@ server, security, Ray and README tests."""
 
 from __future__ import annotations
 
+import io
 from fractions import Fraction
 from pathlib import Path
 
@@ -12,7 +13,18 @@ import av
 import numpy as np
 from PIL import Image
 
-__all__ = ["SAMPLES", "H", "W", "panning", "streams", "true_flows", "write_clip", "write_frames"]
+__all__ = [
+    "SAMPLES",
+    "H",
+    "W",
+    "growing_mjpeg",
+    "panning",
+    "streams",
+    "tick_clip",
+    "true_flows",
+    "write_clip",
+    "write_frames",
+]
 
 SAMPLES = Path(__file__).resolve().parents[1] / "nstcam" / "assets" / "samples"
 W, H = 96, 64
@@ -72,3 +84,41 @@ def streams(path: Path) -> tuple[int, float, list[str], tuple[int, int]]:
         kinds = [s.type for s in c.streams]
         frames = sum(1 for _ in c.decode(v))
         return frames, float(v.average_rate), kinds, (v.width, v.height)
+
+
+def tick_clip(path: Path, frames: int = 2000, rate: int = 1000, side: int = 64) -> Path:
+    """A hostile clip: one frame per tick of a fine timebase (``frames`` at ``rate`` per second, so
+    2,000 frames last 2 s), a still grey-blue square in libx264: small on disk (a few kB per
+    thousand frames), its duration under any limit in seconds, its frame count far over."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=Fraction(rate))
+        vs.width = vs.height = side
+        vs.pix_fmt = "yuv420p"
+        vs.codec_context.time_base = Fraction(1, rate)
+        still = np.full((side, side, 3), (90, 120, 150), np.uint8)
+        for i in range(frames):
+            f = av.VideoFrame.from_ndarray(still, format="rgb24")
+            f.pts, f.time_base = i, Fraction(1, rate)
+            for p in vs.encode(f):
+                out.mux(p)
+        for p in vs.encode():
+            out.mux(p)
+    return path
+
+
+def growing_mjpeg(path: Path, big: int = 6000, n_big: int = 3) -> Path:
+    """A hostile clip: an MJPEG AVI whose header and first frame are 64x64 and whose next ``n_big``
+    frames are ``big`` x ``big`` JPEGs (a flat grey, so the file stays small): what a check of the
+    first frame alone lets through."""
+    small, large = io.BytesIO(), io.BytesIO()
+    Image.new("RGB", (64, 64), (90, 120, 150)).save(small, "JPEG")
+    Image.new("L", (big, big), 128).save(large, "JPEG", quality=10)
+    with av.open(str(path), "w", format="avi") as out:
+        vs = out.add_stream("mjpeg", rate=10)
+        vs.width = vs.height = 64
+        vs.pix_fmt = "yuvj420p"
+        for i, data in enumerate([small.getvalue()] + [large.getvalue()] * n_big):
+            p = av.Packet(data)
+            p.stream, p.pts, p.dts, p.time_base = vs, i, i, Fraction(1, 10)
+            out.mux(p)
+    return path

@@ -16,7 +16,7 @@ from nstcam.cam import GradCAM
 from nstcam.style import StyleTransfer
 from nstcam.weights import VIDEO_ARCHS, WeightsUnavailableError, build_model
 
-__all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "Runs"]
+__all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "RunStop", "Runs"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +70,22 @@ class AppConfig:
         max_video_pixels: most frames x pixels per frame (at the size asked) a video request may
             stylise [NSTCAM_MAX_VIDEO_PIXELS; 1.5 million on CPU (e.g. 36 frames of 256x170 px);
             150 million on GPU].
+        max_video_frames: most frames a clip request may read, whatever its frame rate (a clip of one
+            frame per timebase tick packs 10,000 frames in 10 s) [NSTCAM_MAX_VIDEO_FRAMES; 600 on CPU
+            (10 s at 60 fps), 3600 on GPU (60 s at 60 fps)].
         max_frame_pixels: largest source frame (width x height) a clip may have, read from its
             header before any decoding [NSTCAM_MAX_FRAME_PIXELS; 3840x2160 = 8.3 million, 4K UHD].
         max_volume_values: most values (channels x voxels) an uploaded volume may hold, read from
             its ``.npy`` header before its data [NSTCAM_MAX_VOLUME_VALUES; 128**3 = 2.1 million on
             CPU, 256**3 = 16.8 million on GPU].
+        max_volume_voxel_passes: most voxel-passes a volume request may cost (passes x voxels of its
+            one window, :func:`nstcam.app.cost.volume_cost`; top-3 is 8 passes), checked from its
+            header before any work [NSTCAM_MAX_VOLUME_VOXEL_PASSES; 8 x 128**3 = 16.8 million on
+            CPU (a 128**3 cube, top-3), 8 x 256**3 on GPU]. Each side is at most twice the largest
+            cube's (256 on CPU).
+        max_request_seconds: wall-clock budget of one clip, volume or style request, after which it
+            stops at its next step or window and says so [NSTCAM_MAX_REQUEST_SECONDS; 600 on CPU,
+            300 on GPU].
     """
 
     random_weights: bool = False
@@ -88,6 +99,9 @@ class AppConfig:
     max_video_pixels: int | None = None
     max_frame_pixels: int | None = None
     max_volume_values: int | None = None
+    max_video_frames: int | None = None
+    max_volume_voxel_passes: int | None = None
+    max_request_seconds: float | None = None
 
     def __post_init__(self) -> None:
         self.torch_device = pick_device(self.device)
@@ -110,6 +124,16 @@ class AppConfig:
         )
         self.max_volume_values = int(
             self.max_volume_values or _env_number("NSTCAM_MAX_VOLUME_VALUES", 256**3 if on_gpu else 128**3)
+        )
+        self.max_video_frames = int(
+            self.max_video_frames or _env_number("NSTCAM_MAX_VIDEO_FRAMES", 3600 if on_gpu else 600)
+        )
+        self.max_volume_voxel_passes = int(
+            self.max_volume_voxel_passes
+            or _env_number("NSTCAM_MAX_VOLUME_VOXEL_PASSES", 8 * (256**3 if on_gpu else 128**3))
+        )
+        self.max_request_seconds = float(
+            self.max_request_seconds or _env_number("NSTCAM_MAX_REQUEST_SECONDS", 300 if on_gpu else 600)
         )
 
     @property
@@ -168,7 +192,7 @@ class Models:
     def __init__(self, config: AppConfig) -> None:
         self.config = config
         self.outbox = Outbox()
-        self.runs = Runs()
+        self.runs = Runs(config.max_request_seconds)
         self._lock = threading.Lock()
         self._style: StyleTransfer | None = None
         self._nets: dict[str, torch.nn.Module] = {}
@@ -237,15 +261,56 @@ class Models:
             self.warm()
 
 
+class RunStop(threading.Event):
+    """One run's stop signal: set by its Cancel button, a closed connection, the server stopping, or
+    its time budget running out (then :attr:`reason` says so); the engine stops at its next step.
+
+    Args:
+        budget: seconds the run may take (the server's ``max_request_seconds``); None: no budget.
+    """
+
+    def __init__(self, budget: float | None = None) -> None:
+        super().__init__()
+        self.budget = budget
+        self.reason: str | None = None
+        self._timer: threading.Timer | None = None
+        if budget is not None:
+            self._timer = threading.Timer(budget, self.expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def expire(self) -> None:
+        """The run's time is up: it stops at its next step, saying why."""
+        self.reason = (
+            f"stopped at this server's limit of {self.budget:g} s per request (NSTCAM_MAX_REQUEST_SECONDS)"
+        )
+        self.set()
+
+    def close(self) -> None:
+        """The run is over: its budget's timer goes (idempotent)."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    @property
+    def said(self) -> str:
+        """How a message calls the stop: ``cancelled``, or the budget's words."""
+        return self.reason or "cancelled"
+
+
 class Runs:
-    """The runs in progress, by browser session, so that the Cancel button can stop its own run."""
+    """The runs in progress, by browser session, so that the Cancel button can stop its own run.
 
-    def __init__(self) -> None:
+    Args:
+        budget: seconds each run may take before it is stopped (None: no limit).
+    """
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.budget = budget
         self._lock = threading.Lock()
-        self._stops: dict[tuple[str, str], threading.Event] = {}
+        self._stops: dict[tuple[str, str], RunStop] = {}
 
-    def start(self, kind: str, request: gr.Request | None) -> threading.Event:
-        stop = threading.Event()
+    def start(self, kind: str, request: gr.Request | None) -> RunStop:
+        stop = RunStop(self.budget)
         with self._lock:
             self._stops[(kind, _session(request))] = stop
         return stop
@@ -266,6 +331,8 @@ class Runs:
         return len(stops)
 
     def finish(self, kind: str, request: gr.Request | None, stop: threading.Event) -> None:
+        if isinstance(stop, RunStop):
+            stop.close()
         with self._lock:
             if self._stops.get((kind, _session(request))) is stop:
                 del self._stops[(kind, _session(request))]

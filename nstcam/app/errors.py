@@ -9,7 +9,7 @@ import gradio as gr
 
 from nstcam.app.limits import MAX_ECHO
 
-__all__ = ["refuse", "shorten"]
+__all__ = ["refuse", "sentence", "shorten"]
 
 logger = logging.getLogger("nstcam.app")
 
@@ -23,6 +23,12 @@ def shorten(message: str) -> str:
     twice that cut too."""
     message = _LONG_QUOTE.sub(lambda m: f"{m[1]}{m[2]}…{m[1]}", message)
     return _LONG_RUN.sub(lambda m: m[0][: 2 * MAX_ECHO] + "…", message)
+
+
+def sentence(text: str) -> str:
+    """``text`` ending with a full stop (or its own ``.``, ``!``, ``?``), so a hint can follow it."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def refuse(message: str) -> gr.Error:

@@ -32,7 +32,8 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     - a file input's value must be a file (not a text or a number where an image belongs);
     - every server path a value names (``{"path": ...}``, at any depth) must pass
       :func:`nstcam.app.files.upload_path`: a regular file inside Gradio's upload folder;
-    - a number sent to a ``Slider`` or ``Number`` with bounds must be within them.
+    - a number sent to a ``Slider`` or ``Number`` with bounds must be within them;
+    - a ``Checkbox`` takes true or false only (``"false"`` is refused, not read as true).
     """
     validate = demo.validate_inputs
 
@@ -47,6 +48,7 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
             _check_file_value(block, name, value)
             _check_bounds(block, name, value)
             _check_choice(block, name, value)
+            _check_flag(block, name, value)
 
     demo.validate_inputs = checked
     return demo
@@ -157,6 +159,13 @@ def _whole(block: Any) -> bool:
         return getattr(block, "precision", None) == 0
     step, lo = getattr(block, "step", None), getattr(block, "minimum", None) or 0
     return step == 1 and float(lo).is_integer()
+
+
+def _check_flag(block: Any, name: str, value: Any) -> None:
+    """A ``Checkbox`` takes true or false: the text ``"false"`` is not false (Python reads any
+    non-empty text as true)."""
+    if isinstance(block, gr.Checkbox) and value is not None and not isinstance(value, bool):
+        raise refuse(f"{name} must be true or false, got {shown(value)}")
 
 
 def _check_choice(block: Any, name: str, value: Any) -> None:

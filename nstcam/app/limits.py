@@ -17,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from nstcam.app.uploads import upload_files_of_this_request
+
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_CLASSES",
@@ -122,16 +124,19 @@ class RequestLimits:
         await self.app(scope, _replay(body, receive), send)
 
     async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
-        """An upload passed on as it comes (not held in memory), cut at ``cap``."""
+        """An upload passed on as it comes (not held in memory), cut at ``cap``; an upload not
+        answered 200 (cut, dropped by its client, refused) leaves none of its files behind."""
         seen = 0
-        over = False
+        over = gone = False
         started = False
+        status = 0
 
         async def counted() -> dict[str, Any]:
-            nonlocal seen, over
+            nonlocal seen, over, gone
             if over:
                 return {"type": "http.disconnect"}
             message = await receive()
+            gone = gone or message["type"] == "http.disconnect"
             seen += len(message.get("body", b""))
             if seen > cap:
                 over = True
@@ -139,17 +144,27 @@ class RequestLimits:
             return message
 
         async def watched(message: dict[str, Any]) -> None:
-            nonlocal started
+            nonlocal started, status
             if over:
                 return  # the app's answer to a cut body is replaced by ours
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started, status = True, message["status"]
             await send(message)
 
-        try:
-            await self.app(scope, counted, watched)
-        except Exception:
-            if not over:
-                raise
+        with upload_files_of_this_request() as remove:
+            try:
+                await self.app(scope, counted, watched)
+            except Exception:
+                if not (over or gone):
+                    raise
+            finally:
+                if status != 200:
+                    removed = remove()
+                    if removed:
+                        why = (
+                            "cut at the size cap" if over else "dropped by its client" if gone else "refused"
+                        )
+                        logger.info("upload %s: removed its %d unfinished file(s)", why, removed)
         if over and not started:
             await _answer(send, 413, too_big)
 

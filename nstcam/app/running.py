@@ -29,8 +29,10 @@ __all__ = [
     "endpoint",
     "fail",
     "gpu",
+    "halted",
     "in_thread",
     "progress_reporter",
+    "said_by",
     "weights_note",
 ]
 
@@ -77,6 +79,19 @@ def check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
 def count(n: int, noun: str) -> str:
     """``1 step``, ``2 steps``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def said_by(stop: threading.Event | None, e: gr.Error) -> gr.Error:
+    """``e``, led by the time budget's words where the run's budget ran out (a cancel says itself)."""
+    reason = getattr(stop, "reason", None)
+    if reason and reason not in e.message:
+        return refuse(f"{reason}: {e.message}")
+    return e
+
+
+def halted(stop: threading.Event | None) -> str:
+    """How a status calls a run that stopped early: ``cancelled``, or the time budget's words."""
+    return getattr(stop, "said", None) or "cancelled"
 
 
 def weights_note(random: bool) -> str:
@@ -184,6 +199,8 @@ def endpoint(
                 stop = runs[0].start(runs[1], req) if runs else None
                 try:
                     yield from body(stop, **values)
+                except gr.Error as e:
+                    raise said_by(stop, e) from None
                 finally:
                     if runs:
                         runs[0].finish(runs[1], req, stop)

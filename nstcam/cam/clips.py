@@ -157,6 +157,7 @@ def explain_video(
     max_seconds: float | None = None,
     max_frame_pixels: int | None = None,
     max_pixels: int | None = None,
+    max_frames: int | None = None,
     trim: bool = False,
     progress: Callable[[int, int], Any] | None = None,
     evaluate: bool = False,
@@ -176,8 +177,10 @@ def explain_video(
         contact_sheet: a PNG of 8 frames evenly spread (the peak frame among them), one row per class.
         csv_path: a CSV of each window's frames, times and each class's probability.
         name: how messages call the clip (default: its file name).
-        max_seconds, max_frame_pixels, trim: a server's limits (:func:`nstcam.video.check_limits`);
-            max_pixels: the largest frame (default the image limit, 40 MP).
+        max_seconds, max_frame_pixels, max_frames, trim: a server's limits
+            (:func:`nstcam.video.check_limits`; ``max_frames`` bounds the windows planned, whatever
+            the frame rate); max_pixels: the largest frame, every frame (default the image limit,
+            40 MP).
         progress: ``progress(done, total)`` after each window of each pass; returning False stops
             (a ``ValueError`` saying it was cancelled, no file left behind).
         evaluate: measure each class's map on its strongest window: deletion and insertion over
@@ -202,8 +205,10 @@ def explain_video(
         info = clip
     else:
         limits = {} if max_pixels is None else {"max_pixels": max_pixels}
-        info = probe_video(clip, name=name or Path(os.fspath(clip)).name, **limits)
-    frames = check_limits(info, max_seconds=max_seconds, max_frame_pixels=max_frame_pixels, trim=trim)
+        info = probe_video(clip, name=name or Path(os.fspath(clip)).name, max_frames=max_frames, **limits)
+    frames = check_limits(
+        info, max_seconds=max_seconds, max_frame_pixels=max_frame_pixels, max_frames=max_frames, trim=trim
+    )
     length = cam.frames or 1
     stride = whole("stride", stride if stride is not None else max(1, length // 2), minimum=1, maximum=length)
     starts = window_starts(frames, length, stride)

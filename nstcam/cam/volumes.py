@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "load_volume",
     "slice_grid",
     "slice_image",
+    "volume_header",
 ]
 
 MAX_VOXELS = 64 * 1024 * 1024
@@ -79,33 +81,52 @@ class VolumeResult:
         return tag_weights(img, w.notice if w else "", bool(w and w.is_random))
 
 
+def volume_header(path: str | os.PathLike, name: str = "volume") -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype of a ``.npy`` file, read from its header alone (its data never is): what
+    a server checks a volume's size, kind and cost against before reading it.
+
+    Raises:
+        ValueError: not a ``.npy`` file, an unreadable header, or values that are not real numbers
+            (the message names the file by its own name).
+    """
+    path = Path(path)
+    label = path.name
+    if path.suffix.lower() != ".npy":
+        raise ValueError(f"{name}: {label} is not a .npy file (a volume is read from .npy only)")
+    with open(path, "rb") as f:
+        try:
+            major, _ = np.lib.format.read_magic(f)
+            header = (
+                np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = header(f)
+        except ValueError as e:
+            raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
+    _check_dtype(dtype, name, label)
+    return tuple(shape), dtype
+
+
 def load_volume(src: Any, name: str = "volume", max_values: int = MAX_VOXELS) -> torch.Tensor:
     """A (C, D, H, W) float32 tensor from a tensor or array ((D, H, W): one channel), or a ``.npy`` file
     (no pickles; over ``max_values`` (default :data:`MAX_VOXELS`) refused from its header, before its
-    data is read)."""
+    data is read). Real numbers of any width and byte order are converted to float32; complex
+    numbers, text, bytes, dates and records are refused by name (from the header, for a file)."""
     max_values = whole("max_values", max_values, minimum=1, maximum=MAX_VOXELS)
     if isinstance(src, (str, os.PathLike)):
-        path = Path(src)
-        label = path.name
-        if path.suffix.lower() != ".npy":
-            raise ValueError(f"{name}: {label} is not a .npy file (a volume is read from .npy only)")
-        with open(path, "rb") as f:
-            try:
-                major, _ = np.lib.format.read_magic(f)
-                header = (
-                    np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-                )
-                shape, _, dtype = header(f)
-            except ValueError as e:
-                raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
-        if math.prod(shape) > max_values:
-            raise ValueError(
-                f"{name}: {label} holds {math.prod(shape):,} values, over the limit of {max_values:,}"
-            )
-        if dtype.hasobject:
-            raise ValueError(f"{name}: {label} holds Python objects; a volume holds numbers")
-        src = np.load(path, allow_pickle=False)
-    t = torch.as_tensor(np.asarray(src) if not isinstance(src, torch.Tensor) else src)
+        shape, _ = volume_header(src, name)
+        values = math.prod(shape)
+        if values > max_values:
+            label = Path(src).name
+            raise ValueError(f"{name}: {label} holds {values:,} values, over the limit of {max_values:,}")
+        src = np.load(src, allow_pickle=False)
+    if isinstance(src, torch.Tensor):
+        if src.is_complex():
+            raise ValueError(f"{name} holds complex numbers; {_REAL_HINT}")
+        t = src
+    else:
+        arr = np.asarray(src)
+        _check_dtype(arr.dtype, name, "it")
+        t = torch.from_numpy(arr.astype(np.float32))  # any width and byte order (>f4, float16, int16...)
     if t.ndim == 3:
         t = t[None]
     if t.ndim != 4 or min(t.shape) < 1:
@@ -116,6 +137,29 @@ def load_volume(src: Any, name: str = "volume", max_values: int = MAX_VOXELS) ->
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} holds NaN or infinite values")
     return t
+
+
+_KINDS = {
+    "S": "bytes",
+    "a": "bytes",
+    "U": "text",
+    "M": "dates",
+    "m": "time spans",
+    "V": "raw or structured records",
+    "O": "Python objects",
+}
+_REAL_HINT = "a volume holds real numbers: send its magnitude (np.abs) or its real part"
+
+
+def _check_dtype(dtype: np.dtype, name: str, label: str) -> None:
+    """A volume's values must be real numbers (booleans, integers, floats of any width and byte
+    order, converted to float32); anything else refused by what it holds, before its data is read."""
+    if dtype.kind in "biuf" and dtype.fields is None:
+        return
+    if dtype.kind == "c":
+        raise ValueError(f"{name}: {label} holds complex numbers ({dtype.name}); {_REAL_HINT}")
+    what = _KINDS.get(dtype.kind, "values that are not numbers")
+    raise ValueError(f"{name}: {label} holds {what} (dtype {dtype.str[:24]}); a volume holds real numbers")
 
 
 def grey_clip(volume: Any, mean: Any, std: Any) -> torch.Tensor:
@@ -129,19 +173,38 @@ def grey_clip(volume: Any, mean: Any, std: Any) -> torch.Tensor:
     return (grey.expand(3, *grey.shape) - mean_t) / std_t
 
 
-def explain_volume(cam: Any, volume: Any, *, target: int | None = None, top_k: int = 1) -> list[VolumeResult]:
+def explain_volume(
+    cam: Any,
+    volume: Any,
+    *,
+    target: int | None = None,
+    top_k: int = 1,
+    progress: Callable[[int, int], Any] | None = None,
+) -> list[VolumeResult]:
     """Explains one volume with ``cam`` (a :class:`nstcam.GradCAM` of a 3D model): its top classes or
-    ``target``, highest score first (see the module docstring)."""
+    ``target``, highest score first (see the module docstring).
+
+    Args:
+        progress: ``progress(done, total)`` after each of the two passes (the top classes; the
+            maps); returning False stops (a ``ValueError`` saying it was cancelled).
+    """
     if cam.frames is None:
         raise ValueError(f"this {cam.arch} takes images; a volume needs a model of 3D convolutions")
+
+    def tick(done: int) -> None:
+        if progress is not None and progress(done, 2) is False:
+            raise ValueError(f"cancelled after {done} of 2 passes")
+
     vol = load_volume(volume)
     x = vol[None].to(cam.device)
     probs = cam.predict(x)[0]
+    tick(1)
     if target is not None:
         chosen = [whole("target", target, minimum=0, maximum=probs.numel() - 1)]
     else:
         chosen = [int(c) for c in probs.topk(whole("top_k", top_k, minimum=1, maximum=probs.numel())).indices]
     raws, _ = cam.class_maps(x, chosen)  # one forward pass, a backward pass per class
+    tick(2)
     raws = raws[:, 0]
     maps = upsample_maps(raws.float(), tuple(vol.shape[1:]))
     arr = vol.numpy()

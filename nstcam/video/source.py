@@ -3,6 +3,7 @@ heavy work and then decoded as a stream (one frame in memory at a time)."""
 
 from __future__ import annotations
 
+import errno
 import glob
 import logging
 import os
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -39,7 +41,16 @@ DEFAULT_FPS = 25.0
 
 class VideoError(ValueError):
     """A clip nstcam cannot use: not a video, truncated, no frames, an unreadable codec, frames of
-    different sizes, or over a limit. The message names the file and the limit."""
+    different sizes, or over a limit. The message names the file and the limit.
+
+    Attributes:
+        trimmable: keeping the start of the clip (``trim``) would make it fit: the clip is over a
+            limit on its length, and at least one frame fits.
+    """
+
+    def __init__(self, message: str, *, trimmable: bool = False) -> None:
+        super().__init__(message)
+        self.trimmable = trimmable
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,10 @@ class VideoInfo:
         rotation: degrees the frames are turned to show upright (from the display matrix).
         has_audio: the file has an audio stream.
         files: the frame files, in order, for a folder or glob.
+        max_pixels: the largest frame the probe accepted; :func:`read_frames` holds every frame to
+            it, not only the first (None: no limit).
+        more_frames: the probe stopped counting at ``frames`` (its ``max_frames`` + 1): the clip
+            has at least that many.
     """
 
     name: str
@@ -67,6 +82,8 @@ class VideoInfo:
     rotation: int = 0
     has_audio: bool = False
     files: tuple[Path, ...] = field(default=(), repr=False)
+    max_pixels: int | None = field(default=None, repr=False)
+    more_frames: bool = False
 
     @property
     def duration(self) -> float:
@@ -109,7 +126,7 @@ def _probe_frames(
             "every frame of a folder must have one size"
         )
     rate = DEFAULT_FPS if fps is None else float(fps)
-    return VideoInfo(name, Path(src), len(files), rate, *first, files=tuple(files))
+    return VideoInfo(name, Path(src), len(files), rate, *first, files=tuple(files), max_pixels=max_pixels)
 
 
 def _rotation(frame: av.VideoFrame) -> int:
@@ -124,7 +141,25 @@ def _check_frame_pixels(name: str, width: int, height: int, max_pixels: int | No
         )
 
 
-def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
+def _limit_decoder(stream: Any, max_pixels: int | None) -> None:
+    """FFmpeg's decoder refuses a frame over ``max_pixels`` before it allocates it (a clip whose
+    later frames grow: 16000x16000 after a 64x64 first one)."""
+    if max_pixels is not None:
+        stream.codec_context.options = {**stream.codec_context.options, "max_pixels": str(int(max_pixels))}
+
+
+def _count_packets(container: Any, stream: Any, max_frames: int | None) -> int:
+    """The stream's video packets (not decoded: quick), counting at most ``max_frames`` + 1."""
+    count = 0
+    for packet in container.demux(stream):
+        if packet.size:
+            count += 1
+            if max_frames is not None and count > max_frames:
+                break
+    return count
+
+
+def _probe_file(path: Path, name: str, max_pixels: int | None, max_frames: int | None) -> VideoInfo:
     if not path.exists():
         raise FileNotFoundError(f"video file not found: {name}")
     if path.stat().st_size == 0:
@@ -142,14 +177,16 @@ def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
             vs = c.streams.video[0]
             has_audio = bool(c.streams.audio)
             declared = vs.frames
-            count = sum(1 for p in c.demux(vs) if p.size)  # packets, not decoded: quick
+            count = _count_packets(c, vs, max_frames)
+        more = max_frames is not None and count > max_frames
         if count == 0:
             raise VideoError(f"{name} has no video frames")
-        if declared and count < declared:
+        if declared and count < declared and not more:
             raise VideoError(f"{name} is truncated: its header says {declared} frames, {count} are there")
         with open_media(path, name) as c:
             vs = c.streams.video[0]
             codec = vs.codec_context.name
+            _limit_decoder(vs, max_pixels)
             try:
                 first = next(c.decode(vs))
             except (av.error.FFmpegError, StopIteration) as e:
@@ -165,7 +202,9 @@ def _probe_file(path: Path, name: str, max_pixels: int | None) -> VideoInfo:
     _check_frame_pixels(name, first.width, first.height, max_pixels)  # a header that lied
     rot = _rotation(first)
     w, h = (first.height, first.width) if rot in (90, 270) else (first.width, first.height)
-    return VideoInfo(name, path, count, float(rate), w, h, rot, has_audio)
+    return VideoInfo(
+        name, path, count, float(rate), w, h, rot, has_audio, max_pixels=max_pixels, more_frames=more
+    )
 
 
 def probe_video(
@@ -174,6 +213,7 @@ def probe_video(
     name: str | None = None,
     fps: float | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    max_frames: int | None = None,
 ) -> VideoInfo:
     """Checks a clip before any heavy work: its frames are within ``max_pixels`` (read from the
     header, before any frame is decoded), the file opens, has video packets that are all there (a
@@ -186,7 +226,11 @@ def probe_video(
         name: how messages call the clip (default: its path).
         fps: frame rate of a folder of frames (default 25); ignored for a video file.
         max_pixels: largest frame (width x height) accepted; None for no limit. The default is the
-            image limit, :data:`nstcam.image.DEFAULT_MAX_PIXELS` (40 MP).
+            image limit, :data:`nstcam.image.DEFAULT_MAX_PIXELS` (40 MP). It holds for every frame
+            :func:`read_frames` decodes, not only the first.
+        max_frames: stop counting a file's frames past this many (the count is of packets, not
+            decoded: 100,000 take about 0.8 s); the clip then has ``more_frames`` set, and
+            :func:`check_limits` given the same ``max_frames`` refuses or trims it. None: count all.
 
     Raises:
         FileNotFoundError: no such file.
@@ -197,7 +241,7 @@ def probe_video(
     files = _frame_files(text)
     if files is not None:
         return _probe_frames(files, text, label, fps, max_pixels)
-    return _probe_file(Path(text), label, max_pixels)
+    return _probe_file(Path(text), label, max_pixels, max_frames)
 
 
 def check_limits(
@@ -206,44 +250,56 @@ def check_limits(
     max_seconds: float | None = None,
     max_frame_pixels: int | None = None,
     frame_size: tuple[int, int] | None = None,
+    max_frames: int | None = None,
     trim: bool = False,
 ) -> int:
-    """How many frames of ``info`` to stylise under a server's limits.
+    """How many frames of ``info`` to use under a server's limits.
 
     Args:
         info: the probed clip.
-        max_seconds: longest clip, in seconds.
+        max_seconds: longest clip, in seconds (at the clip's own frame rate).
         max_frame_pixels: most frames x pixels (at ``frame_size``, the size frames are stylised at).
         frame_size: (width, height) the frames are stylised at (default: their own).
+        max_frames: most frames, whatever the rate: a clip of one frame per timebase tick (10,000
+            frames in 10 s) passes a limit in seconds, not this one.
         trim: over a limit, keep the frames that fit (the start of the clip) instead of refusing.
 
     Raises:
-        VideoError: over a limit and not ``trim``; the message gives the limit and the way out.
+        VideoError: over a limit and not ``trim``; the message gives the limit and the way out
+            (``trimmable`` where keeping the start would fit).
     """
     w, h = frame_size or (info.width, info.height)
     fit = info.frames
     why = []
+    many = f"more than {info.frames - 1:,}" if info.more_frames else f"{info.frames:,}"
     if max_seconds is not None and info.duration > max_seconds:
         fit = min(fit, int(max_seconds * info.fps))
         why.append(f"{info.duration:.1f} s is over the limit of {max_seconds:g} s")
-    if max_frame_pixels is not None and info.frames * w * h > max_frame_pixels:
+    if max_frames is not None and info.frames > max_frames:
+        fit = min(fit, max_frames)
+        why.append(f"{many} frames ({info.fps:.4g} fps) are over the limit of {max_frames:,} frames")
+    big = max_frame_pixels is not None and info.frames * w * h > max_frame_pixels  # a smaller size helps
+    if big:
         fit = min(fit, max_frame_pixels // (w * h))
-        why.append(
-            f"{info.frames} frames of {w}x{h} px are over the limit of {max_frame_pixels:,} frame pixels"
-        )
+        why.append(f"{many} frames of {w}x{h} px are over the limit of {max_frame_pixels:,} frame pixels")
     if not why:
         return info.frames
-    big = max_frame_pixels is not None and info.frames * w * h > max_frame_pixels  # a smaller size helps
     if fit < 1:
         fix = "Use a smaller size." if big else f"Allow at least {1 / info.fps:.2g} s."
         raise VideoError(f"{info.name}: {'; '.join(why)}; not even one frame fits. {fix}")
     if not trim:
         raise VideoError(
-            f"{info.name}: {'; '.join(why)}. Trim it to the first {fit} frames ({fit / info.fps:.1f} s)"
-            + (", or use a smaller size." if big else ".")
+            f"{info.name}: {'; '.join(why)}. Trim it to the first {fit} frames ({_seconds(fit / info.fps)} s)"
+            + (", or use a smaller size." if big else "."),
+            trimmable=True,
         )
     logger.info("%s: trimmed to the first %d of %d frames (%s)", info.name, fit, info.frames, "; ".join(why))
     return fit
+
+
+def _seconds(s: float) -> str:
+    """``1.0``, ``0.6``; ``0.022`` (a clip of 1,000 fps: a tenth of a second is 100 frames)."""
+    return f"{s:.1f}" if s >= 0.1 else f"{s:.2g}"
 
 
 def read_frames(info: VideoInfo, max_frames: int | None = None) -> Iterator[np.ndarray]:
@@ -267,14 +323,20 @@ def read_frames(info: VideoInfo, max_frames: int | None = None) -> Iterator[np.n
         with open_media(info.path, info.name) as c:
             vs = c.streams.video[0]
             vs.thread_type = "AUTO"
+            _limit_decoder(vs, info.max_pixels)
             for frame in c.decode(vs):
                 if done >= limit:
                     return
+                _check_frame_pixels(
+                    f"{info.name}: frame {done + 1}", frame.width, frame.height, info.max_pixels
+                )
                 a = frame.to_ndarray(format="rgb24")
                 yield np.ascontiguousarray(np.rot90(a, k)) if k else a
                 done += 1
     except (av.error.FFmpegError, MediaError) as e:
         why = getattr(e, "strerror", None) or e  # FFmpeg's str() holds the path: its reason alone
+        if info.max_pixels is not None and getattr(e, "errno", None) == errno.EINVAL:
+            why = f"{why}: over the limit of {info.max_pixels / 1e6:.3g} MP per frame, or damaged"
         raise VideoError(f"{info.name}: frame {done + 1} cannot be decoded ({why})") from None
     if done == 0:
         raise VideoError(f"{info.name}: no frame could be decoded")

@@ -26,6 +26,7 @@ from nstcam.app.running import (
     endpoint,
     fail,
     gpu,
+    halted,
     in_thread,
 )
 from nstcam.app.tabs.faithfulness import panel as faithfulness_panel
@@ -219,15 +220,18 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
                 # Cancel, an API cancel, a closed page: the engine removes its hooks in its finally
                 if stop.is_set():
-                    raise refuse(f"cancelled after {done} of {total} masked images")
-                progress(done / total, desc=f"{method}: {done}/{total} masked images")
-                put(None)  # the request yields: Gradio can close it (cancel, a closed page) between chunks
+                    raise refuse(f"{halted(stop)} after {done} of {total} masked images")
+                put(
+                    (done, total)
+                )  # the request yields: Gradio can close it (cancel, a closed page) between chunks
 
             return cam_handler(models, **params, progress=report)
 
         yield gr.skip(), gr.skip(), gr.skip()  # started: the page's Status is cleared (for_people)
         try:
-            for _ in (result := Result(in_thread(run, stop))):
+            for done, total in (result := Result(in_thread(run, stop))):
+                # said from the request's thread: Gradio's progress tracker is the request's own
+                progress(done / total, desc=f"{method}: {done}/{total} masked images")
                 yield gr.skip(), gr.skip(), gr.skip()  # nothing new to show: the progress bar moves
         except Exception as e:
             raise fail(e) from e

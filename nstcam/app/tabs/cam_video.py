@@ -13,14 +13,15 @@ import gradio as gr
 
 from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.errors import refuse
+from nstcam.app.cost import clip_cost
+from nstcam.app.errors import refuse, sentence
 from nstcam.app.files import SafeVideo
 from nstcam.app.listen import listen
 from nstcam.app.plots import scores_figure
 from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
 from nstcam.app.tabs.video import limits_text
 from nstcam.app.tools import clip_methods, fill_doc
-from nstcam.video import VideoError, probe_video
+from nstcam.video import VideoError, check_limits, probe_video
 
 __all__ = ["CLIP_METHODS", "DOC", "cam_video_handler", "tab"]
 
@@ -83,9 +84,15 @@ def cam_video_handler(
         check(max_seconds, "max_seconds", 0, 1e6)
         path = str(video)
         name = Path(path).name  # Gradio keeps the upload's own name
-        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)  # refused before any model loads
-        cam = models.cam(model, "", method)
+        # refused before any model loads; the frames counted up to the limit, whatever their rate
+        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels, max_frames=cfg.max_video_frames)
         seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
+        frames = check_limits(  # the decoded frame count, before any model loads
+            info, max_seconds=seconds, max_frames=cfg.max_video_frames, trim=bool(trim) or bool(max_seconds)
+        )
+        cam = models.cam(model, "", method)
+        window = cam.frames or 1
+        clip_cost(cfg, name, frames, window, int(stride) or max(1, window // 2)).check()  # windows planned
         stem = Path(path).stem
         out = models.outbox
         result = cam.explain_video(
@@ -94,14 +101,15 @@ def cam_video_handler(
             stride=int(stride) or None,
             smooth=int(smooth),
             max_seconds=seconds,
+            max_frames=cfg.max_video_frames,
             trim=bool(trim) or bool(max_seconds),
             output=out.reserve(f"{stem}_cam.mp4"),
             contact_sheet=out.reserve(f"{stem}_sheet.png"),
             progress=progress,
         )
     except VideoError as e:
-        hint = "" if trim else " Tick Trim to explain the start of the clip."
-        raise fail(refuse(f"Bad video: {e}{hint}")) from None
+        hint = " Tick Trim to explain the start of the clip." if e.trimmable and not trim else ""
+        raise fail(refuse(f"Bad video: {sentence(str(e))}{hint}")) from None
     except Exception as e:
         raise fail(e) from e
     mark = " (random weights)" if result.random_weights else ""
@@ -154,15 +162,15 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
 
         def work(put: Any) -> Any:
             def report(done: int, total: int) -> bool:
-                progress(done / total, desc=f"window {done}/{total}")
-                put(None)
+                put((done, total))  # said from the request's thread: Gradio's tracker lives there
                 return not stop.is_set()  # Cancel: the engine stops after this window
 
             return cam_video_handler(models, **params, progress=report)
 
         yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
         try:
-            for _ in (res := Result(in_thread(work, stop))):
+            for done, total in (res := Result(in_thread(work, stop))):
+                progress(done / total, desc=f"window {done}/{total}")
                 yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except Exception as e:
             raise fail(e) from e

@@ -12,21 +12,24 @@ checked from its header (``NSTCAM_MAX_VOLUME_VALUES``) before its data.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import numpy as np
+import torch
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.cost import volume_cost
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeFile
 from nstcam.app.listen import for_people
-from nstcam.app.running import check, fail, weights_note
+from nstcam.app.running import Result, cancel_on, check, fail, in_thread, said_by, weights_note
 from nstcam.app.tools import clip_methods
-from nstcam.cam.volumes import VolumeResult, grey_clip, load_volume
+from nstcam.cam.volumes import VolumeResult, grey_clip, load_volume, volume_header
 
 __all__ = ["AXES", "MIN_SIDE", "Viewed", "slice_view", "tab", "volume_handler"]
 
@@ -35,6 +38,12 @@ AXES = {"depth (D)": 0, "height (H)": 1, "width (W)": 2}
 
 MIN_SIDE = 8
 """Fewest voxels a volume may have along any axis (the video classifiers' strides)."""
+
+PROGRESS = gr.Progress()
+"""Gradio's progress tracker (a default of this type asks Gradio for the request's own)."""
+
+PASSES = ("the top classes", "the maps")
+"""What each of a volume's two passes does, as the progress bar says it."""
 
 SHOWN = {"slice": 384, "grid": 768}
 """Long side the page shows a slice and the grid at, at least: small volumes are enlarged by a whole
@@ -58,11 +67,42 @@ class Viewed:
     axis: int
 
 
+TOP_K = 3
+"""Classes the tab explains."""
+
+
+def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
+    """The upload's volume, its header checked first (kind, size, each side, cost: a file over a
+    limit is never read), then its data."""
+    name = Path(path).name
+    try:
+        shape, _ = volume_header(path, name="volume")
+    except ValueError as e:
+        raise refuse(f"Bad volume: {e}") from None
+    sides = shape[-3:] if len(shape) in (3, 4) else shape
+    if len(shape) in (3, 4) and min(sides) < MIN_SIDE:
+        raise refuse(
+            f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {MIN_SIDE}"
+        )
+    if len(shape) in (3, 4):
+        volume_cost(cfg, name, sides, TOP_K).check()
+    try:
+        return load_volume(path, name="volume", max_values=cfg.max_volume_values)
+    except ValueError as e:
+        raise refuse(f"Bad volume: {e}") from None
+
+
 def volume_handler(
-    models: Models, volume: Any, model: str = "r3d_18", method: str = "gradcam", axis: str = "depth (D)"
+    models: Models,
+    volume: Any,
+    model: str = "r3d_18",
+    method: str = "gradcam",
+    axis: str = "depth (D)",
+    progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[str, str, dict, list[list[Any]], Viewed]:
     """Explains an uploaded ``.npy`` volume. Returns (the middle slice, the slice grid, the slider's
-    new range, table rows [rank, class, label, probability], what the viewer keeps)."""
+    new range, table rows [rank, class, label, probability], what the viewer keeps). ``progress``:
+    as :func:`nstcam.cam.volumes.explain_volume`'s (False stops)."""
     cfg = models.config
     try:
         if volume is None:
@@ -76,18 +116,10 @@ def volume_handler(
         if axis not in AXES:
             raise refuse(f"axis must be one of {', '.join(AXES)}, got {str(axis)[:40]!r}")
         name = Path(str(volume)).name
-        try:  # the header first: a file over the limit is never read
-            vol = load_volume(str(volume), name="volume", max_values=cfg.max_volume_values)
-        except ValueError as e:
-            raise refuse(f"Bad volume: {e}") from None
-        if min(vol.shape[1:]) < MIN_SIDE:
-            raise refuse(
-                f"Bad volume: {name} is {' x '.join(map(str, vol.shape[1:]))} voxels; "
-                f"each side needs at least {MIN_SIDE}"
-            )
+        vol = _checked_volume(cfg, str(volume))
         cam = models.cam(model, "", method)
         clip = grey_clip(vol, cam.preprocessing.mean, cam.preprocessing.std)
-        results = cam.explain_volume(clip, top_k=3)
+        results = cam.explain_volume(clip, top_k=TOP_K, progress=progress)
     except Exception as e:
         raise fail(e) from e
     # the session keeps one grey channel (what slices draw), not the model's three: 16 MB at 128^3
@@ -136,7 +168,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 list(clip_methods()), value="gradcam", label="Method", elem_id="camvol-method"
             )
             axis = gr.Radio(list(AXES), value="depth (D)", label="Slice along", elem_id="camvol-axis")
-            run = gr.Button("Explain volume", variant="primary", elem_id="camvol-run")
+            with gr.Row():
+                run = gr.Button("Explain volume", variant="primary", elem_id="camvol-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="camvol-cancel")
             status = gr.Markdown(elem_id="camvol-status")
         with gr.Column(scale=2):
             view = gr.Image(label="Slice", type="filepath", interactive=False, elem_id="camvol-slice")
@@ -150,8 +184,35 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             table = gr.Dataframe(headers=["rank", "class", "label", "probability"], label="Top classes")
     viewed = gr.State(None, time_to_live=1800)  # an explained volume, kept 30 minutes at most
 
-    def explain(volume: Any, model: str, method: str, axis: str) -> tuple:
-        return volume_handler(models, volume, model, method, axis)
+    def explain(
+        volume: Any,
+        model: str,
+        method: str,
+        axis: str,
+        request: gr.Request,
+        progress: gr.Progress = PROGRESS,
+    ) -> Iterator[tuple]:
+        stop = runs.start("volume", request)  # Cancel, a closed page, the server's time budget
+        skip = (gr.skip(),) * 5
+
+        def work(put: Callable[[Any], None]) -> tuple:
+            def report(done: int, total: int) -> bool:
+                put((done, total))  # said from the request's thread: Gradio's tracker lives there
+                return not stop.is_set()
+
+            return volume_handler(models, volume, model, method, axis, progress=report)
+
+        progress(0.0, desc="starting: loading the model and the volume…")
+        yield skip
+        try:
+            for done, total in (res := Result(in_thread(work, stop))):
+                progress(done / total, desc=f"pass {done}/{total}: {PASSES[done - 1]}")
+                yield skip
+        except gr.Error as e:  # the handler says every error as one
+            raise said_by(stop, e) from None
+        finally:
+            runs.finish("volume", request, stop)
+        yield res.value
 
     outputs = [view, grid, index, table, viewed, status]
     run.click(
@@ -169,6 +230,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         api_name=False,
         concurrency_id="gradcam_volume",
     )
+    cancel_on(cancel, runs, "volume")
     index.change(  # a refusal here is a hostile request's: the slider's own range never gives one
         lambda viewed, index: slice_view(models, viewed, index),
         [viewed, index],

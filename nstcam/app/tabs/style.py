@@ -22,6 +22,7 @@ from nstcam.app.running import (
     count,
     endpoint,
     fail,
+    halted,
     in_thread,
     progress_reporter,
     weights_note,
@@ -178,7 +179,7 @@ def stylize_handler(
     if isinstance(result.value, Cancelled):
         img = result.value.image
         path = models.outbox.save(img, "stylized_partial.png") if img is not None else None
-        yield img, f"cancelled at step {len(result.value.history)}/{total[0]}" + note, path
+        yield img, f"{halted(stop)} at step {len(result.value.history)}/{total[0]}" + note, path
         return
     img = result.value
     meta = img.info["nstcam"]

@@ -24,6 +24,7 @@ from nstcam.app.running import (
     count,
     endpoint,
     fail,
+    halted,
     in_thread,
     progress_reporter,
     weights_note,
@@ -129,7 +130,7 @@ def subject_handler(
         raise fail(e) from e
     if isinstance(result.value, Cancelled):
         c = result.value
-        yield mask_img, c.image, [], [], "", f"cancelled at step {len(c.history)}/{int(steps)}" + note
+        yield mask_img, c.image, [], [], "", f"{halted(stop)} at step {len(c.history)}/{int(steps)}" + note
         return
     out, rep = result.value.image, result.value.report
     mark = " (random weights)" if engine.weights.is_random else ""

@@ -12,10 +12,20 @@ from typing import Any
 import gradio as gr
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.errors import refuse
+from nstcam.app.errors import refuse, sentence
 from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
-from nstcam.app.running import Result, cancel_on, check, check_run, endpoint, fail, in_thread, weights_note
+from nstcam.app.running import (
+    Result,
+    cancel_on,
+    check,
+    check_run,
+    endpoint,
+    fail,
+    halted,
+    in_thread,
+    weights_note,
+)
 from nstcam.app.tabs.style import STARTING
 from nstcam.app.tools import fill_doc
 from nstcam.image import long_side_size
@@ -72,9 +82,9 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
     """The probed clip and how many frames to stylise, or a refusal naming the file and the limit."""
     name = Path(path).name  # Gradio keeps the upload's own name
     try:
-        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels)
+        info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels, max_frames=cfg.max_video_frames)
     except (VideoError, FileNotFoundError) as e:
-        raise refuse(f"Bad video: {e}") from None
+        raise refuse(f"Bad video: {sentence(str(e))}") from None
     seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
     try:
         dims = even_size(long_side_size((info.width, info.height), int(size)), "x.mp4")
@@ -83,11 +93,12 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
             max_seconds=seconds,
             max_frame_pixels=cfg.max_video_pixels,
             frame_size=dims,
+            max_frames=cfg.max_video_frames,
             trim=bool(trim) or bool(max_seconds),
         )
     except VideoError as e:
-        hint = "" if trim or "not even one" in str(e) else " Tick Trim to stylise the start of the clip."
-        raise refuse(f"Bad video: {e}{hint}") from None
+        hint = " Tick Trim to stylise the start of the clip." if e.trimmable and not trim else ""
+        raise refuse(f"Bad video: {sentence(str(e))}{hint}") from None
     return info, n
 
 
@@ -155,7 +166,9 @@ def video_handler(
     res: VideoResult = result.value
     err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
     head = (
-        f"cancelled after frame {res.frames}/{n}" if res.cancelled else f"done: {res.frames} frames{trimmed}"
+        f"{halted(stop)} after frame {res.frames}/{n}"
+        if res.cancelled
+        else f"done: {res.frames} frames{trimmed}"
     )
     status = (
         f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s; warping error {err}"

@@ -1,0 +1,166 @@
+"""Work bounded before it starts: hostile clips and volumes refused in one line, in under 2 s and
+under +300 MB (a clip of one frame per timebase tick, frames that grow after the first, a long thin
+volume, volumes of every dtype); runs that say where they are, stop on request and at the server's
+time budget, and say which."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import gradio as gr
+import numpy as np
+import pytest
+from _media import growing_mjpeg, tick_clip
+from conftest import pattern, rss_mb
+
+from nstcam.app.config import AppConfig, Models, Runs, RunStop
+from nstcam.app.cost import clip_cost, max_volume_side, volume_cost
+from nstcam.app.running import halted, said_by
+from nstcam.app.tabs.cam_video import cam_video_handler
+from nstcam.app.tabs.cam_volume import volume_handler
+from nstcam.app.tabs.video import video_handler
+from nstcam.cam.volumes import load_volume
+from nstcam.video import VideoError, check_limits, probe_video, read_frames
+
+
+@pytest.fixture(scope="module")
+def models() -> Models:
+    return Models(AppConfig(random_weights=True, device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def ticks(tmp_path_factory):
+    """2,000 frames in 2 s: one per millisecond tick."""
+    return tick_clip(tmp_path_factory.mktemp("tick") / "tick.mp4", frames=2000, rate=1000)
+
+
+def _refused(fn, *args, **kwargs) -> tuple[str, float, float]:
+    """The one-line refusal of ``fn(...)`` (a generator's first step too), its seconds and +MB."""
+    before, start = rss_mb(), time.perf_counter()
+    with pytest.raises(gr.Error) as e:
+        out = fn(*args, **kwargs)
+        if hasattr(out, "__next__"):
+            next(out)
+    return e.value.message, time.perf_counter() - start, rss_mb() - before
+
+
+def test_a_clip_of_one_frame_per_tick_is_refused_by_its_decoded_frame_count(models, ticks):
+    cfg = models.config
+    info = probe_video(ticks, name="tick.mp4", max_frames=cfg.max_video_frames)
+    assert info.duration < cfg.max_video_seconds  # its length in seconds passes the old limit
+    assert info.more_frames and info.frames == cfg.max_video_frames + 1  # counting stopped there
+    for handler, args in [(cam_video_handler, (str(ticks),)), (video_handler, (str(ticks), pattern(2)))]:
+        said, seconds, grown = _refused(handler, models, *args)
+        assert f"more than {cfg.max_video_frames:,} frames (1000 fps) are over the limit of" in said, said
+        assert "Trim it to the first " in said and "601" not in said
+        assert said.count("Tick Trim") == 1 and ". Tick Trim" in said and "\n" not in said
+        assert seconds < 2 and grown < 300, (handler.__name__, seconds, grown)
+    assert models._cams == {}  # refused before any model was built
+    # trimmed: the start that fits, and never more windows than the frames the server takes
+    assert check_limits(info, max_frames=cfg.max_video_frames, trim=True) == cfg.max_video_frames
+    assert clip_cost(cfg, "tick.mp4", cfg.max_video_frames, 1, 1).check().units == cfg.max_video_frames
+    with pytest.raises(
+        gr.Error, match=r"tick.mp4: 601 frames would cost 601 windows, over this server's limit of 600"
+    ):
+        clip_cost(cfg, "tick.mp4", 601, 1, 1).check()
+
+
+def test_every_frame_is_held_to_the_pixel_limit_not_only_the_first(tmp_path):
+    clip = growing_mjpeg(tmp_path / "grow.avi", big=6000, n_big=3)
+    limit = 3840 * 2160
+    info = probe_video(clip, name="grow.avi", max_pixels=limit)
+    assert (info.width, info.height, info.frames) == (64, 64, 4)  # the first frame passes
+    before = rss_mb()
+    frames = []
+    with pytest.raises(VideoError) as e:
+        frames.extend(f.shape for f in read_frames(info))
+    assert frames == [(64, 64, 3)]  # the first frame came; the second was never allocated
+    assert "grow.avi: frame 2 cannot be decoded" in str(e.value) and "8.29 MP per frame" in str(e.value)
+    assert rss_mb() - before < 300  # a 6000x6000 frame decoded is 108 MB of RGB, 54 of YUV
+    unlimited = probe_video(clip, name="grow.avi", max_pixels=None)
+    assert [f.shape for f in read_frames(unlimited)][1] == (6000, 6000, 3)  # the file itself is sound
+
+
+def test_a_long_thin_volume_is_refused_from_its_header(models, tmp_path):
+    cfg = models.config
+    path = tmp_path / "thin.npy"
+    np.save(path, np.zeros((1, 8, 8, cfg.max_volume_values // 64), np.float32))  # exactly the value limit
+    said, seconds, grown = _refused(volume_handler, models, str(path))
+    side = max_volume_side(cfg)
+    assert said == (
+        f"thin.npy is 8 x 8 x {cfg.max_volume_values // 64} voxels; each side may be at most {side} on "
+        "this server (a long, thin volume costs several times a cube of as many voxels)"
+    )
+    assert seconds < 2 and grown < 300
+    cube = volume_cost(cfg, "cube.npy", (128, 128, 128), 3).check()  # the largest cube fits, top-3
+    assert cube.units == 8 * 128**3 <= cube.limit
+    with pytest.raises(gr.Error, match=r"would cost 18,874,368 voxel-passes, over this server's limit"):
+        volume_cost(cfg, "v.npy", (128, 128, 144), 3).check()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "said"),
+    [
+        ("S2", "holds bytes (dtype |S2)"),
+        ("U2", "holds text (dtype <U2)"),
+        ("M8[s]", "holds dates (dtype <M8[s])"),
+        ("V4", "holds raw or structured records (dtype |V4)"),
+        ([("a", "<f4"), ("b", "<i2")], "holds raw or structured records (dtype |V6)"),
+        ("complex64", "holds complex numbers (complex64); a volume holds real numbers: send its magnitude"),
+    ],
+)
+def test_a_volume_that_does_not_hold_real_numbers_is_refused_by_name(models, tmp_path, dtype, said):
+    path = tmp_path / "v.npy"
+    np.save(path, np.zeros((8, 8, 8), dtype=dtype))
+    message, seconds, _ = _refused(volume_handler, models, str(path))
+    assert message.startswith("Bad volume: volume: v.npy ") and said in message, message
+    assert "\n" not in message and str(tmp_path) not in message and seconds < 2
+
+
+@pytest.mark.parametrize("dtype", [">f4", "<f2", "<u2", ">i8", "longdouble", "bool"])
+def test_real_numbers_of_any_width_and_byte_order_are_read_as_float32(tmp_path, dtype):
+    values = np.arange(8 * 8 * 8).reshape(8, 8, 8) % 5
+    np.save(tmp_path / "v.npy", values.astype(dtype))
+    t = load_volume(tmp_path / "v.npy")
+    assert t.dtype.is_floating_point and t.dtype.itemsize == 4
+    np.testing.assert_array_equal(t[0].numpy(), values.astype(dtype).astype(np.float32))
+
+
+def test_a_volume_run_says_each_pass_and_stops_when_told(models, tmp_path):
+    path = tmp_path / "v.npy"
+    np.save(path, np.random.default_rng(0).random((16, 32, 32), np.float32))
+    seen = []
+    *_, rows, _ = volume_handler(models, str(path), progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 2), (2, 2)] and len(rows) == 3
+    said, _, _ = _refused(volume_handler, models, str(path), progress=lambda d, t: False)
+    assert said == "cancelled after 1 of 2 passes"
+
+
+def test_clip_refusals_hint_at_trim_only_where_trimming_helps(models, tmp_path):
+    (tmp_path / "list.mp4").write_text("#EXTM3U\n#EXT-X-TARGETDURATION:1\nfile:///etc/passwd\n")
+    said, _, _ = _refused(cam_video_handler, models, str(tmp_path / "list.mp4"))
+    assert "playlists" in said and "Trim" not in said and said.startswith("Bad video: list.mp4 is not")
+    trimmable = VideoError(
+        "x: 12.0 s is over the limit of 10 s. Trim it to the first 120 frames (10.0 s).", trimmable=True
+    )
+    assert trimmable.trimmable and not VideoError("x").trimmable
+
+
+def test_a_run_stops_at_its_time_budget_and_says_so():
+    runs = Runs(budget=0.2)
+    stop = runs.start("gradcam_video", None)
+    assert isinstance(stop, RunStop) and not stop.is_set()
+    assert stop.wait(5) and halted(stop).startswith("stopped at this server's limit of 0.2 s per request")
+    e = said_by(stop, gr.Error("cancelled after 3 of 3747 windows"))
+    assert e.message == (
+        "stopped at this server's limit of 0.2 s per request (NSTCAM_MAX_REQUEST_SECONDS): "
+        "cancelled after 3 of 3747 windows"
+    )
+    runs.finish("gradcam_video", None, stop)
+    quick = Runs(budget=0.2).start("stylize", None)
+    quick.set()  # a Cancel says "cancelled", whatever the budget
+    quick.close()
+    time.sleep(0.3)
+    assert halted(quick) == "cancelled" and said_by(quick, gr.Error("x")).message == "x"
+    assert threading.active_count() < 50  # the budgets' timers go with their runs
