@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -194,6 +195,8 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
         ),
         ("stylize_video", "i0", {"path": real["path"]}, "video is not a file value Gradio reads ("),
         ("stylize_video", "i0", 7, "video must be an uploaded file, got 7"),
+        ("stylize_video", "i6", "yes", "trim must be true or false, got 'yes'"),  # not read as true
+        ("gradcam_video", "i7", "false", "trim must be true or false, got 'false'"),
     ]
     for endpoint, where, value, said in cases:
         msg = call(server, *_event(live, endpoint, **{where: value}))
@@ -317,3 +320,70 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
     assert list(uploads.rglob("*")) == [uploads / "someone_else.txt"]  # no file, no folder of its own
     assert not outbox.exists()
     assert re.search(r"stopped 1 run\(s\); removed \d+ upload\(s\)", text), text[-1500:]
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def _parts(n: int, size: int, boundary: str):
+    """A multipart body of ``n`` files of ``size`` bytes, sent chunk by chunk (no Content-Length)."""
+    for i in range(n):
+        yield (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="f{i}.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        for _ in range(size // 100_000):
+            yield b"\0" * 100_000
+        yield b"\r\n"
+    yield f"--{boundary}--\r\n".encode()
+
+
+def test_an_upload_cut_at_the_cap_or_dropped_by_its_client_leaves_no_file(server, server_uploads, server_log):
+    """Row 3 of issue 49: a chunked upload with no Content-Length (six files of 0.9 MB, each under
+    the 1 MB file cap, 5.4 MB in all) is cut at the 3-file cap with HTTP 413, and an upload whose
+    client goes away halfway leaves nothing either; a whole upload still lands."""
+    before = _files(server_uploads)
+    boundary = "nstcam" + uuid.uuid4().hex
+    headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    try:
+        r = httpx.post(
+            server + "gradio_api/upload", content=_parts(6, 900_000, boundary), headers=headers, timeout=30
+        )
+        assert r.status_code == 413 and "at most 3 files" in r.json()["detail"]
+    except httpx.TransportError:  # the server may close while the client still sends: also a refusal
+        pass
+    host, port = server.removeprefix("http://").rstrip("/").split(":")
+    body = b"".join(_parts(2, 900_000, boundary))
+    with socket.create_connection((host, int(port)), timeout=10) as s:  # declares it all, sends half
+        s.sendall(
+            f"POST /gradio_api/upload HTTP/1.1\r\nHost: {host}\r\nContent-Type: multipart/form-data; "
+            f"boundary={boundary}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        )
+        s.sendall(body[: len(body) // 2])
+        time.sleep(0.5)
+    deadline = time.time() + 10
+    while _files(server_uploads) - before and time.time() < deadline:
+        time.sleep(0.2)
+    assert _files(server_uploads) - before == set()
+    log = server_log.read_text()
+    assert "upload cut at the size cap: removed its" in log and "upload dropped by its client: removed" in log
+    r = httpx.post(server + "gradio_api/upload", content=_parts(1, 100_000, boundary), headers=headers)
+    assert r.status_code == 200 and Path(r.json()[0]).is_file()  # a whole upload lands
+
+
+def test_a_clip_run_says_each_window_to_the_api(server, live, tmp_path):
+    """Row 7 of issue 49: the progress of a clip run reaches the client window by window (said from
+    the request's own thread; from the worker's it was lost after the first message)."""
+    clip = upload(server, write_clip(tmp_path / "walk.mp4", _frames((30, 200, 30), n=24, w=64, h=48)))
+    seen: list = []
+    msg = call(server, *_event(live, "gradcam_video", i0=clip, i1="mc3_18", i3=1), seen=seen)
+    assert msg["success"], msg
+    said = [
+        unit.get("desc") or ""
+        for m in seen
+        if m.get("msg") == "progress"
+        for unit in m.get("progress_data") or []
+    ]
+    windows = [d for d in said if re.fullmatch(r"window \d+/\d+", d)]
+    assert len(set(windows)) >= 3, said  # 24 frames, windows of 16 at stride 8: 2 windows x 3 passes

@@ -21,9 +21,10 @@ from nstcam.app.files import NOT_AN_UPLOAD
 FILE_TYPES = {"image", "video", "file", "imageeditor", "gallery", "audio", "model3d"}
 
 
-def call(url: str, fn_index: int, data: list, timeout: float = 120) -> dict:
-    """One event by index through the queue, as the browser sends it; the completion message. The
-    body is written as JSON carries any number (NaN; infinity as ``1e999``), as an attacker may."""
+def call(url: str, fn_index: int, data: list, timeout: float = 120, seen: list | None = None) -> dict:
+    """One event by index through the queue, as the browser sends it; the completion message (every
+    message before it appended to ``seen``). The body is written as JSON carries any number (NaN;
+    infinity as ``1e999``), as an attacker may."""
     session = uuid.uuid4().hex[:12]
     body = json.dumps({"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None})
     r = httpx.post(
@@ -37,6 +38,8 @@ def call(url: str, fn_index: int, data: list, timeout: float = 120) -> dict:
         for line in s.iter_lines():
             if line.startswith("data:"):
                 msg = json.loads(line[5:])
+                if seen is not None:
+                    seen.append(msg)
                 if msg.get("msg") == "process_completed":
                     return msg
     raise AssertionError("no completion message")
