@@ -197,6 +197,20 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
         ("stylize_video", "i0", 7, "video must be an uploaded file, got 7"),
         ("stylize_video", "i6", "yes", "trim must be true or false, got 'yes'"),  # not read as true
         ("gradcam_video", "i7", "false", "trim must be true or false, got 'false'"),
+        *[  # the server itself, loopback, private and cloud-metadata addresses: one line, no fetch
+            (
+                "gradcam",
+                "i0",
+                {"path": u, "url": u, "meta": {"_type": "gradio.FileData"}},
+                "image names a URL of a local or private address",
+            )
+            for u in (
+                server + "config",
+                "http://localhost/a.png",
+                "http://[::1]/a.png",
+                "http://169.254.169.254/x",
+            )
+        ],
     ]
     for endpoint, where, value, said in cases:
         msg = call(server, *_event(live, endpoint, **{where: value}))
@@ -205,9 +219,14 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
         assert error.startswith(said) or said in error, (endpoint, where, error)
         assert "\n" not in error and "pydantic" not in error.lower() and "validation error" not in error
         assert str(server_uploads) not in error
+    fn_index, _ = _event(live, "gradcam")
+    few = call(server, fn_index, [None])["output"]["error"]  # Gradio's own words quote every component
+    assert few.startswith(
+        "this endpoint takes 10 values (image, model, layer, method, top_k, "
+    ) and few.endswith("got 1; send one per input, in that order")
     log = _log_since(server_log, start)
     assert "Traceback" not in log and "Could not preprocess" not in log
-    assert len(re.findall(r"request refused: ", log)) >= len(cases)
+    assert len(re.findall(r"request refused: ", log)) >= len(cases) + 1
 
 
 def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_server(server, live):

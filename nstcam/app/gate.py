@@ -7,9 +7,11 @@ at most :data:`~nstcam.app.limits.MAX_ECHO` characters of the value, and is one 
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import gradio as gr
 from pydantic import ValidationError
@@ -27,6 +29,8 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     It covers every endpoint, public or not (the browser calls hidden steps, such as the before/after
     slider's, by index), every component, with or without Gradio's ``meta`` field:
 
+    - as many values as the endpoint has inputs (Gradio's own error quotes every component and
+      value, upload paths included);
     - every text at most :data:`MAX_TEXT` characters (paths :data:`MAX_PATH`), no NUL character;
       every list at most :data:`MAX_ITEMS` items; every number finite (JSON's ``1e999`` is infinity);
     - a file input's value must be a file (not a text or a number where an image belongs);
@@ -39,10 +43,17 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
 
     def checked(block_fn: Any, inputs: list[Any]) -> None:
         names = input_names(block_fn.fn, len(block_fn.inputs))
+        if len(inputs) < len(names):  # Gradio's own words hold every component's repr and the values
+            raise refuse(
+                f"this endpoint takes {len(names)} values ({', '.join(names)}), got {len(inputs)}; "
+                "send one per input, in that order"
+            )
         for name, value in zip(names, inputs, strict=False):  # extras unread
             _check_contents(name, value)
         validate(block_fn, inputs)
         for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):
+            for url in _named_urls(value):
+                _check_url(url, name)
             for path in _named_paths(value):
                 upload_path(path, f"{type(block).__name__.lower()} ({name})")
             _check_file_value(block, name, value)
@@ -131,6 +142,36 @@ def _named_paths(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _named_paths(v)
+
+
+def _named_urls(value: Any) -> Iterator[str]:
+    """Every http(s) URL a request's value names as a file (Gradio fetches it)."""
+    if isinstance(value, dict):
+        for key in ("path", "url"):
+            v = value.get(key)
+            if isinstance(v, str) and v.startswith(("http://", "https://")):
+                yield v
+        for v in value.values():
+            if isinstance(v, (dict, list, tuple)):
+                yield from _named_urls(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _named_urls(v)
+
+
+def _check_url(url: str, name: str) -> None:
+    """A URL to fetch must name a public host: ``localhost`` and loopback, private, link-local or
+    reserved addresses are refused here in one line (Gradio's fetcher refuses them too, with a
+    traceback in the log per request)."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    try:
+        local = not ipaddress.ip_address(host).is_global
+    except ValueError:
+        local = host in ("", "localhost") or host.endswith((".localhost", ".local", ".internal"))
+    if local:
+        raise refuse(
+            f"{name} names a URL of a local or private address; send a public URL or the file itself"
+        )
 
 
 def _check_bounds(block: Any, name: str, value: Any) -> None:
