@@ -261,10 +261,14 @@ def test_mcp_tools_through_a_real_client(server, images):
         assert not result.isError, result.content
         return [Image.open(io.BytesIO(base64.b64decode(x.data))) for x in result.content if x.type == "image"]
 
-    (heat,) = images_of(cam)  # the heatmap; the overlays come as URLs with their captions
-    assert heat.size == (72, 48)
-    assert "random weights" in " ".join(x.text for x in cam.content if x.type == "text")
-    (seg_heat,) = images_of(seg)  # a segmenter's classes asked by name
+    *overlays, heat = images_of(cam)  # each of the top-2 overlays, then the heatmap
+    assert len(overlays) == 2 and heat.size == (72, 48)
+    texts = [x.text for x in cam.content if x.type == "text"]
+    assert sum("· p=" in t and "(random weights)" in t for t in texts) == 2  # each overlay's caption
+    for result in (cam, style, seg):  # no item names a server path (Gradio's "Image URL" texts held one)
+        said = " ".join(x.text for x in result.content if x.type == "text")
+        assert "/tmp" not in said and "gradio_api/file=" not in said and "Image URL" not in said
+    *_, seg_heat = images_of(seg)  # a segmenter's classes asked by name
     assert seg_heat.size == (72, 48)
     seg_text = " ".join(x.text for x in seg.content if x.type == "text")
     assert "cat · p=" in seg_text and "dog · p=" in seg_text  # each class's share, or "not found" (37.13)

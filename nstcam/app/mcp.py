@@ -4,13 +4,17 @@ Gradio serves them itself (``launch(mcp_server=True)``, the ``gradio[mcp]`` extr
 ``/gradio_api/mcp/``, describing each tool from its endpoint's docstring (``tools.py``). One
 correction is applied: Gradio 6 returns the outputs of a multi-output endpoint, called without a
 progress token, as a single text item (the tuple's repr) instead of one item per output, so an
-agent would get no image. :func:`enable_mcp` unpacks them, so images come back as image content.
+agent would get no image. :func:`enable_mcp` unpacks them, so images come back as image content;
+a gallery's images come back each as an image item followed by its caption (Gradio gave the
+gallery as one text, a Python repr of server paths); and no item names a server path (Gradio adds
+an "Image URL" text per image, a URL that holds the file's path on the server).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+from pathlib import Path
 from typing import Any
 
 __all__ = ["enable_mcp"]
@@ -32,9 +36,47 @@ def enable_mcp() -> None:
     async def unpacked(self: Any, job: Any) -> list[Any]:
         out = await original(self, job)
         if len(out) == 1 and isinstance(out[0], tuple):
-            return list(out[0])
-        return out
+            out = list(out[0])
+        return _galleries_expanded(out)
+
+    contents = GradioMCPServer.postprocess_output_data
+
+    @functools.wraps(contents)
+    def without_paths(self: Any, data: Any, root_url: str) -> list[Any]:
+        items = contents(self, data, root_url)
+        return [i for i in items if not (i.type == "text" and i.text.startswith(_URL_TEXT))]
 
     unpacked._nstcam_unpacks = True  # type: ignore[attr-defined]
     GradioMCPServer._execute_tool_without_progress = unpacked  # type: ignore[method-assign]
+    GradioMCPServer.postprocess_output_data = without_paths  # type: ignore[method-assign]
     logger.debug("MCP: multi-output tools return one content item per output")
+
+
+_URL_TEXT = ("Image URL: ", "SVG Image URL: ")
+
+
+def _is_gallery(value: Any) -> bool:
+    return (
+        isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "image" in i for i in value)
+    )
+
+
+def _galleries_expanded(outputs: list[Any]) -> list[Any]:
+    """Each gallery output replaced by its images (file values Gradio's MCP server sends as image
+    items), each followed by its caption."""
+    flat: list[Any] = []
+    for output in outputs:
+        if not _is_gallery(output):
+            flat.append(output)
+            continue
+        for item in output:
+            image = item["image"]
+            if isinstance(image, str):  # a client that downloaded it: a path of its own
+                image = {"path": image, "url": None, "orig_name": Path(image).name, "meta": _FILE_META}
+            flat.append(image)
+            if item.get("caption"):
+                flat.append(item["caption"])
+    return flat
+
+
+_FILE_META = {"_type": "gradio.FileData"}
