@@ -90,7 +90,7 @@ def test_a_long_thin_volume_is_refused_from_its_header(models, tmp_path):
     side = max_volume_side(cfg)
     assert said == (
         f"thin.npy is 8 x 8 x {cfg.max_volume_values // 64} voxels; each side may be at most {side} on "
-        "this server (a long, thin volume costs several times a cube of as many voxels)"
+        "this server (a long, thin volume costs 2 to 4 times a cube of as many voxels)"
     )
     assert seconds < 2 and grown < 300
     cube = volume_cost(cfg, "cube.npy", (128, 128, 128), 3).check()  # the largest cube fits, top-3

@@ -4,9 +4,9 @@ A request's cost is counted in the unit that bounds its time and memory: a clip'
 planned (from its decoded frame count, never its declared duration: a clip of one frame per
 timebase tick packs 10,000 frames in 10 s), a volume's in voxel-passes (passes x voxels of its one
 window, the whole volume), each side of a volume at most twice the side of the largest cube (on a
-CPU a 8 x 64 x 512 volume took 3x the time of a 64**3 cube of as many voxels:
-``tests/benchmarks/bench_cam_video.py --volumes``). A refusal is one line: the request, its cost,
-the limit and what would fit.
+CPU a side of 512 or more took 2.1-2.2x the time and 1.7x the memory of a 64**3 cube of as many
+voxels, sides up to 256 1.0-1.3x: ``tests/benchmarks/bench_volume_shapes.py``, docs/security.md).
+A refusal is one line: the request, its cost, the limit and what would fit.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def volume_cost(cfg: AppConfig, name: str, shape: tuple[int, ...], top_k: int) -
     if max(sides) > longest:
         raise refuse(
             f"{name} is {' x '.join(map(str, sides))} voxels; each side may be at most {longest} on this "
-            "server (a long, thin volume costs several times a cube of as many voxels)"
+            "server (a long, thin volume costs 2 to 4 times a cube of as many voxels)"
         )
     return Cost(
         f"{name} ({' x '.join(map(str, sides))} voxels, top-{top_k})",
