@@ -291,11 +291,6 @@ class RunStop(threading.Event):
         if self._timer is not None:
             self._timer.cancel()
 
-    @property
-    def said(self) -> str:
-        """How a message calls the stop: ``cancelled``, or the budget's words."""
-        return self.reason or "cancelled"
-
 
 class Runs:
     """The runs in progress, by browser session, so that the Cancel button can stop its own run.

@@ -53,6 +53,7 @@ def enable_mcp() -> None:
 
 
 _URL_TEXT = ("Image URL: ", "SVG Image URL: ")
+_FILE_META = {"_type": "gradio.FileData"}
 
 
 def _is_gallery(value: Any) -> bool:
@@ -77,6 +78,3 @@ def _galleries_expanded(outputs: list[Any]) -> list[Any]:
             if item.get("caption"):
                 flat.append(item["caption"])
     return flat
-
-
-_FILE_META = {"_type": "gradio.FileData"}

@@ -91,7 +91,7 @@ def said_by(stop: threading.Event | None, e: gr.Error) -> gr.Error:
 
 def halted(stop: threading.Event | None) -> str:
     """How a status calls a run that stopped early: ``cancelled``, or the time budget's words."""
-    return getattr(stop, "said", None) or "cancelled"
+    return getattr(stop, "reason", None) or "cancelled"
 
 
 def weights_note(random: bool) -> str:

@@ -126,7 +126,7 @@ def load_volume(src: Any, name: str = "volume", max_values: int = MAX_VOXELS) ->
     else:
         arr = np.asarray(src)
         _check_dtype(arr.dtype, name, "it")
-        t = torch.from_numpy(arr.astype(np.float32))  # any width and byte order (>f4, float16, int16...)
+        t = torch.from_numpy(arr.astype(np.float32, copy=False))  # any width and byte order (>f4, int16...)
     if t.ndim == 3:
         t = t[None]
     if t.ndim != 4 or min(t.shape) < 1:

@@ -221,9 +221,8 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 # Cancel, an API cancel, a closed page: the engine removes its hooks in its finally
                 if stop.is_set():
                     raise refuse(f"{halted(stop)} after {done} of {total} masked images")
-                put(
-                    (done, total)
-                )  # the request yields: Gradio can close it (cancel, a closed page) between chunks
+                # the request yields: Gradio can close it (cancel, a closed page) between chunks
+                put((done, total))
 
             return cam_handler(models, **params, progress=report)
 

@@ -79,12 +79,12 @@ def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
         shape, _ = volume_header(path, name="volume")
     except ValueError as e:
         raise refuse(f"Bad volume: {e}") from None
-    sides = shape[-3:] if len(shape) in (3, 4) else shape
-    if len(shape) in (3, 4) and min(sides) < MIN_SIDE:
-        raise refuse(
-            f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {MIN_SIDE}"
-        )
-    if len(shape) in (3, 4):
+    if len(shape) in (3, 4):  # another shape is refused by load_volume, naming the shapes it takes
+        sides = shape[-3:]
+        if min(sides) < MIN_SIDE:
+            raise refuse(
+                f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {MIN_SIDE}"
+            )
         volume_cost(cfg, name, sides, TOP_K).check()
     try:
         return load_volume(path, name="volume", max_values=cfg.max_volume_values)
