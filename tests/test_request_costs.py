@@ -164,3 +164,55 @@ def test_a_run_stops_at_its_time_budget_and_says_so():
     time.sleep(0.3)
     assert halted(quick) == "cancelled" and said_by(quick, gr.Error("x")).message == "x"
     assert threading.active_count() < 50  # the budgets' timers go with their runs
+
+
+def test_an_api_cancel_or_a_closed_stream_stops_its_own_sessions_run_at_once():
+    """Row 14 of issue 49: the cancel reaches the run before Gradio acts on it (Gradio could not
+    close a generator blocked in another thread, so the run went on for another step or more)."""
+    import asyncio
+    import json
+    from types import SimpleNamespace
+
+    from nstcam.app.cancels import CancelAtOnce, mark_run
+
+    runs = Runs()
+    request = SimpleNamespace
+    style = runs.start("stylize", request(session_hash="s1"))
+    clip = runs.start("gradcam_video", request(session_hash="s1"))
+    other = runs.start("stylize", request(session_hash="s2"))
+    fns = {
+        3: SimpleNamespace(fn=mark_run(lambda: None, runs, "stylize")),
+        4: SimpleNamespace(fn=mark_run(lambda: None, runs, "gradcam_video")),
+        5: SimpleNamespace(fn=lambda: None),  # an event that starts no run
+    }
+    blocks = SimpleNamespace(fns=fns)
+    seen = []
+
+    async def app(scope, receive, send):  # Gradio behind: it still gets the whole request
+        message = await receive()
+        seen.append((scope["path"], message))
+
+    def asgi(scope, messages):
+        async def go():
+            queue = list(messages)
+
+            async def receive():
+                return queue.pop(0)
+
+            await CancelAtOnce(app)(
+                {"type": "http", "app": SimpleNamespace(get_blocks=lambda: blocks), **scope}, receive, None
+            )
+
+        asyncio.run(go())
+
+    body = json.dumps({"session_hash": "s1", "fn_index": 3, "event_id": "e"}).encode()
+    asgi({"method": "POST", "path": "/gradio_api/cancel"}, [{"type": "http.request", "body": body}])
+    assert style.is_set() and not clip.is_set() and not other.is_set()  # its own event's run only
+    assert seen[-1] == ("/gradio_api/cancel", {"type": "http.request", "body": body, "more_body": False})
+    asgi({"method": "POST", "path": "/gradio_api/cancel"}, [{"type": "http.request", "body": b"{bad"}])
+    assert not clip.is_set()  # a malformed cancel goes on to Gradio, stopping nothing
+    query = {"method": "GET", "path": "/gradio_api/queue/data", "query_string": b"session_hash=s1"}
+    asgi(query, [{"type": "http.request", "body": b""}])
+    assert not clip.is_set()  # the stream still open
+    asgi(query, [{"type": "http.disconnect"}])
+    assert clip.is_set() and not other.is_set()  # the session's every run, no other session's

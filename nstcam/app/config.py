@@ -311,8 +311,13 @@ class Runs:
         return stop
 
     def cancel(self, kind: str, request: gr.Request | None) -> bool:
+        """Stops the run of ``kind`` of the request's session, if any (the page's Cancel button)."""
+        return self.cancel_session(kind, _session(request))
+
+    def cancel_session(self, kind: str, session: str) -> bool:
+        """Stops the run of ``kind`` of the session ``session``, if any; whether there was one."""
         with self._lock:
-            stop = self._stops.get((kind, _session(request)))
+            stop = self._stops.get((kind, session))
         if stop is not None:
             stop.set()
         return stop is not None

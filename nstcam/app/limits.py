@@ -20,6 +20,7 @@ from typing import Any
 from nstcam.app.uploads import upload_files_of_this_request
 
 __all__ = [
+    "BodyTooLargeError",
     "MAX_BODY_BYTES",
     "MAX_CLASSES",
     "MAX_DEPTH",
@@ -28,6 +29,8 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_TEXT",
     "RequestLimits",
+    "read_body",
+    "replay_body",
     "shown",
     "validation_error_handler",
 ]
@@ -73,8 +76,8 @@ def shown(value: Any) -> str:
     return f"{text[:MAX_ECHO]}… ({size})"
 
 
-class _TooLargeError(Exception):
-    pass
+class BodyTooLargeError(Exception):
+    """A body over its cap (:func:`read_body`)."""
 
 
 class RequestLimits:
@@ -113,15 +116,15 @@ class RequestLimits:
             await self._stream(scope, receive, send, cap, too_big)
             return
         try:
-            body = await _read(receive, cap)
-        except _TooLargeError:
+            body = await read_body(receive, cap)
+        except BodyTooLargeError:
             await _answer(send, 413, too_big)
             return
         bad = _bad_json(scope, body)
         if bad:
             await _answer(send, 422, bad)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
         """An upload passed on as it comes (not held in memory), cut at ``cap``; an upload not
@@ -179,7 +182,8 @@ def _content_length(scope: _Scope) -> int | None:
     return None
 
 
-async def _read(receive: _Receive, cap: int) -> bytes:
+async def read_body(receive: _Receive, cap: int) -> bytes:
+    """A request's whole body, read no further than ``cap`` bytes (:class:`BodyTooLargeError` past it)."""
     chunks, seen = [], 0
     while True:
         message = await receive()
@@ -188,14 +192,15 @@ async def _read(receive: _Receive, cap: int) -> bytes:
         chunk = message.get("body", b"")
         seen += len(chunk)
         if seen > cap:
-            raise _TooLargeError
+            raise BodyTooLargeError
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: _Receive) -> _Receive:
+def replay_body(body: bytes, receive: _Receive) -> _Receive:
+    """``receive`` for the app behind, which gets ``body`` (already read) first."""
     sent = False
 
     async def again() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import gradio as gr
 import torch
 from PIL import Image
 
+from nstcam.app.cancels import mark_run
 from nstcam.app.config import RANDOM_HINT, AppConfig, Runs
 from nstcam.app.errors import refuse, shorten
 from nstcam.image import ImageError
@@ -217,7 +218,7 @@ def endpoint(
         }
         api.__name__ = api.__qualname__ = body.__name__
         api.__doc__ = doc
-        return api
+        return mark_run(api, *runs) if runs else api
 
     return wrap
 

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 
 from nstcam.app.api_info import describe_api
+from nstcam.app.cancels import CancelAtOnce
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.gate import guard_requests
 from nstcam.app.limits import RequestLimits, validation_error_handler
@@ -24,7 +25,8 @@ __all__ = ["build_demo", "launch_kwargs"]
 def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
     """What ``demo.launch`` needs besides host and port: the upload cap, the caps on every request
     (:class:`nstcam.app.limits.RequestLimits`: body size, uploads in all, the event named; malformed
-    requests answered in one line), errors shown, and with ``mcp`` the endpoints served as Model
+    requests answered in one line), an API cancel or a closed page stopping its run at once
+    (:class:`nstcam.app.cancels.CancelAtOnce`), errors shown, and with ``mcp`` the endpoints served as Model
     Context Protocol tools (``/gradio_api/mcp/``)."""
     if mcp:
         enable_mcp()
@@ -35,7 +37,7 @@ def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
         "css": CSS,
         "mcp_server": bool(mcp),
         "app_kwargs": {
-            "middleware": [Middleware(RequestLimits, upload_bytes=upload_bytes)],
+            "middleware": [Middleware(RequestLimits, upload_bytes=upload_bytes), Middleware(CancelAtOnce)],
             "exception_handlers": {RequestValidationError: validation_error_handler},
         },
     }

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam.app.cancels import mark_run
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import volume_cost
 from nstcam.app.errors import refuse
@@ -214,6 +215,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             runs.finish("volume", request, stop)
         yield res.value
 
+    mark_run(explain, runs, "volume")  # an API cancel or a closed page stops it at once
     outputs = [view, grid, index, table, viewed, status]
     run.click(
         for_people(
