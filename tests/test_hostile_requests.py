@@ -319,6 +319,11 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         fn_index = next(i for i, d in enumerate(config["dependencies"]) if d.get("api_name") == "stylize")
         comps = {c["id"]: c for c in config["components"]}
         data = [comps[x]["props"].get("value") for x in config["dependencies"][fn_index]["inputs"]]
+        cam = next(i for i, d in enumerate(config["dependencies"]) if d.get("api_name") == "gradcam")
+        finished = [comps[x]["props"].get("value") for x in config["dependencies"][cam]["inputs"]]
+        finished[0], finished[1] = content, "resnet18"
+        assert call(url, cam, finished)["success"]  # a finished request (row 9 of issue 49): its results
+        assert [f for f in uploads.rglob("*.png") if f.name.startswith(("overlay", "heatmap"))]  # cached
         data[0], data[1], data[4], data[5] = content, content, 128, 300
         session = uuid.uuid4().hex[:12]
         httpx.post(

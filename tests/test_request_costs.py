@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -216,3 +217,20 @@ def test_an_api_cancel_or_a_closed_stream_stops_its_own_sessions_run_at_once():
     assert not clip.is_set()  # the stream still open
     asgi(query, [{"type": "http.disconnect"}])
     assert clip.is_set() and not other.is_set()  # the session's every run, no other session's
+
+
+def test_results_gradio_caches_are_removed_by_its_own_timer(tmp_path):
+    """Row 9 of issue 49: a file Gradio caches for a request is in a set the app lists, so the
+    ``delete_cache`` timer (and SIGTERM's cleanup) removes it; before, outputs were recorded only on
+    each session's copies of the components, which nobody reads."""
+    from gradio import processing_utils
+    from gradio.route_utils import delete_files_created_by_app
+
+    from nstcam.app.cache import CACHED, track_cached_files
+
+    demo = track_cached_files(gr.Blocks())
+    assert track_cached_files(demo) is demo and sum(s is CACHED for s in demo.temp_file_sets) == 1
+    path = processing_utils.save_bytes_to_cache(b"a result", "result.txt", str(tmp_path))
+    assert path in CACHED and Path(path).read_text() == "a result"
+    delete_files_created_by_app(demo, age=None)  # what the timer does to files past their age
+    assert not Path(path).exists()

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 
 from nstcam.app.api_info import describe_api
+from nstcam.app.cache import track_cached_files
 from nstcam.app.cancels import CancelAtOnce
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.gate import guard_requests
@@ -73,4 +74,4 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             with gr.Tab(title):
                 tab(config, models, runs, demo)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
-    return guard_requests(describe_api(demo, config))
+    return track_cached_files(guard_requests(describe_api(demo, config)))

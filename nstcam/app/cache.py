@@ -1,0 +1,58 @@
+"""Every file Gradio caches for this process is one Gradio and shutdown remove.
+
+Gradio copies each file a request returns into its cache, and records the copy on the output
+component (``temp_files``), which ``delete_cache`` and shutdown read. But a request's outputs are
+post-processed on the session's own copies of the components, whose records nobody reads: the
+results of finished requests stayed in the cache for good, past ``delete_cache``'s age and past
+SIGTERM (a gradcam request left 8 of its 14 cached files; a long-lived server 32 files, 272 MB).
+So every file Gradio's ``processing_utils`` saves into its cache in this process is recorded in one
+set, :data:`CACHED`, that each app lists among its ``temp_file_sets``: Gradio's own timer then
+removes results after their age, and :func:`nstcam.app.shutdown.remove_own_files` at SIGTERM.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["CACHED", "track_cached_files"]
+
+CACHED: set[str] = set()
+"""Paths of the files Gradio cached in this process (other processes' files are never in it)."""
+
+_SAVERS = (
+    "save_pil_to_cache",
+    "save_img_array_to_cache",
+    "save_audio_to_cache",
+    "save_bytes_to_cache",
+    "save_file_to_cache",
+    "save_base64_to_cache",
+)
+"""Gradio's functions that write a file into its cache and return its path."""
+
+
+def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(save)
+    def saved(*args: Any, **kwargs: Any) -> Any:
+        path = save(*args, **kwargs)
+        if isinstance(path, str):
+            CACHED.add(path)
+        return path
+
+    saved.nstcam_records = True  # type: ignore[attr-defined]
+    return saved
+
+
+def track_cached_files(demo: Any) -> Any:
+    """Records every file Gradio caches (idempotent) and lists the record among ``demo``'s
+    ``temp_file_sets``; returns ``demo``."""
+    from gradio import processing_utils
+
+    for name in _SAVERS:
+        save = getattr(processing_utils, name, None)
+        if save is not None and not getattr(save, "nstcam_records", False):
+            setattr(processing_utils, name, _recorded(save))
+    if not any(s is CACHED for s in demo.temp_file_sets):
+        demo.temp_file_sets.append(CACHED)
+    return demo
