@@ -6,6 +6,7 @@ leaves none of the process's files behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -411,3 +412,33 @@ def test_a_clip_run_says_each_window_to_the_api(server, live, tmp_path):
     ]
     windows = [d for d in said if re.fullmatch(r"window \d+/\d+", d)]
     assert len(set(windows)) >= 3, said  # 24 frames, windows of 16 at stride 8: 2 windows x 3 passes
+
+
+def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(server, server_log, live):
+    """Rows 11 and 12 of issue 49, on the named routes as well as the queue: JSON's integers of any
+    length and ``1e999`` get the gate's one line; an endpoint name the app does not have gets
+    HTTP 404 naming the app's endpoints (Gradio answered 500 with a traceback in the log)."""
+    start = len(server_log.read_text())
+    _, data = _event(live, "gradcam")
+    body = json.dumps({"data": [None, *data[1:4], 0, *data[5:]]})
+    for literal, said in [
+        (
+            "1" + "0" * 400,
+            "top_k must be between -9223372036854775807 and 9223372036854775807, got a number of 401 digits",
+        ),
+        ("1e999", "top_k must be a finite number, got inf"),
+        ("-1e999", "top_k must be a finite number, got -inf"),
+    ]:
+        sent = body.replace('"gradcam", 0,', f'"gradcam", {literal},')
+        r = httpx.post(
+            server + "gradio_api/run/gradcam", content=sent, headers={"content-type": "application/json"}
+        )
+        assert r.json()["error"] == said, r.text
+    for route in ("gradio_api/run/predict", "gradio_api/call/nope", "gradio_api/api/x"):
+        r = httpx.post(server + route, json={"data": []})
+        assert r.status_code == 404 and r.json()["detail"].startswith("this app has no endpoint named "), (
+            r.text
+        )
+        assert "gradcam, gradcam_video, stylize, stylize_video" in r.json()["detail"]
+    log = _log_since(server_log, start)
+    assert "Traceback" not in log and "FnIndexInferError" not in log

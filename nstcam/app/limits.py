@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -124,6 +125,10 @@ class RequestLimits:
         if bad:
             await _answer(send, 422, bad)
             return
+        unknown = _unknown_endpoint(scope)
+        if unknown:
+            await _answer(send, 404, unknown)
+            return
         await self.app(scope, replay_body(body, receive), send)
 
     async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
@@ -233,6 +238,25 @@ def _bad_json(scope: _Scope, body: bytes) -> str | None:
     if fn_index is None or fns is None or (type(fn_index) is int and fn_index in fns):
         return None
     return f"fn_index must be the number of one of this app's {len(fns)} events, got {shown(fn_index)}"
+
+
+_NAMED = re.compile(r"/(?:run|api|call)/([^/]+)$")
+"""A request to an endpoint by name: ``/gradio_api/run/<name>``, ``/api/<name>``, ``/call/<name>``."""
+
+
+def _unknown_endpoint(scope: _Scope) -> str | None:
+    """Why a request naming an endpoint cannot go on (the app has none of that name, where Gradio
+    answers HTTP 500 with a traceback in the log), or None."""
+    match = _NAMED.search(scope["path"].rstrip("/"))
+    app = scope.get("app")
+    fns = getattr(app.get_blocks(), "fns", None) if match and hasattr(app, "get_blocks") else None
+    if fns is None:
+        return None
+    if match.group(1) in {fn.api_name for fn in fns.values()}:
+        return None  # Gradio's own rules apply to it
+    public = (f.api_name for f in fns.values() if getattr(f, "api_visibility", "public") == "public")
+    names = ", ".join(sorted({n for n in public if isinstance(n, str)}))
+    return f"this app has no endpoint named {shown(match.group(1))}; its endpoints: {names}"
 
 
 async def _answer(send: _Send, status: int, message: str) -> None:
