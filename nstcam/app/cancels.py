@@ -5,7 +5,8 @@ cancel (``POST /gradio_api/cancel``, what ``gradio_client``'s ``job.cancel()`` s
 connection only reach Gradio, which cancels the request's task and closes its generator; but a
 generator blocked in another thread waiting for the run's next update cannot be closed then, so the
 run went on for another step or more (an API cancel freed the CPU 2.2 s after it at 384 px, a closed
-connection 3.0 s, against 1.3 s for the page's button: ``tests/benchmarks/bench_cancel.py``).
+connection 3.0 s, against 1.3 s for the page's button; with this middleware 1.3 s and 1.8 s, steps of
+0.9 s: ``tests/benchmarks/bench_cancel.py``, docs/security.md).
 
 :class:`CancelAtOnce` is an ASGI middleware that sees both before Gradio acts on them and stops the
 session's run at once: an API cancel stops the run of the event it names, a closed event stream
