@@ -517,6 +517,7 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
     assert err == f"{float(err):.3g}" and float(err) > 0  # significant digits, never 0.0000
     assert Path(path).name == "walk_stylized.mp4"
     assert "10 s" in limits_text(models.config) and "1.5 million frame pixels" in limits_text(models.config)
+    assert "Clips up to 10 s and 600 frames, " in limits_text(models.config)  # whatever their rate
     with pytest.raises(gr.Error, match=r"Bad video: garbage.png is not a video file nstcam opens"):
         list(video_handler(models, str(bad), str(s), 64, 2))
     with pytest.raises(gr.Error, match="steps must be between 1 and 20"):

@@ -71,7 +71,8 @@ Returns:
 def limits_text(cfg: AppConfig) -> str:
     """The video limits, as the tab states them before any upload."""
     return (
-        f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_pixels / 1e6:g} million frame pixels "
+        f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_frames:,} frames, "
+        f"{cfg.max_video_pixels / 1e6:g} million frame pixels "
         f"(frames x width x height at the size asked: e.g. {cfg.max_video_pixels // (256 * 170)} frames at "
         f"256x170 px), source frames up to {cfg.max_frame_pixels / 1e6:.1f} MP, uploads up to "
         f"{cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its start if you tick Trim."
