@@ -145,12 +145,12 @@ def _named_paths(value: Any) -> Iterator[str]:
 
 
 def _named_urls(value: Any) -> Iterator[str]:
-    """Every http(s) URL a request's value names as a file (Gradio fetches it)."""
+    """Every http(s) URL a request's value names as a file's ``path`` (what Gradio fetches; a file's
+    ``url`` field is where this server serves it, a loopback address for a page opened locally)."""
     if isinstance(value, dict):
-        for key in ("path", "url"):
-            v = value.get(key)
-            if isinstance(v, str) and v.startswith(("http://", "https://")):
-                yield v
+        v = value.get("path")
+        if isinstance(v, str) and v.startswith(("http://", "https://")):
+            yield v
         for v in value.values():
             if isinstance(v, (dict, list, tuple)):
                 yield from _named_urls(v)

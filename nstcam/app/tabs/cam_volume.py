@@ -223,7 +223,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             5,
             5,
             True,
-            lambda _v, model, method, _a: (
+            lambda _v, model, method, *_: (
                 f"Explained with {model}, method {method}." + weights_note(config.random_weights)
             ),
         ),
