@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
-from nstcam.app.limits import MAX_BODY_BYTES, read_body, replay_body
+from nstcam.app.limits import MAX_BODY_BYTES, app_events, read_body, replay_body
 
 __all__ = ["CancelAtOnce", "mark_run"]
 
@@ -42,15 +42,11 @@ def mark_run(fn: Callable[..., Any], runs: Any, kind: str) -> Callable[..., Any]
 
 def _tagged(scope: _Scope, fn_index: Any) -> Iterator[tuple[Any, str]]:
     """(runs, kind) of the event ``fn_index`` of the app, or of every event with None."""
-    app = scope.get("app")
-    fns = getattr(app.get_blocks(), "fns", {}) if hasattr(app, "get_blocks") else {}
-    picked = (
-        fns.values()
-        if fn_index is None
-        else [fns[fn_index]]
-        if type(fn_index) is int and fn_index in fns
-        else []
-    )
+    fns = app_events(scope) or {}
+    if fn_index is None:
+        picked = list(fns.values())
+    else:
+        picked = [fns[fn_index]] if type(fn_index) is int and fn_index in fns else []
     seen = set()
     for block_fn in picked:
         tag = getattr(block_fn.fn, "nstcam_runs", None)

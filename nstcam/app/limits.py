@@ -30,6 +30,7 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_TEXT",
     "RequestLimits",
+    "app_events",
     "read_body",
     "replay_body",
     "shown",
@@ -218,6 +219,13 @@ def replay_body(body: bytes, receive: _Receive) -> _Receive:
     return again
 
 
+def app_events(scope: _Scope) -> dict[int, Any] | None:
+    """The events (Gradio's ``BlockFunction`` by index) of the app a request is to, or None where the
+    request reaches no Gradio app."""
+    app = scope.get("app")
+    return getattr(app.get_blocks(), "fns", None) if hasattr(app, "get_blocks") else None
+
+
 def _bad_json(scope: _Scope, body: bytes) -> str | None:
     """Why a JSON body cannot go on (nested past the parser's recursion limit, where FastAPI would
     answer HTTP 500 with a traceback; a queue request naming no event of this app, where Gradio
@@ -233,8 +241,7 @@ def _bad_json(scope: _Scope, body: bytes) -> str | None:
     if not scope["path"].rstrip("/").endswith("/queue/join") or not isinstance(data, dict):
         return None
     fn_index = data.get("fn_index")
-    app = scope.get("app")
-    fns = getattr(app.get_blocks(), "fns", None) if hasattr(app, "get_blocks") else None
+    fns = app_events(scope)
     if fn_index is None or fns is None or (type(fn_index) is int and fn_index in fns):
         return None
     return f"fn_index must be the number of one of this app's {len(fns)} events, got {shown(fn_index)}"
@@ -248,8 +255,7 @@ def _unknown_endpoint(scope: _Scope) -> str | None:
     """Why a request naming an endpoint cannot go on (the app has none of that name, where Gradio
     answers HTTP 500 with a traceback in the log), or None."""
     match = _NAMED.search(scope["path"].rstrip("/"))
-    app = scope.get("app")
-    fns = getattr(app.get_blocks(), "fns", None) if match and hasattr(app, "get_blocks") else None
+    fns = app_events(scope) if match else None
     if fns is None:
         return None
     if match.group(1) in {fn.api_name for fn in fns.values()}:
