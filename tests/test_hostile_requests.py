@@ -419,7 +419,7 @@ def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(se
     length and ``1e999`` get the gate's one line; an endpoint name the app does not have gets
     HTTP 404 naming the app's endpoints (Gradio answered 500 with a traceback in the log)."""
     start = len(server_log.read_text())
-    _, data = _event(live, "gradcam")
+    fn_index, data = _event(live, "gradcam")
     body = json.dumps({"data": [None, *data[1:4], 0, *data[5:]]})
     for literal, said in [
         (
@@ -440,5 +440,8 @@ def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(se
             r.text
         )
         assert "gradcam, gradcam_video, stylize, stylize_video" in r.json()["detail"]
+    # the page's own calls: /run/predict with an fn_index
+    r = httpx.post(server + "gradio_api/run/predict", json={"data": [None], "fn_index": fn_index})
+    assert r.json()["error"].startswith("this endpoint takes 10 values"), r.text  # the event's own gate
     log = _log_since(server_log, start)
     assert "Traceback" not in log and "FnIndexInferError" not in log

@@ -124,11 +124,7 @@ class RequestLimits:
             return
         bad = _bad_json(scope, body)
         if bad:
-            await _answer(send, 422, bad)
-            return
-        unknown = _unknown_endpoint(scope)
-        if unknown:
-            await _answer(send, 404, unknown)
+            await _answer(send, *bad)
             return
         await self.app(scope, replay_body(body, receive), send)
 
@@ -226,43 +222,48 @@ def app_events(scope: _Scope) -> dict[int, Any] | None:
     return getattr(app.get_blocks(), "fns", None) if hasattr(app, "get_blocks") else None
 
 
-def _bad_json(scope: _Scope, body: bytes) -> str | None:
-    """Why a JSON body cannot go on (nested past the parser's recursion limit, where FastAPI would
-    answer HTTP 500 with a traceback; a queue request naming no event of this app, where Gradio
-    would), or None. A malformed body goes on: FastAPI answers it."""
+def _bad_json(scope: _Scope, body: bytes) -> tuple[int, str] | None:
+    """Why a JSON body cannot go on, with the HTTP status to answer, or None: nested past the
+    parser's recursion limit (FastAPI would answer 500 with a traceback), or a request naming no
+    event of this app (:func:`_unknown_event`). A malformed body goes on: FastAPI answers it."""
     if not body.lstrip().startswith((b"{", b"[")):
         return None
     try:
         data = json.loads(body)
     except RecursionError:
-        return "the request is nested too deeply"
+        return 422, "the request is nested too deeply"
     except ValueError:
         return None
-    if not scope["path"].rstrip("/").endswith("/queue/join") or not isinstance(data, dict):
-        return None
-    fn_index = data.get("fn_index")
-    fns = app_events(scope)
-    if fn_index is None or fns is None or (type(fn_index) is int and fn_index in fns):
-        return None
-    return f"fn_index must be the number of one of this app's {len(fns)} events, got {shown(fn_index)}"
+    return _unknown_event(scope, data) if isinstance(data, dict) else None
 
 
 _NAMED = re.compile(r"/(?:run|api|call)/([^/]+)$")
 """A request to an endpoint by name: ``/gradio_api/run/<name>``, ``/api/<name>``, ``/call/<name>``."""
 
 
-def _unknown_endpoint(scope: _Scope) -> str | None:
-    """Why a request naming an endpoint cannot go on (the app has none of that name, where Gradio
-    answers HTTP 500 with a traceback in the log), or None."""
-    match = _NAMED.search(scope["path"].rstrip("/"))
-    fns = app_events(scope) if match else None
+def _unknown_event(scope: _Scope, data: dict[str, Any]) -> tuple[int, str] | None:
+    """A queue request or a call by name whose event the app does not have, where Gradio answers
+    HTTP 500 with a traceback in the log: its ``fn_index`` (which Gradio reads first, on any route;
+    the page calls ``/run/predict`` with one) must be one of the app's events (422), and without one
+    the name must be one of its endpoints (404)."""
+    path = scope["path"].rstrip("/")
+    named = _NAMED.search(path)
+    fns = app_events(scope) if named or path.endswith("/queue/join") else None
     if fns is None:
         return None
-    if match.group(1) in {fn.api_name for fn in fns.values()}:
+    fn_index = data.get("fn_index")
+    if fn_index is not None:
+        if type(fn_index) is int and fn_index in fns:
+            return None
+        return (
+            422,
+            f"fn_index must be the number of one of this app's {len(fns)} events, got {shown(fn_index)}",
+        )
+    if named is None or named.group(1) in {fn.api_name for fn in fns.values()}:
         return None  # Gradio's own rules apply to it
     public = (f.api_name for f in fns.values() if getattr(f, "api_visibility", "public") == "public")
     names = ", ".join(sorted({n for n in public if isinstance(n, str)}))
-    return f"this app has no endpoint named {shown(match.group(1))}; its endpoints: {names}"
+    return 404, f"this app has no endpoint named {shown(named.group(1))}; its endpoints: {names}"
 
 
 async def _answer(send: _Send, status: int, message: str) -> None:
