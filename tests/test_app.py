@@ -328,7 +328,7 @@ def test_uploads_reach_load_image_untouched(models, tmp_path, monkeypatch):
 
 def test_scorecam_budget_and_progress(models, files):
     c, _, _ = files
-    with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 .* with top-k 3 scores 1536 masked"):
+    with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 .* with top-k 3 would cost 1,536"):
         cam_handler(models, str(c), "resnet18", "layer4", "scorecam", 3)
     seen = []
     gallery, _, _ = cam_handler(

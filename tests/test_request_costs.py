@@ -16,11 +16,17 @@ from _media import growing_mjpeg, tick_clip
 from conftest import pattern, rss_mb
 
 from nstcam.app.config import AppConfig, Models, Runs, RunStop
-from nstcam.app.cost import clip_cost, max_volume_side, volume_cost
+from nstcam.app.cost import ESTIMATES, clip_cost, max_volume_side, request_cost, video_cost, volume_cost
 from nstcam.app.running import halted, said_by
+from nstcam.app.tabs.cam import cam_handler
 from nstcam.app.tabs.cam_video import cam_video_handler
 from nstcam.app.tabs.cam_volume import volume_handler
+from nstcam.app.tabs.faithfulness import faithfulness_handler
+from nstcam.app.tabs.features import features_handler
+from nstcam.app.tabs.style import stylize_handler
+from nstcam.app.tabs.subject import subject_handler
 from nstcam.app.tabs.video import video_handler
+from nstcam.app.ui import build_demo
 from nstcam.cam.volumes import load_volume
 from nstcam.video import VideoError, check_limits, probe_video, read_frames
 
@@ -62,7 +68,7 @@ def test_a_clip_of_one_frame_per_tick_is_refused_by_its_decoded_frame_count(mode
     assert check_limits(info, max_frames=cfg.max_video_frames, trim=True) == cfg.max_video_frames
     assert clip_cost(cfg, "tick.mp4", cfg.max_video_frames, 1, 1).check().units == cfg.max_video_frames
     with pytest.raises(
-        gr.Error, match=r"tick.mp4: 601 frames would cost 601 windows, over this server's limit of 600"
+        gr.Error, match=r"tick.mp4: 601 frames would cost 601 windows, over this CPU server's limit of 600"
     ):
         clip_cost(cfg, "tick.mp4", 601, 1, 1).check()
 
@@ -96,7 +102,7 @@ def test_a_long_thin_volume_is_refused_from_its_header(models, tmp_path):
     assert seconds < 2 and grown < 300
     cube = volume_cost(cfg, "cube.npy", (128, 128, 128), 3).check()  # the largest cube fits, top-3
     assert cube.units == 8 * 128**3 <= cube.limit
-    with pytest.raises(gr.Error, match=r"would cost 18,874,368 voxel-passes, over this server's limit"):
+    with pytest.raises(gr.Error, match=r"would cost 18,874,368 voxel-passes, over this CPU server's limit"):
         volume_cost(cfg, "v.npy", (128, 128, 144), 3).check()
 
 
@@ -234,3 +240,80 @@ def test_results_gradio_caches_are_removed_by_its_own_timer(tmp_path):
     assert path in CACHED and Path(path).read_text() == "a result"
     delete_files_created_by_app(demo, age=None)  # what the timer does to files past their age
     assert not Path(path).exists()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_endpoint_has_one_cost_estimator_and_the_docs_list_it(models):
+    """One helper (``request_cost``) estimates every endpoint's request; docs/security.md's table
+    names each endpoint with its estimator."""
+    demo = build_demo(models.config, models)
+    endpoints = {f.api_name for f in demo.fns.values() if f.api_visibility == "public" and f.api_name}
+    queues = {f.concurrency_id for f in demo.fns.values() if f.concurrency_id in ESTIMATES}
+    assert endpoints | {"gradcam_volume"} == set(ESTIMATES) and "gradcam_volume" in queues
+    table = (ROOT / "docs" / "security.md").read_text().split("## What one request may cost")[1]
+    for endpoint, estimate in ESTIMATES.items():
+        row = f"| `{endpoint}` | `{estimate.__name__}` |"
+        assert row in table, row
+    with pytest.raises(ValueError, match="endpoint must be one of stylize, subject_aware"):
+        request_cost("nope", models.config)
+
+
+def _budget(**limits) -> Models:
+    return Models(AppConfig(random_weights=True, device="cpu", **limits))
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "call", "said"),
+    [
+        (
+            "gradcam",
+            lambda m, c: cam_handler(m, c, "resnet18", "layer4", "scorecam", 3),
+            "Score-CAM on resnet18 layer4 (512 channels) with top-k 3 would cost 1,536 masked images "
+            "(one per channel and class), over this CPU server's limit of 1,024. Use top-k 2 or less; "
+            "or an earlier layer with fewer channels (e.g. layer3, layer3.0, layer3.1); "
+            "or another method (each costs about one forward pass).",
+        ),
+        (
+            "faithfulness",  # the map alone fits (512); with the curves' 126 it does not
+            lambda m, c: faithfulness_handler(m, c, "resnet18", "layer4", "scorecam"),
+            "the faithfulness of Score-CAM on resnet18 layer4 (512 channels) with top-k 1 would cost 638 "
+            "masked images (one per channel and class; 126 for the curves), over this CPU server's limit of "
+            "600. Use an earlier layer with fewer channels (e.g. layer3, layer3.0, layer3.1); or another "
+            "method (each costs about one forward pass).",
+        ),
+        ("stylize", lambda m, c: stylize_handler(m, c, c, size=600), "size must be between 64 and 512"),
+        ("subject_aware", lambda m, c: subject_handler(m, c, c, steps=301), "steps must be between 1 and"),
+        ("features", lambda m, c: features_handler(m, c, "vgg16_bn", "", 65), "channels must be between"),
+    ],
+)
+def test_each_endpoint_is_refused_over_its_estimate_before_any_model_is_built(tmp_path, endpoint, call, said):
+    budget = 600 if endpoint == "faithfulness" else 1024
+    m = _budget(scorecam_budget=budget)
+    photo = tmp_path / "photo.png"
+    pattern(64).save(photo)
+    message, seconds, _ = _refused(call, m, str(photo))
+    assert message.startswith(said) and "\n" not in message, message
+    assert m._cams == {} and m._nets == {} and m._style is None  # nothing was built
+    assert seconds < 2
+
+
+def test_estimates_count_what_bounds_the_work():
+    """Each estimate counts its request's unit: equal to the work the engines do where they count it
+    (Score-CAM's progress, the clip's windows, a volume's passes; tested beside each), and monotone in
+    every argument that adds work."""
+    cfg = AppConfig(random_weights=True, device="cpu", scorecam_budget=1024)
+    assert request_cost("stylize", cfg, 256, 100).units == 256**2 * 100
+    most = request_cost("stylize", cfg, 512, 300).check()  # the largest size and most steps fit exactly
+    assert most.units == most.limit == 512**2 * 300
+    assert request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam").units == 512
+    assert request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam", True).units == 6 * 512
+    assert request_cost("gradcam", cfg, "resnet18", "layer4", 10, "gradcam").units == 0
+    assert request_cost("gradcam", cfg, "fasterrcnn_mobilenet_v3_large_fpn", "", 1, "scorecam").units == 0
+    assert request_cost("faithfulness", cfg, "resnet18", "layer4", 1, "gradcam").units == 6 * 10 + 66
+    assert request_cost("gradcam_video", cfg, "c.mp4", 32, 16, 8).units == 3  # starts 0, 8, 16
+    cost = video_cost(cfg, "c.mp4", 34, 256, 170).check()
+    assert cost.units == 34 * 256 * 170 <= cost.limit
+    with pytest.raises(gr.Error, match=r"c.mp4: 35 frames of 256x170 px would cost 1,523,200 frame pixels"):
+        video_cost(cfg, "c.mp4", 35, 256, 170).check()

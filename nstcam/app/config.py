@@ -68,7 +68,7 @@ class AppConfig:
         max_video_seconds: longest clip a video request may stylise [NSTCAM_MAX_VIDEO_SECONDS; 10 on
             CPU, 60 on GPU].
         max_video_pixels: most frames x pixels per frame (at the size asked) a video request may
-            stylise [NSTCAM_MAX_VIDEO_PIXELS; 1.5 million on CPU (e.g. 36 frames of 256x170 px);
+            stylise [NSTCAM_MAX_VIDEO_PIXELS; 1.5 million on CPU (e.g. 34 frames of 256x170 px);
             150 million on GPU].
         max_video_frames: most frames a clip request may read, whatever its frame rate (a clip of one
             frame per timebase tick packs 10,000 frames in 10 s) [NSTCAM_MAX_VIDEO_FRAMES; 600 on CPU

@@ -1,24 +1,53 @@
-"""What a request will cost, estimated before any work and checked against this server's limits.
+"""What a request will cost, estimated before any work and checked against this server's limits:
+one estimator per endpoint, read through :func:`request_cost`.
 
-A request's cost is counted in the unit that bounds its time and memory: a clip's in windows
-planned (from its decoded frame count, never its declared duration: a clip of one frame per
-timebase tick packs 10,000 frames in 10 s), a volume's in voxel-passes (passes x voxels of its one
-window, the whole volume), each side of a volume at most twice the side of the largest cube (on a
-CPU a side of 512 or more took 2.1-2.2x the time and 1.7x the memory of a 64**3 cube of as many
-voxels, sides up to 256 1.0-1.3x: ``tests/benchmarks/bench_volume_shapes.py``, docs/security.md).
-A refusal is one line: the request, its cost, the limit and what would fit.
+A request's cost is counted in the unit that bounds its time and memory:
+
+- a style request's in pixel-steps (its size squared x its steps; each is in range first);
+- a stylised video's in frame pixels at the size asked (frames x width x height);
+- a Grad-CAM request's in masked images (a perturbation method scores one per channel and class,
+  SS-CAM and IS-CAM one per sample too, augmentation 6 times; a gradient method none), the
+  faithfulness panel's its map's plus its curves' (``6 * steps + 66``);
+- a feature-map request's in forward passes (one, stopped at the layer);
+- a clip's in windows planned (from its decoded frame count, never its declared duration: a clip of
+  one frame per timebase tick packs 10,000 frames in 10 s);
+- a volume's in voxel-passes (passes x voxels of its one window, the whole volume), each side of a
+  volume at most twice the side of the largest cube (on a CPU a side of 512 or more took 2.1-2.2x
+  the time and 1.7x the memory of a 64**3 cube of as many voxels, sides up to 256 1.0-1.3x:
+  ``tests/benchmarks/bench_volume_shapes.py``, docs/security.md).
+
+A refusal is one line: the request, its cost, the limit and what would fit. docs/security.md's
+"What one request may cost" table lists every endpoint's estimator (a test holds them equal).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nstcam.app.config import AppConfig
 from nstcam.app.errors import refuse
+from nstcam.app.layers import meta_layers
+from nstcam.app.running import check
+from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
 
-__all__ = ["Cost", "clip_cost", "max_volume_side", "volume_cost", "volume_passes"]
+__all__ = [
+    "ESTIMATES",
+    "Cost",
+    "cam_cost",
+    "clip_cost",
+    "faithfulness_cost",
+    "faithfulness_steps",
+    "features_cost",
+    "max_volume_side",
+    "request_cost",
+    "style_cost",
+    "video_cost",
+    "volume_cost",
+    "volume_passes",
+]
 
 
 @dataclass(frozen=True)
@@ -26,9 +55,10 @@ class Cost:
     """A request's estimated cost.
 
     Attributes:
-        what: how the refusal names the request (its file's own name).
+        what: how the refusal names the request (its file's own name, its settings).
         units: its cost; limit: the most this server takes; unit: what is counted.
         fix: what would make it fit.
+        where: whose limit it is (``this CPU server``).
     """
 
     what: str
@@ -36,24 +66,126 @@ class Cost:
     limit: float
     unit: str
     fix: str = ""
+    where: str = "this server"
 
     def check(self) -> Cost:
         """Refuses the request (one line) over its limit; returns itself otherwise."""
         if self.units > self.limit:
             fix = f" {self.fix}" if self.fix else ""
             raise refuse(
-                f"{self.what} would cost {self.units:,.0f} {self.unit}, over this server's limit of "
+                f"{self.what} would cost {self.units:,.0f} {self.unit}, over {self.where}'s limit of "
                 f"{self.limit:,.0f}.{fix}"
             )
         return self
 
 
+def _server(cfg: AppConfig) -> str:
+    return f"this {cfg.torch_device.type.upper()} server"
+
+
+def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
+    """A style request's pixel-steps (``size**2 * steps``, a square at most: the long side is
+    ``size``), its size and steps each in range first (``/stylize``, ``/subject_aware``)."""
+    check(size, "size", 64, cfg.max_size)
+    check(steps, "steps", 1, cfg.max_steps)
+    return Cost(
+        f"a style request of {size:g} px and {steps:g} steps",
+        float(size) ** 2 * float(steps),
+        float(cfg.max_size) ** 2 * cfg.max_steps,
+        "pixel-steps",
+        "Use a smaller size or fewer steps.",
+        _server(cfg),
+    )
+
+
+def video_cost(cfg: AppConfig, name: str, frames: int, width: int, height: int) -> Cost:
+    """A video request's frame pixels: ``frames`` frames of ``width`` x ``height`` at the size asked
+    (``/stylize_video``; :func:`nstcam.video.check_limits` trims to this limit first, where asked)."""
+    return Cost(
+        f"{name}: {frames:,} frames of {width}x{height} px",
+        frames * width * height,
+        cfg.max_video_pixels,
+        "frame pixels",
+        "Use a smaller size, or tick Trim to stylise the start of the clip.",
+        _server(cfg),
+    )
+
+
+def cam_cost(
+    cfg: AppConfig,
+    arch: str,
+    layer: str,
+    top_k: int,
+    method: str = "gradcam",
+    aug_smooth: bool = False,
+    extra: int = 0,
+    extra_for: str = "more",
+) -> Cost:
+    """A Grad-CAM request's masked images (``/gradcam``): a perturbation method on a classifier
+    scores one per channel of ``layer`` and class (SS-CAM and IS-CAM: per sample too; augmentation:
+    6 times); a gradient method none; ``extra`` more, ``extra_for`` what (the faithfulness curves).
+    Over the limit, the fix names only what would fit."""
+    where = _server(cfg)
+    if method not in PERTURBATION_METHODS or arch_kind(arch) != "classifier":
+        return Cost(f"{method} on {arch} {layer}", extra, cfg.scorecam_budget, "masked images", where=where)
+    per_channel = REGISTRY[method].samples * (6 if aug_smooth else 1)
+    images = {name: c * per_channel for name, c in meta_layers(arch).items()}  # per class, by layer
+    each = f"{per_channel} per channel and class" if per_channel > 1 else "one per channel and class"
+    what = f"{REGISTRY[method].title} on {arch} {layer} ({images[layer] // per_channel} channels)"
+    fixes = _cam_fixes(images, layer, top_k, cfg.scorecam_budget - extra, aug_smooth)
+    return Cost(
+        f"{what} with top-k {top_k}",
+        images[layer] * top_k + extra,
+        cfg.scorecam_budget,
+        f"masked images ({each}{f'; {extra} {extra_for}' if extra else ''})",
+        f"Use {'; or '.join(fixes)}.",
+        where,
+    )
+
+
+def _cam_fixes(images: dict[str, int], layer: str, top_k: int, budget: int, aug_smooth: bool) -> list[str]:
+    """What would fit a perturbation method's budget, ``images`` its masked images per class by
+    layer: a smaller top-k, an earlier layer, another method; never advice that does not fit."""
+    fixes = ["no augmentation smoothing (it costs 6 times)"] if aug_smooth else []
+    fits = budget // images[layer]  # top-k that would fit at this layer
+    if fits >= 1:
+        fixes.append(f"top-k {fits}" if fits == 1 else f"top-k {fits} or less")
+    smaller = [name for name, c in images.items() if c * top_k <= budget]
+    if smaller:
+        fixes.append(f"an earlier layer with fewer channels (e.g. {', '.join(smaller[-3:])})")
+    return [*fixes, "another method (each costs about one forward pass)"]
+
+
+def faithfulness_steps(cfg: AppConfig) -> int:
+    """Points of the faithfulness curves, less one: 10 on a CPU, 20 on a GPU."""
+    return 20 if cfg.torch_device.type == "cuda" else 10
+
+
+def faithfulness_cost(
+    cfg: AppConfig, arch: str, layer: str, top_k: int = 1, method: str = "gradcam", aug_smooth: bool = False
+) -> Cost:
+    """The faithfulness panel's masked images (``/faithfulness``; ``top_k`` is 1 there): the top
+    class's map's (:func:`cam_cost`) plus the curves' of three maps, ``6 * steps + 66``."""
+    curves = 6 * faithfulness_steps(cfg) + 66
+    cost = cam_cost(cfg, arch, layer, top_k, method, aug_smooth, curves, "for the curves")
+    return Cost(f"the faithfulness of {cost.what}", cost.units, cost.limit, cost.unit, cost.fix, cost.where)
+
+
+def features_cost(cfg: AppConfig, top: float | None) -> Cost:
+    """A feature-map request's forward passes (``/features``): one, stopped at the layer; ``top``
+    (the channels shown) in range first."""
+    check(top, "channels", 1, 64)
+    return Cost("a feature-map request", 1, 1, "forward passes", where=_server(cfg))
+
+
 def clip_cost(cfg: AppConfig, name: str, frames: int, window: int, stride: int) -> Cost:
-    """A clip request's windows planned: ``frames`` decoded frames, windows of ``window`` frames
-    (1: an image model, frame by frame), ``stride`` apart; at most one window per frame the server
-    takes (``max_video_frames``)."""
+    """A clip request's windows planned (``/gradcam_video``): ``frames`` decoded frames, windows of
+    ``window`` frames (1: an image model, frame by frame), ``stride`` apart; at most one window per
+    frame the server takes (``max_video_frames``)."""
     windows = len(window_starts(frames, window, max(1, stride)))
-    return Cost(f"{name}: {frames:,} frames", windows, cfg.max_video_frames, "windows", "Trim the clip.")
+    return Cost(
+        f"{name}: {frames:,} frames", windows, cfg.max_video_frames, "windows", "Trim the clip.", _server(cfg)
+    )
 
 
 def volume_passes(top_k: int) -> int:
@@ -68,8 +200,8 @@ def max_volume_side(cfg: AppConfig) -> int:
 
 
 def volume_cost(cfg: AppConfig, name: str, shape: tuple[int, ...], top_k: int) -> Cost:
-    """A volume request's voxel-passes (passes x voxels of the volume, its one window); a side over
-    :func:`max_volume_side` is refused first, by name."""
+    """A volume request's voxel-passes (the volume tab; passes x voxels of the volume, its one
+    window); a side over :func:`max_volume_side` is refused first, by name."""
     sides = tuple(shape[-3:])
     longest = max_volume_side(cfg)
     if max(sides) > longest:
@@ -83,4 +215,34 @@ def volume_cost(cfg: AppConfig, name: str, shape: tuple[int, ...], top_k: int) -
         cfg.max_volume_voxel_passes,
         "voxel-passes",
         "Send a smaller volume.",
+        _server(cfg),
     )
+
+
+ESTIMATES: dict[str, Callable[..., Cost]] = {
+    "stylize": style_cost,
+    "subject_aware": style_cost,
+    "stylize_video": video_cost,
+    "gradcam": cam_cost,
+    "faithfulness": faithfulness_cost,
+    "features": features_cost,
+    "gradcam_video": clip_cost,
+    "gradcam_volume": volume_cost,
+}
+"""Each endpoint's estimator, by its API name (the volume tab's by its queue's: it has no API)."""
+
+
+def request_cost(endpoint: str, cfg: AppConfig, *args: object, **kwargs: object) -> Cost:
+    """What a request to ``endpoint`` will cost, from its arguments (the estimator's, after ``cfg``);
+    ``.check()`` refuses it in one line over this server's limit.
+
+    Example:
+        >>> cfg = AppConfig(random_weights=True, device="cpu", scorecam_budget=1024)
+        >>> request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam").units
+        512
+    """
+    try:
+        estimate = ESTIMATES[endpoint]
+    except KeyError:
+        raise ValueError(f"endpoint must be one of {', '.join(ESTIMATES)}, got {endpoint!r}") from None
+    return estimate(cfg, *args, **kwargs)

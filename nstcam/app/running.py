@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from nstcam.app.cancels import mark_run
-from nstcam.app.config import RANDOM_HINT, AppConfig, Runs
+from nstcam.app.config import RANDOM_HINT, Runs
 from nstcam.app.errors import refuse, shorten
 from nstcam.image import ImageError
 from nstcam.style import InsufficientMemoryError
@@ -25,7 +25,6 @@ __all__ = [
     "Result",
     "cancel_on",
     "check",
-    "check_run",
     "count",
     "endpoint",
     "fail",
@@ -69,12 +68,6 @@ def fail(e: BaseException) -> gr.Error:
 def check(value: float | None, name: str, lo: float, hi: float) -> None:
     if value is None or not lo <= value <= hi:
         raise refuse(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
-
-
-def check_run(cfg: AppConfig, size: float | None, steps: float | None) -> None:
-    """The server's limits on a style-transfer request."""
-    check(size, "size", 64, cfg.max_size)
-    check(steps, "steps", 1, cfg.max_steps)
 
 
 def count(n: int, noun: str) -> str:

@@ -13,7 +13,7 @@ import gradio as gr
 
 from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import clip_cost
+from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse, sentence
 from nstcam.app.files import SafeVideo
 from nstcam.app.listen import listen
@@ -92,7 +92,9 @@ def cam_video_handler(
         )
         cam = models.cam(model, "", method)
         window = cam.frames or 1
-        clip_cost(cfg, name, frames, window, int(stride) or max(1, window // 2)).check()  # windows planned
+        request_cost(
+            "gradcam_video", cfg, name, frames, window, int(stride) or max(1, window // 2)
+        ).check()  # windows planned
         stem = Path(path).stem
         out = models.outbox
         result = cam.explain_video(

@@ -24,7 +24,7 @@ from PIL import Image
 
 from nstcam.app.cancels import mark_run
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import volume_cost
+from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeFile
 from nstcam.app.listen import for_people
@@ -86,7 +86,7 @@ def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
             raise refuse(
                 f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {MIN_SIDE}"
             )
-        volume_cost(cfg, name, sides, TOP_K).check()
+        request_cost("gradcam_volume", cfg, name, sides, TOP_K).check()
     try:
         return load_volume(path, name="volume", max_values=cfg.max_volume_values)
     except ValueError as e:

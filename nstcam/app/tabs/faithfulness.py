@@ -10,6 +10,7 @@ import gradio as gr
 
 from nstcam.app.cam_limits import cam_request
 from nstcam.app.config import AppConfig, Models
+from nstcam.app.cost import faithfulness_steps
 from nstcam.app.errors import refuse
 from nstcam.app.listen import listen
 from nstcam.app.plots import curves_figure
@@ -73,8 +74,8 @@ def faithfulness_handler(
                 f"faithfulness measures a classifier's class probability; {model} is a {arch_kind(model)}: "
                 "pick a classifier"
             )
-        img, cam = cam_request(models, image, model, layer, method, 1, aug_smooth)
-        steps = 20 if cfg.torch_device.type == "cuda" else 10
+        img, cam = cam_request(models, image, model, layer, method, 1, aug_smooth, endpoint="faithfulness")
+        steps = faithfulness_steps(cfg)
         (r,) = gpu(cam.explain)(
             img,
             top_k=1,

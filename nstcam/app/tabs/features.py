@@ -9,12 +9,12 @@ from PIL import Image
 
 from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.layers import check_layer, default_layer, feature_layer_choices
 from nstcam.app.listen import listen
 from nstcam.app.running import (
-    check,
     endpoint,
     fail,
     gpu,
@@ -57,7 +57,7 @@ def features_handler(
             raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
         layer = layer or ("relu3_1" if model == "vgg16_bn" else default_layer(model))
         check_layer(model, layer, feature_layer_choices(model))
-        check(top, "channels", 1, 64)
+        request_cost("features", models.config, top).check()
         img = load_upload(image, "image")
         engine = models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")
         fm = gpu(feature_maps)(engine, img, layer, top=int(top))

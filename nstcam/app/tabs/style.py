@@ -11,6 +11,7 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeEditor, SafeImage, editor_mask, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
@@ -18,7 +19,6 @@ from nstcam.app.running import (
     Result,
     cancel_on,
     check,
-    check_run,
     count,
     endpoint,
     fail,
@@ -116,7 +116,7 @@ def stylize_handler(
     try:
         if content is None or style is None:
             raise refuse("Upload a content image and at least one style image.")
-        check_run(cfg, size, steps)
+        request_cost("stylize", cfg, size, steps).check()
         check(blend, "blend", 0, 1)
         check(average, "average", 0, 0.9999)
         if tile:

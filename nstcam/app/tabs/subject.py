@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.layers import default_layer
@@ -20,7 +21,6 @@ from nstcam.app.running import (
     Result,
     cancel_on,
     check,
-    check_run,
     count,
     endpoint,
     fail,
@@ -86,7 +86,7 @@ def subject_handler(
     try:
         if content is None or style is None:
             raise refuse("Upload a content image and a style image.")
-        check_run(cfg, size, steps)
+        request_cost("subject_aware", cfg, size, steps).check()
         check(threshold, "threshold", 0, 1)
         check(feather, "feather", 0, 64)
         img, style_img = load_upload(content, "content"), load_upload(style, "style")

@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.cost import request_cost, style_cost
 from nstcam.app.errors import refuse, sentence
 from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
@@ -19,7 +20,6 @@ from nstcam.app.running import (
     Result,
     cancel_on,
     check,
-    check_run,
     endpoint,
     fail,
     halted,
@@ -100,6 +100,7 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
     except VideoError as e:
         hint = " Tick Trim to stylise the start of the clip." if e.trimmable and not trim else ""
         raise refuse(f"Bad video: {sentence(str(e))}{hint}") from None
+    request_cost("stylize_video", cfg, name, n, *dims).check()  # within the limit once trimmed
     return info, n
 
 
@@ -124,7 +125,7 @@ def video_handler(
     try:
         if video is None or style is None:
             raise refuse("Upload a video and a style image.")
-        check_run(cfg, size, steps)
+        style_cost(cfg, size, steps).check()  # its size and steps, as a style request's
         check(temporal_weight, "temporal_weight", 0, 1e4)
         check(max_seconds, "max_seconds", 0, 1e6)
         info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
