@@ -6,7 +6,12 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["check_targets", "finite", "whole"]
+__all__ = ["StoppedEarly", "check_targets", "finite", "whole"]
+
+
+class StoppedEarly(ValueError):  # noqa: N818 - reads naturally: `except StoppedEarly`
+    """A run stopped because its progress callback said so (a cancel, a time budget): not a fault,
+    not a bad argument (a ValueError, as it was before it had a name of its own)."""
 
 
 def whole(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nstcam._mark import mark_random, tag_weights
+from nstcam._mark import tag_weights
 from nstcam._version import __version__
 from nstcam.cam.registry import METHODS, REGISTRY
 from nstcam.style import STYLE_LOSSES
@@ -76,22 +76,6 @@ def _cmd_weights_list(args: argparse.Namespace) -> int:
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
         print(f"  {arch:<{wa}}  {f.name:<{wf}}  {state}")
     return 0
-
-
-def mark_file(path: str | Path) -> bool:
-    """Draws :data:`nstcam._mark.RANDOM_LABEL` on a PNG file whose metadata says random weights (the CLI's
-    outputs, once written); whether it did."""
-    from PIL import Image
-
-    from nstcam.image import save_image
-
-    with Image.open(path) as f:
-        if f.format != "PNG" or f.text.get("nstcam:random_weights") != "true":
-            return False
-        img = f.copy()
-        img.info["nstcam"] = {"weights": f.text.get("nstcam:weights", ""), "random_weights": True}
-    save_image(mark_random(img), path)
-    return True
 
 
 def _floats(text: str) -> list[float]:
@@ -266,7 +250,6 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
         return 1
     _report_kept(res)
     for p in res.written:
-        mark_file(p)  # random weights: said on the image a person shares
         print(p)
         if args.report:
             import json
@@ -572,7 +555,6 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)  # only once there is something to write
         meta = save_explanation(results, str(src), out / name, arch=args.arch)
         for entry, r in zip(meta["classes"], results, strict=True):
-            mark_file(entry["overlay"])  # random weights: said on the overlay a person shares
             print(entry["overlay"])
             if r.faithfulness is not None:
                 rows.append(_metrics_row(str(src), entry["rank"], r))
@@ -694,7 +676,7 @@ def _cmd_features(args: argparse.Namespace) -> int:
 
     info = weights_info(getattr(engine, "model", engine))
     _warn_random(info)
-    out = save_image(mark_random(tag_weights(fm.grid, info.notice, info.is_random)), Path(args.output))
+    out = save_image(tag_weights(fm.grid, info.notice, info.is_random), Path(args.output))
     meta = {"image": args.image, **fm.to_dict(), "weights": info.notice, "random_weights": info.is_random}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2))
     print(out)

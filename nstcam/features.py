@@ -2,7 +2,7 @@
 
 Example:
     >>> fm = feature_maps(StyleTransfer("imagenet"), "cat.jpg", "relu3_1", top=16)
-    >>> fm.grid.save("relu3_1.png"); fm.channels[:3], fm.means[:3]
+    >>> save_image(fm.grid, "relu3_1.png"); fm.channels[:3], fm.means[:3]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 from torch import nn
 
 from nstcam._checks import whole
+from nstcam._mark import tag_weights
 from nstcam.hooks import HookManager, eval_view
 from nstcam.image import ImageSource, image_to_tensor, load_image, normalize, resize_long_side
 from nstcam.preprocess import preprocess_for
@@ -168,4 +169,8 @@ def feature_maps(
     means = acts.mean(dim=(1, 2))
     order = torch.argsort(means, descending=True)[:top].tolist()
     chosen = [float(means[c]) for c in order]
-    return FeatureMaps(layer, acts.numpy(), order, chosen, _grid(acts, order, chosen, cell))
+    grid = _grid(acts, order, chosen, cell)
+    weights = getattr(model_or_engine, "weights", None)  # an engine's: where they came from, on the grid
+    if weights is not None:
+        tag_weights(grid, weights.notice, weights.is_random)
+    return FeatureMaps(layer, acts.numpy(), order, chosen, grid)

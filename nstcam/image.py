@@ -21,7 +21,7 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from nstcam._files import atomic_file
-from nstcam._mark import png_info
+from nstcam._mark import RANDOM_LABEL, is_random, mark_random, png_info
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -381,6 +381,11 @@ _FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
 def save_image(img: Image.Image, path: str | os.PathLike, *, quality: int = 95) -> Path:
     """Saves as PNG or JPEG (chosen by the extension), atomically: no half-written file is left.
 
+    An engine's result keeps where it came from (``img.info["nstcam"]``, which PIL's own ``save``
+    drops): in PNG text chunks (``nstcam:weights``, ``nstcam:random_weights``) and, for random
+    weights, a JPEG comment and a visible label in a margin below the picture
+    (:func:`nstcam._mark.mark_random`; the picture's own pixels untouched).
+
     Args:
         img: the image to save; converted to RGB for JPEG.
         path: destination ending in ``.png``, ``.jpg`` or ``.jpeg``; parent folders are created.
@@ -394,9 +399,11 @@ def save_image(img: Image.Image, path: str | os.PathLike, *, quality: int = 95) 
     if fmt is None:
         raise ValueError(f"cannot save {path.name}: use a .png, .jpg or .jpeg file name")
     path.parent.mkdir(parents=True, exist_ok=True)
+    img = mark_random(img)
     with atomic_file(path, suffix=path.suffix) as fh:
         if fmt == "JPEG":
-            img.convert("RGB").save(fh, fmt, quality=quality, optimize=True)
+            comment = RANDOM_LABEL if is_random(img) else ""
+            img.convert("RGB").save(fh, fmt, quality=quality, optimize=True, comment=comment)
         else:  # with where it came from (nstcam:weights, nstcam:random_weights) when the engines say
             img.save(fh, fmt, optimize=False, compress_level=6, pnginfo=png_info(img))
     return path

@@ -20,9 +20,11 @@ import inspect
 import logging
 import os
 import re
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ from tqdm.auto import tqdm
 from nstcam._files import atomic_file
 
 __all__ = [
+    "announce_weights",
     "ARCHS",
     "DETECTORS",
     "FLOW_ARCHS",
@@ -466,8 +469,25 @@ def build_model(
         )
     model.eval()
     model.nstcam_weights = info
-    (logger.warning if info.is_random else logger.info)("%s", info.notice)
+    announce_weights(model)
     return model
+
+
+_ANNOUNCED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+_ANNOUNCED_LOCK = threading.Lock()
+
+
+def announce_weights(model: nn.Module) -> None:
+    """Logs where ``model``'s weights came from (random ones as a warning), once per model however
+    many engines share it (:func:`build_model` and each engine call this)."""
+    info = weights_info(model)
+    if info is None:
+        return
+    with _ANNOUNCED_LOCK:
+        if model in _ANNOUNCED:
+            return
+        _ANNOUNCED.add(model)
+    (logger.warning if info.is_random else logger.info)("%s", info.notice)
 
 
 def _construct(ctor: Callable[..., nn.Module], trained: bool) -> nn.Module:

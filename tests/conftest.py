@@ -237,6 +237,23 @@ def rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def marked(size: tuple[int, int]) -> tuple[int, int]:
+    """The size of a ``size`` picture saved from random weights: the label's margin below it."""
+    from nstcam._mark import mark_height
+
+    return size[0], size[1] + mark_height(size[0])
+
+
+def assert_marked(img: Image.Image) -> None:
+    """``img`` (a file of random weights) ends in the label's margin, drawn whole at its width: its
+    last rows are exactly the strip :func:`nstcam._mark.mark_random` adds, above them the picture."""
+    from nstcam._mark import RANDOM_LABEL, caption_strip
+
+    strip = caption_strip([RANDOM_LABEL], img.width).convert(img.mode if img.mode == "L" else "RGB")
+    foot = np.asarray(img.convert(strip.mode))[img.height - strip.height :]
+    assert np.array_equal(foot, np.asarray(strip)), f"{img.size}: no whole label below the picture"
+
+
 def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
     """A seeded RGB test image: 8 px blocks of colour plus fine noise (something for VGG to see)."""
     rng = np.random.default_rng(seed)

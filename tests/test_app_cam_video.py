@@ -12,6 +12,7 @@ from _clipnet import moving_square
 from _media import write_clip
 from PIL import Image
 
+from nstcam._mark import mark_height
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.tabs.cam_video import CLIP_METHODS, cam_video_handler
 
@@ -36,7 +37,10 @@ def test_a_clip_gives_an_overlay_clip_with_audio_a_score_plot_and_a_sheet(models
     assert Path(video).name == "square_cam.mp4" and Path(sheet).name == "square_sheet.png"
     with av.open(video) as f:
         assert sum(1 for _ in f.decode(video=0)) == 24 and len(f.streams.audio) == 1
-    assert Image.open(plot).size == (720, 260) and Image.open(sheet).height == 2 * 64  # a row per class
+    assert Image.open(plot).size == (720, 260 + mark_height(720))  # random weights: said below the plot
+    shown = Image.open(sheet)  # a row per class: a 64 px frame and its caption below, then the mark
+    rows_h = shown.height - mark_height(shown.width)
+    assert rows_h % 2 == 0 and rows_h // 2 > 64 and shown.text["nstcam:random_weights"] == "true"
     assert Image.open(plot).text["nstcam:random_weights"] == "true"  # the plot says so, as the rows do
     assert [r[0] for r in rows] == [1, 2] and all("(random weights)" in r[2] for r in rows)
     assert all(0 <= r[3] <= 1 and "-" in r[4] for r in rows)

@@ -9,10 +9,11 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 import pytest
+from conftest import marked
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models
-from nstcam.app.tabs.cam_volume import AXES, slice_view, volume_handler
+from nstcam.app.tabs.cam_volume import AXES, along, shown_slice, slice_view, volume_handler
 from nstcam.cam.volumes import grey_clip, load_volume
 
 
@@ -36,8 +37,8 @@ def scan(tmp_path_factory) -> Path:
 def test_a_volume_gives_a_slice_viewer_a_grid_and_its_classes(models, scan):
     view, grid, slider, rows, viewed = volume_handler(models, str(scan), "r3d_18", "gradcam")
     assert slider["maximum"] == 23 and slider["value"] == 12 and slider["interactive"] is True
-    assert Image.open(view).size == (40 * 9, 32 * 9)  # slice 12 of 24 along depth, W x H, 9 px a voxel
-    assert Image.open(grid).size == (4 * 40 * 4, 3 * 32 * 4)  # 12 slices, 4 to a row, 4 px a voxel
+    assert Image.open(view).size == marked((40 * 9, 32 * 9))  # slice 12 of 24 along depth, 9 px a voxel
+    assert Image.open(grid).size == marked((4 * 40 * 4, 3 * 32 * 4))  # 12 slices, 4 to a row, 4 px a voxel
     assert Image.open(grid).text["nstcam:random_weights"] == "true"  # the grid says so, as the rows do
     assert Image.open(view).text["nstcam:random_weights"] == "true"
     assert [r[0] for r in rows] == [1, 2, 3] and all(
@@ -52,7 +53,7 @@ def test_a_volume_gives_a_slice_viewer_a_grid_and_its_classes(models, scan):
     assert viewed.result.index == rows[0][1] == want.index
     # the slider draws any slice, each its own file
     first, last = slice_view(models, viewed, 0), slice_view(models, viewed, 23.0)
-    assert first != last and Image.open(first).size == Image.open(last).size == (360, 288)
+    assert first != last and Image.open(first).size == Image.open(last).size == marked((360, 288))
     assert slice_view(models, None, 5) is None  # nothing explained yet: nothing drawn
 
 
@@ -62,7 +63,7 @@ def test_a_volume_gives_a_slice_viewer_a_grid_and_its_classes(models, scan):
 def test_the_viewer_slices_along_any_axis(models, scan, axis, depth, size):
     view, _, slider, _, viewed = volume_handler(models, str(scan), "r3d_18", "layercam", axis)
     assert viewed.axis == AXES[axis] and slider["maximum"] == depth - 1
-    assert Image.open(view).size == size and Image.open(slice_view(models, viewed, depth - 1)).size == size
+    assert Image.open(view).size == marked(size) == Image.open(slice_view(models, viewed, depth - 1)).size
 
 
 def test_the_slider_refuses_slices_out_of_range(models, scan):
@@ -70,6 +71,36 @@ def test_the_slider_refuses_slices_out_of_range(models, scan):
     for bad in (24, -1, "3", None):
         with pytest.raises(gr.Error, match="index must be between 0 and 23"):
             slice_view(models, viewed, bad)
+
+
+def test_a_slice_typed_past_an_end_shows_that_end_and_says_so_in_the_box(models, scan):
+    """Issue 50.1: 100 (or 39) typed in the box of a 24-slice volume: the last slice, the box set to
+    23; before, Gradio's range check raised and the view turned into an error badge."""
+    *_, viewed = volume_handler(models, str(scan), "r3d_18", "gradcam")
+    for typed, end in ((100, 23), (39, 23), (-5, 0), (23.0, 23)):
+        view, box = shown_slice(models, viewed, typed)
+        assert Image.open(view).size == Image.open(slice_view(models, viewed, end)).size
+        assert box == (gr.skip() if typed == end else gr.update(value=end))
+    assert shown_slice(models, None, 100) == (None, gr.skip())
+    with pytest.raises(gr.Error, match="index must be a number, got str"):
+        shown_slice(models, viewed, "3")
+
+
+def test_slice_along_after_explaining_turns_the_view_without_running_the_model(models, scan, monkeypatch):
+    """Issue 50.2: switching depth to height after explaining re-slices the kept map: the slider's
+    range follows (0-31 for the 32 heights), the grid and the view along it; the model is not run."""
+    *_, viewed = volume_handler(models, str(scan), "r3d_18", "gradcam")
+    cam = models.cam("r3d_18", "", "gradcam")
+    monkeypatch.setattr(cam, "explain_volume", lambda *a, **k: pytest.fail("the model ran again"))
+    view, grid, slider, turned = along(models, viewed, "height (H)")
+    assert turned.axis == 1 and turned.result is viewed.result
+    assert slider["maximum"] == 31 and slider["value"] == 16
+    assert Image.open(view).size == marked((40 * 9, 24 * 9))  # a height slice: W x D
+    assert Image.open(grid).size[0] == 4 * 40 * 4
+    want = Image.open(slice_view(models, turned, 16))
+    assert np.array_equal(np.asarray(Image.open(view)), np.asarray(want))
+    assert along(models, turned, "height (H)") == (gr.skip(),) * 4  # the same axis: nothing to do
+    assert along(models, None, "width (W)") == (gr.skip(),) * 4  # nothing explained yet
 
 
 def _npy(tmp_path: Path, name: str, array: np.ndarray | None = None, raw: bytes | None = None) -> Path:

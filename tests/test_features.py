@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import pattern
+from conftest import marked, pattern
 from torch import nn
 
 from nstcam import GradCAM, StyleTransfer, build_model, count_hooks, feature_maps
@@ -76,7 +76,7 @@ def test_cli_features(tmp_path):
         )
         == 0
     )
-    assert Image.open(out).size == (2 * 96, 2 * (72 + 14))  # 56x42 maps: 96x72 tiles
+    assert Image.open(out).size == marked((2 * 96, 2 * (72 + 14)))  # 56x42 maps: 96x72 tiles
     meta = __import__("json").loads(out.with_suffix(".json").read_text())
     assert meta["layer"] == "relu3_1" and len(meta["channels"]) == 4 and meta["random_weights"] is True
     assert (

@@ -9,7 +9,7 @@ import gradio as gr
 
 from nstcam.app.limits import MAX_ECHO
 
-__all__ = ["refuse", "sentence", "shorten"]
+__all__ = ["refuse", "sentence", "shorten", "stopped"]
 
 logger = logging.getLogger("nstcam.app")
 
@@ -39,4 +39,12 @@ def refuse(message: str) -> gr.Error:
     """
     message = shorten(message)
     logger.info("request refused: %s", message)
+    return gr.Error(message, print_exception=False)
+
+
+def stopped(message: str) -> gr.Error:
+    """The error for a run stopped early by its user (Cancel, a closed page) or by this server's
+    time budget: said to the user like a refusal, logged as what it is (not a refusal)."""
+    message = shorten(message)
+    logger.info("request stopped early: %s", message)
     return gr.Error(message, print_exception=False)

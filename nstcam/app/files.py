@@ -15,7 +15,6 @@ import numpy as np
 from gradio.utils import get_upload_folder
 from PIL import Image
 
-from nstcam._mark import mark_random
 from nstcam.app.errors import logger, refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
 from nstcam.video import MediaError, check_media
@@ -66,7 +65,7 @@ class Outbox:
         """Writes ``img`` as ``name`` in a new subfolder and returns its path; an image of random
         weights (``info["nstcam"]``) says so on itself and in its metadata."""
         path = self.reserve(name)
-        save_image(mark_random(img), path)
+        save_image(img, path)  # random weights: said below the picture and in its metadata
         return str(path)
 
     def reserve(self, name: str) -> Path:
@@ -189,6 +188,10 @@ def SafeFile(what: str, **kwargs: Any) -> gr.File:  # noqa: N802 - reads like th
     return comp
 
 
+BAD_UPLOAD = "Bad image"
+"""How the Status names an upload that was taken out again (a run keeps that reason)."""
+
+
 def warn_bad_uploads(images: list[tuple[gr.Image, str]], status: gr.components.Component) -> None:
     """A file that is not an image, dropped into one of ``images`` (component, what it is), is taken
     out again at once and said in ``status``, instead of showing a broken picture until Run."""
@@ -199,7 +202,7 @@ def warn_bad_uploads(images: list[tuple[gr.Image, str]], status: gr.components.C
         try:
             probe_image(path, name=Path(path).name)
         except (ImageError, FileNotFoundError) as e:
-            return None, f"⚠️ Bad image ({what}): {e}"
+            return None, f"⚠️ {BAD_UPLOAD} ({what}): {e}"
         return gr.skip(), gr.skip()
 
     for image, what in images:

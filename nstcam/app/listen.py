@@ -18,6 +18,8 @@ from typing import Any
 
 import gradio as gr
 
+from nstcam.app.files import BAD_UPLOAD
+
 __all__ = ["for_people", "listen"]
 
 
@@ -52,8 +54,10 @@ def listen(
     hidden.click(fn, list(inputs), list(outputs), api_name=api_name, concurrency_id=api_name, **kwargs)
     page_outputs = list(outputs) if status in outputs else [*outputs, status]
     return button.click(
-        for_people(fn, len(outputs), page_outputs.index(status), status not in outputs, done),
-        list(inputs),
+        for_people(
+            fn, len(outputs), page_outputs.index(status), status not in outputs, done, reads_status=True
+        ),
+        [*inputs, status],  # what the Status shows: a bad upload's reason is kept (see for_people)
         page_outputs,
         api_name=False,
         concurrency_id=api_name,
@@ -62,10 +66,20 @@ def listen(
 
 
 def for_people(
-    fn: Callable[..., Any], n: int, at: int, adds_status: bool, done: Callable[..., str] | None = None
+    fn: Callable[..., Any],
+    n: int,
+    at: int,
+    adds_status: bool,
+    done: Callable[..., str] | None = None,
+    reads_status: bool = False,
 ) -> Callable[..., Any]:
     """``fn`` whose refusals become the Status text (index ``at`` of the outputs) instead of an error;
-    ``adds_status``: the status is an extra last output, ``done(*args)`` its text after a success."""
+    ``adds_status``: the status is an extra last output, ``done(*args)`` its text after a success.
+
+    With ``reads_status``, the Status's current text comes as one more input, last: where it says
+    why an upload was taken out (:func:`nstcam.app.files.warn_bad_uploads`), a run refused for the
+    missing file keeps that reason instead of saying "Upload an image."
+    """
 
     def fill(out: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         out = out if isinstance(out, tuple) else (out,)
@@ -75,28 +89,44 @@ def for_people(
             return (*out, "")  # old warning left under the progress bar
         return (*out, done(*args) if done is not None else "")
 
-    def refused(e: gr.Error) -> tuple[Any, ...]:
+    def refused(e: gr.Error, shown: Any) -> tuple[Any, ...]:
         values: list[Any] = [gr.skip()] * (n + adds_status)
-        values[at] = f"⚠️ {e.message}"
+        kept = e.message.startswith("Upload ") and str(shown or "").startswith(f"⚠️ {BAD_UPLOAD}")
+        values[at] = str(shown) if kept else f"⚠️ {e.message}"  # said again: a first step may clear it
         return tuple(values)
+
+    def split(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+        return (args[:-1], args[-1]) if reads_status and args else (args, None)
 
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def run_steps(*args: Any, **kw: Any) -> Any:
+            args, shown = split(args)
             try:
                 for out in fn(*args, **kw):
                     yield fill(out, args)
             except gr.Error as e:
-                yield refused(e)
+                yield refused(e, shown)
 
-        return run_steps
+        return _reading_status(run_steps, fn) if reads_status else run_steps
 
     @functools.wraps(fn)
     def run(*args: Any, **kw: Any) -> Any:
+        args, shown = split(args)
         try:
             return fill(fn(*args, **kw), args)
         except gr.Error as e:
-            return refused(e)
+            return refused(e, shown)
 
-    return run
+    return _reading_status(run, fn) if reads_status else run
+
+
+def _reading_status(wrapper: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` whose signature is ``fn``'s and one more positional parameter, last (after the
+    request and the progress tracker Gradio fills in), for the Status's current text."""
+    params = list(inspect.signature(fn).parameters.values())
+    last = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    shown = inspect.Parameter("shown_status", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+    wrapper.__signature__ = inspect.Signature([*params[:last], shown, *params[last:]])  # type: ignore[attr-defined]
+    return wrapper

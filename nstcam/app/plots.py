@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from nstcam.cam.clips import score_text
 from nstcam.metrics import Faithfulness
 
 __all__ = ["curves_figure", "scores_figure"]
@@ -61,12 +62,13 @@ def scores_figure(result: Any) -> Image.Image:
     ax = fig.add_subplot(1, 1, 1)
     t = result.times()
     for c in result.classes:
-        ax.plot(t, c.frame_scores, label=f"{c.label} (mean {c.score:.2f})")
+        ax.plot(t, c.frame_scores, label=f"{c.label} (mean {score_text(c.score)})")
     first, last = result.classes[0].peak
     ax.axvspan(first / result.fps, (last + 1) / result.fps, alpha=0.15, color="C0")
     ax.set_xlabel("time (s)", fontsize=8)
     ax.set_ylabel("class probability", fontsize=8)
-    ax.set_ylim(bottom=0)
+    top = max(float(np.max(c.frame_scores)) for c in result.classes)
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1)  # the highest line clear of the frame
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7)
     ax.set_title(f"{result.name}: score over time ({result.window}-frame windows)", fontsize=9)

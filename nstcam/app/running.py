@@ -16,7 +16,8 @@ from PIL import Image
 
 from nstcam.app.cancels import mark_run
 from nstcam.app.config import RANDOM_HINT, Runs
-from nstcam.app.errors import refuse, shorten
+from nstcam.app.errors import refuse, shorten, stopped
+from nstcam.cam import StoppedEarly
 from nstcam.image import ImageError
 from nstcam.style import InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
@@ -53,6 +54,8 @@ def fail(e: BaseException) -> gr.Error:
     traceback (logged once, here)."""
     if isinstance(e, gr.Error):
         return e
+    if isinstance(e, StoppedEarly):
+        return stopped(str(e))
     if isinstance(e, (ImageError, FileNotFoundError)):
         return refuse(f"Bad image: {e}")
     if isinstance(e, WeightsUnavailableError):
@@ -79,7 +82,7 @@ def said_by(stop: threading.Event | None, e: gr.Error) -> gr.Error:
     """``e``, led by the time budget's words where the run's budget ran out (a cancel says itself)."""
     reason = getattr(stop, "reason", None)
     if reason and reason not in e.message:
-        return refuse(f"{reason}: {e.message}")
+        return stopped(f"{reason}: {e.message}")
     return e
 
 

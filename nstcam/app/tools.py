@@ -19,8 +19,10 @@ __all__ = ["clip_methods", "fill_doc", "method_choices", "method_note"]
 _IMAGE = "an image as an http(s) URL or a data: URL (PNG, JPEG, WebP...; at most {upload} MB, 40 megapixels)"
 
 
-def fill_doc(doc: str, config: AppConfig) -> str:
-    """An endpoint's docstring ``doc`` with this server's limits and lists filled in."""
+def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
+    """An endpoint's docstring ``doc`` with this server's limits and lists filled in; ``ranges``: a
+    tab's own ranges (``temporal_range=(0, 1000)`` fills ``{temporal_range}`` as "0 to 1000"), from
+    the one tuple its slider and its check read too."""
     on_gpu = config.torch_device.type != "cpu"
     steps = 20 if config.torch_device.type == "cuda" else 10
     fields = {
@@ -48,7 +50,7 @@ def fill_doc(doc: str, config: AppConfig) -> str:
         "video_pixels": config.max_video_pixels,
         "clip_archs": ", ".join(config.clip_archs),
         "clip_methods": ", ".join(clip_methods()),
-    }
+    } | {name: "{:g} to {:g}".format(*bounds) for name, bounds in ranges.items()}
     fields["image"] = _IMAGE.format(**fields)
     return doc.format(**fields)
 

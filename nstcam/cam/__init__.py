@@ -11,7 +11,8 @@ Helpers: ``_dispatch`` (layers, fusion, CUDA graphs), ``_graphed`` (CUDA graphs)
 (augmentation, fusion), ``_checks`` (settings), ``_maps`` (shared steps), ``_tail``, ``_attention``.
 """
 
-from nstcam.cam.clips import ClipClass, VideoCamResult
+from nstcam._checks import StoppedEarly
+from nstcam.cam.clips import ClipClass, VideoCamResult, score_text
 from nstcam.cam.engine import GradCAM
 from nstcam.cam.factorization import Concepts, concepts
 from nstcam.cam.hooks import CamHooks, eval_view
@@ -47,6 +48,7 @@ __all__ = [
     "GradCAM",
     "Method",
     "MethodInfo",
+    "StoppedEarly",
     "VideoCamResult",
     "VolumeResult",
     "arch_kind",
@@ -55,4 +57,5 @@ __all__ = [
     "eval_view",
     "model_kind",
     "overlay_heatmap",
+    "score_text",
 ]

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image
 
-from nstcam._checks import whole
+from nstcam._checks import StoppedEarly, whole
 from nstcam._files import atomic_file
-from nstcam._mark import RANDOM_LABEL
+from nstcam._mark import RANDOM_LABEL, caption_strip, stack_below, tag_weights
 from nstcam.cam._maps import resize_grid, upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.image import save_image
@@ -46,7 +46,7 @@ from nstcam.image import save_image
 if TYPE_CHECKING:
     from nstcam.video.source import VideoInfo
 
-__all__ = ["ClipClass", "VideoCamResult", "explain_video", "window_starts"]
+__all__ = ["ClipClass", "VideoCamResult", "explain_video", "score_text", "window_starts"]
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ class _Ticker:
     def __call__(self) -> None:
         self.done += 1
         if self.progress is not None and self.progress(self.done, self.total) is False:
-            raise ValueError(f"cancelled after {self.done} of {self.total} windows")
+            raise StoppedEarly(f"cancelled after {self.done} of {self.total} windows")
 
 
 def _windows(
@@ -380,44 +380,54 @@ def _write_csv(result: VideoCamResult, path: Path) -> Path:
     return path
 
 
-def _caption(img: Image.Image, lines: list[str]) -> Image.Image:
-    """``lines`` drawn top left on a dark band (PIL's default font)."""
-    draw = ImageDraw.Draw(img)
-    size = max(10, img.height // 18)
-    try:
-        from PIL import ImageFont
+def score_text(score: float) -> str:
+    """A probability as a person reads it: two decimals from 0.1 up, two significant digits below
+    (``0.87``, ``0.0041``; never a flat ``0.00``)."""
+    return f"{score:.2f}" if score >= 0.1 else f"{score:.2g}"
 
-        font = ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1
-        font = None
-    y = 2
-    for line in lines:
-        box = draw.textbbox((4, y), line, font=font)
-        draw.rectangle((box[0] - 2, box[1] - 1, box[2] + 2, box[3] + 1), fill=(0, 0, 0))
-        draw.text((4, y), line, fill=(255, 255, 255), font=font)
-        y = box[3] + 3
-    return img
+
+def _lines(c: ClipClass, i: int, fps: float) -> list[str]:
+    return [f"{c.label} {score_text(c.frame_scores[i])}", f"{i / fps:.2f} s"]
+
+
+def _captioned(img: Image.Image, lines: list[str], height: int) -> Image.Image:
+    """``img`` with ``lines`` in a margin below it (never over the frame), ``height`` px at least."""
+    return stack_below(img, caption_strip(lines, img.width, height))
+
+
+def _caption_height(result: VideoCamResult, width: int, random: bool) -> int:
+    """The tallest caption any frame of any class gets at ``width``: one height for the whole clip."""
+    said = [RANDOM_LABEL] if random else []
+    widest = max(result.classes, key=lambda c: len(c.label))
+    return caption_strip([*_lines(widest, 0, result.fps), *said], width).height
 
 
 def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> None:
-    """Pass 3: the overlay clip (the first class) and the contact sheet (every class)."""
+    """Pass 3: the overlay clip (the first class; each frame's label, score and time in a margin
+    below it, random weights said there too) and the contact sheet (every class)."""
     from nstcam.video.sink import VideoWriter, even_size
     from nstcam.video.source import read_frames
 
-    size = even_size((info.width, info.height), Path(output)) if output else (info.width, info.height)
+    said = [RANDOM_LABEL] if result.random_weights else []
+    below = _caption_height(result, info.width, result.random_weights)
+    framed = (info.width, info.height + below)
+    if output and even_size(framed, Path(output)) != framed:  # 4:2:0 needs even sides: pad, never cut
+        framed = (framed[0] + framed[0] % 2, framed[1] + framed[1] % 2)
     picks = _sheet_frames(result)
     cells: dict[int, list[Image.Image]] = {}
-    writer = VideoWriter(output, info.fps, size, audio_from=info) if output else None
+    meta = {"comment": RANDOM_LABEL} if result.random_weights else None
+    writer = VideoWriter(output, info.fps, framed, audio_from=info, metadata=meta) if output else None
     per_tick = max(1, math.ceil(result.frames / len(result.windows)))
     try:
         for i, frame in enumerate(read_frames(info, result.frames)):
             img = Image.fromarray(frame)
-            if img.size != size:
-                img = img.resize(size, Image.Resampling.BILINEAR)
             if writer is not None:
-                writer.write(_frame_overlay(cam, img, result.classes[0], i, result.fps))
+                first = _frame_overlay(cam, img, result.classes[0], i)
+                shown = Image.new("RGB", framed, (0, 0, 0))
+                shown.paste(_captioned(first, [*_lines(result.classes[0], i, result.fps), *said], below))
+                writer.write(shown)
             if i in picks:
-                cells[i] = [_frame_overlay(cam, img, c, i, result.fps) for c in result.classes]
+                cells[i] = [_frame_overlay(cam, img, c, i) for c in result.classes]
             if (i + 1) % per_tick == 0 or i + 1 == result.frames:
                 tick()
         if writer is not None:
@@ -427,17 +437,13 @@ def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> Non
         if writer is not None:
             writer.abort()
     if contact_sheet:
-        result.contact_sheet = save_image(_sheet(cells, picks, len(result.classes)), contact_sheet)
+        sheet = tag_weights(_sheet(result, cells, picks), result.notice, result.random_weights)
+        result.contact_sheet = save_image(sheet, contact_sheet)  # random weights: marked below it
 
 
-def _frame_overlay(cam, img: Image.Image, c: ClipClass, i: int, fps: float) -> Image.Image:
-    """Frame ``i`` with class ``c``'s heat, its label, score and time (random weights: said)."""
-    heat = c.frame_map(i, img.size)
-    out = overlay_heatmap(img, heat, colormap=cam.colormap, alpha=cam.alpha)
-    lines = [f"{c.label} {c.frame_scores[i]:.2f}", f"{i / fps:.2f} s"]
-    if cam.weights is not None and cam.weights.is_random:
-        lines.append(RANDOM_LABEL)
-    return _caption(out, lines)
+def _frame_overlay(cam, img: Image.Image, c: ClipClass, i: int) -> Image.Image:
+    """Frame ``i`` with class ``c``'s heat."""
+    return overlay_heatmap(img, c.frame_map(i, img.size), colormap=cam.colormap, alpha=cam.alpha)
 
 
 def _sheet_frames(result: VideoCamResult) -> list[int]:
@@ -447,13 +453,16 @@ def _sheet_frames(result: VideoCamResult) -> list[int]:
     return sorted(picks)[: SHEET_COLUMNS + 1]
 
 
-def _sheet(cells: dict[int, list[Image.Image]], picks: list[int], rows: int) -> Image.Image:
-    """The contact sheet: one column per picked frame, one row per class, at most 160 px a cell."""
+def _sheet(result: VideoCamResult, cells: dict[int, list[Image.Image]], picks: list[int]) -> Image.Image:
+    """The contact sheet: one column per picked frame, one row per class, at most 160 px a cell, each
+    cell's label, score and time in a margin below it, wrapped to the cell's width."""
     first = cells[picks[0]][0]
     scale = min(1.0, 160 / max(first.size))
     w, h = max(1, round(first.width * scale)), max(1, round(first.height * scale))
-    sheet = Image.new("RGB", (w * len(picks), h * rows), (0, 0, 0))
+    below = _caption_height(result, w, False)
+    sheet = Image.new("RGB", (w * len(picks), (h + below) * len(result.classes)), (0, 0, 0))
     for col, i in enumerate(picks):
-        for row, cell in enumerate(cells.get(i, [])):
-            sheet.paste(cell.resize((w, h), Image.Resampling.BILINEAR), (col * w, row * h))
+        for row, (c, cell) in enumerate(zip(result.classes, cells.get(i, []), strict=False)):
+            small = cell.resize((w, h), Image.Resampling.BILINEAR)
+            sheet.paste(_captioned(small, _lines(c, i, result.fps), below), (col * w, row * (h + below)))
     return sheet

@@ -45,7 +45,7 @@ from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_s
 from nstcam.layouts import LAYOUTS, input_grid
 from nstcam.preprocess import Preprocess, preprocess_for
 from nstcam.timm_zoo import build_timm, is_timm
-from nstcam.weights import WeightsInfo, build_model, weights_info
+from nstcam.weights import WeightsInfo, announce_weights, build_model, weights_info
 
 __all__ = ["GradCAM"]
 
@@ -160,8 +160,7 @@ class GradCAM(SpaceTime):
         self.categories = _categories(self.weights, self.kind, video=self.frames is not None)
         self._graphs = _graphs_for(self.device, cuda_graphs)
         self._num_classes: int | None = None
-        if self.weights is not None and self.weights.is_random:
-            logger.warning("%s", self.weights.notice)
+        announce_weights(self.model)  # once per model, however many engines share it
 
     # -- public API ---------------------------------------------------------------------------
     def explain(

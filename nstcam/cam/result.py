@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+from nstcam._mark import tag_weights
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam.overlay import mark_region, overlay_heatmap
 from nstcam.metrics import Faithfulness, centre_gaussian, faithfulness, random_map
@@ -62,11 +63,15 @@ class CamResult:
     @property
     def overlay(self) -> Image.Image:
         """The heatmap over the image (``colormap``, ``alpha``; see :func:`overlay_heatmap`), with the
-        detection's box or the segment's outline drawn on it."""
+        detection's box or the segment's outline drawn on it; it carries where the weights came
+        from (``info["nstcam"]``), which :func:`nstcam.save_image` keeps and, for random weights,
+        says below the picture."""
         out = overlay_heatmap(self.image, self.heatmap, colormap=self.colormap, alpha=self.alpha)
-        if self.box is None and self.mask is None:
-            return out
-        return mark_region(out, box=self.box, mask=self.mask)
+        if self.box is not None or self.mask is not None:
+            out = mark_region(out, box=self.box, mask=self.mask)
+        out.info.pop("nstcam", None)  # the photo's own tags are not this map's
+        said = (self.weights.notice, self.weights.is_random) if self.weights else ("custom model", False)
+        return tag_weights(out, *said)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no pixel data)."""

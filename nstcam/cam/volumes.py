@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from nstcam._checks import whole
+from nstcam._checks import StoppedEarly, whole
 from nstcam._mark import tag_weights
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
@@ -193,7 +193,7 @@ def explain_volume(
 
     def tick(done: int) -> None:
         if progress is not None and progress(done, 2) is False:
-            raise ValueError(f"cancelled after {done} of 2 passes")
+            raise StoppedEarly(f"cancelled after {done} of 2 passes")
 
     vol = load_volume(volume)
     x = vol[None].to(cam.device)

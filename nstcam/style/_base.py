@@ -14,7 +14,7 @@ from nstcam._device import bf16_autocast, pick_device
 from nstcam.style._compiled import compile_stats
 from nstcam.style._memory import estimate_run
 from nstcam.style._runtime import Runtime, prepare_features
-from nstcam.weights import WeightsInfo, build_model, weights_info
+from nstcam.weights import WeightsInfo, announce_weights, build_model, weights_info
 
 __all__ = ["StyleEngine"]
 
@@ -47,8 +47,7 @@ class StyleEngine:
         net = prepare_features(features, device, fold_bn=fold_bn, channels_last=channels_last)
         compile = device.type == "cuda" if compile is None else bool(compile)
         self._rt = Runtime(net, device, bf16_autocast(bool(amp), device), channels_last, info, compile)
-        if info.is_random:
-            logger.warning("%s", info.notice)
+        announce_weights(model)  # once per model, however many engines share it
 
     # -- read-only views of the runtime --------------------------------------------------------
     net = property(lambda self: self._rt.net, doc="The (folded, frozen) VGG16_bn features that run.")

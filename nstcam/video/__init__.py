@@ -18,13 +18,20 @@ from nstcam.video.source import (
     probe_video,
     read_frames,
 )
-from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT, FrameInfo, VideoResult, stylize_video
+from nstcam.video.stylize import (
+    DEFAULT_TEMPORAL_WEIGHT,
+    TEMPORAL_WEIGHT_RANGE,
+    FrameInfo,
+    VideoResult,
+    stylize_video,
+)
 from nstcam.video.warping import certainty, warp, warping_error
 
 __all__ = [
     "CODECS",
     "CONTAINERS",
     "DEFAULT_TEMPORAL_WEIGHT",
+    "TEMPORAL_WEIGHT_RANGE",
     "FLOW_METHODS",
     "FlowEstimator",
     "FrameInfo",

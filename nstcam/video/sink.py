@@ -38,6 +38,17 @@ def even_size(size: tuple[int, int], output: str | os.PathLike) -> tuple[int, in
     return w, h
 
 
+def _even_footer(footer: Image.Image, size: tuple[int, int], path: Path) -> Image.Image:
+    """``footer`` as wide as the frames, one black row added where the encoder needs even sides."""
+    if footer.width != size[0]:
+        raise ValueError(f"footer is {footer.width} px wide, the frames {size[0]} px")
+    if footer.height % 2 and even_size((2, footer.height), path) != (2, footer.height):
+        out = Image.new("RGB", (footer.width, footer.height + 1), (0, 0, 0))
+        out.paste(footer, (0, 0))
+        return out
+    return footer
+
+
 def _is_folder(path: Path) -> bool:
     return path.is_dir() or not path.suffix
 
@@ -53,6 +64,10 @@ class VideoWriter:
         audio_from: the source clip, whose audio stream is copied (or re-encoded where the container
             needs another codec) over the frames written.
         crf: quality of H.264/VP9 (lower is better; 18 is visually lossless for H.264).
+        metadata: the container's tags (``{"comment": ...}``: random weights say so); a folder of
+            PNG frames has none.
+        footer: a strip as wide as the frames drawn under every one (a file's frames are then that
+            much taller; random weights say so there), never over the picture.
 
     Use as a context manager; :meth:`close` finishes the file (``abort`` leaves no file).
     """
@@ -65,9 +80,12 @@ class VideoWriter:
         *,
         audio_from: VideoInfo | None = None,
         crf: int = 18,
+        metadata: dict[str, str] | None = None,
+        footer: Image.Image | None = None,
     ) -> None:
         self.path = Path(path)
         self.size = size
+        self._footer = None if footer is None else _even_footer(footer.convert("RGB"), size, self.path)
         self.fps = fps
         self.frames = 0
         audio = audio_from if audio_from is not None and audio_from.has_audio else None
@@ -84,12 +102,14 @@ class VideoWriter:
             )
         if size != even_size(size, self.path):
             raise ValueError(f"output: {ext} needs even sides, got {size[0]}x{size[1]} (see even_size)")
+        footed = (size[0], size[1] + (0 if self._footer is None else self._footer.height))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = self._stack.enter_context(atomic_file(self.path, ext))
         self._out = self._stack.enter_context(av.open(fh, "w", format=_FORMATS[ext]))
+        self._out.metadata.update(metadata or {})
         rate = Fraction(fps).limit_denominator(1001)
         self._stream = self._out.add_stream(CODECS[ext], rate=rate)
-        self._stream.width, self._stream.height = size
+        self._stream.width, self._stream.height = footed
         self._stream.pix_fmt = "pal8" if ext == ".gif" else "yuv420p"
         if ext != ".gif":
             self._stream.options = {"crf": str(crf)} | ({"b:v": "0"} if ext == ".webm" else {})
@@ -107,6 +127,8 @@ class VideoWriter:
                 f"frame is {a.shape[1]}x{a.shape[0]} px, the clip is {self.size[0]}x{self.size[1]}"
             )
         self.frames += 1
+        if self._footer is not None:
+            a = np.concatenate([a[..., :3], np.asarray(self._footer)], axis=0)
         if self._folder:
             save_image(Image.fromarray(a), self.path / f"frame_{self.frames:06d}.png")
             return

@@ -27,6 +27,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import finite, whole
+from nstcam._mark import RANDOM_LABEL, caption_strip
 from nstcam._terminal import watching
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageSource, long_side_size
@@ -40,6 +41,8 @@ __all__ = ["DEFAULT_TEMPORAL_WEIGHT", "FrameInfo", "VideoResult", "stylize_video
 logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPORAL_WEIGHT = 50.0
+TEMPORAL_WEIGHT_RANGE = (0.0, 1000.0)
+"""The temporal weights the app offers (its slider, its check, its API description: one source)."""
 """Weight of the temporal loss next to content 1 and style 50. ``tests/benchmarks/bench_video.py``:
 at 50 the frames keep the baseline's style loss and the warping error falls to about 0.1x; at 100
 and above the style loss creeps up frame by frame (the frames hold on to their predecessors)."""
@@ -89,7 +92,8 @@ class VideoResult:
         path: the video file or folder written.
         frames: frames written (fewer than the clip's after a cancel).
         fps: frame rate written.
-        size: (width, height) of the frames.
+        size: (width, height) of the frames (random weights: the file's frames are taller, the
+            label's margin below each).
         warping_error: flicker, the mean over frame pairs of the masked squared difference between
             each output frame and the previous one warped by the input's motion (Lai et al. 2018;
             :func:`nstcam.video.warping_error`); None where it is not measured: fewer than two
@@ -234,7 +238,15 @@ def stylize_video(
     per_pass = max(1, whole("steps", steps, minimum=1) // passes)
     call = {**params, "size": max(dims), "steps": per_pass, "seed": seed, "progress_bar": False}
     run = _Run(engine, style, call, info, n, temporal_weight, est, progress, t0)
-    writer = VideoWriter(output, info.fps, dims, audio_from=info)
+    marked = bool(engine.weights.is_random or est.is_random)  # said under every frame and in its tags
+    writer = VideoWriter(
+        output,
+        info.fps,
+        dims,
+        audio_from=info,
+        metadata={"comment": RANDOM_LABEL} if marked else None,
+        footer=caption_strip([RANDOM_LABEL], dims[0]) if marked else None,
+    )
     shown = watching() if progress_bar is None else bool(progress_bar)
     bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not shown, leave=False)
     try:
@@ -254,7 +266,7 @@ def stylize_video(
         writer.abort()
         raise ValueError(f"{info.name}: cancelled before the first frame was done; nothing was written")
     path = writer.close()
-    random = bool(engine.weights.is_random or est.is_random)
+    random = marked
     used = {k: v for k, v in call.items() if k != "progress_bar"}
     used.update(
         steps=steps,

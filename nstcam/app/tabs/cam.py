@@ -14,7 +14,7 @@ from PIL import Image
 from nstcam._mark import tag_weights
 from nstcam.app.cam_limits import cam_request
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.errors import refuse
+from nstcam.app.errors import refuse, stopped
 from nstcam.app.files import SafeImage, warn_bad_uploads
 from nstcam.app.found import check_found, class_choices, findings_or_refusal, found_caption, found_row
 from nstcam.app.layers import default_layer, layer_choices
@@ -130,7 +130,8 @@ def cam_handler(
         (out.save(tag_weights(r.overlay, notice, random), f"overlay_{i + 1}.png"), found_caption(r, mark))
         for i, r in enumerate(results)
     ]
-    heat = out.save(Image.fromarray((results[0].heatmap * 255).astype(np.uint8), "L"), "heatmap.png")
+    heat = Image.fromarray((results[0].heatmap * 255).astype(np.uint8), "L")
+    heat = out.save(tag_weights(heat, notice, random), "heatmap.png")
     table = [found_row(i + 1, r, mark) for i, r in enumerate(results)]
     return gallery, heat, table
 
@@ -220,7 +221,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             def report(done: int, total: int) -> None:  # Score-CAM & co: a pass per chunk of channels
                 # Cancel, an API cancel, a closed page: the engine removes its hooks in its finally
                 if stop.is_set():
-                    raise refuse(f"{halted(stop)} after {done} of {total} masked images")
+                    raise stopped(f"{halted(stop)} after {done} of {total} masked images")
                 # the request yields: Gradio can close it (cancel, a closed page) between chunks
                 put((done, total))
 

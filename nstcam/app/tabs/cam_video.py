@@ -45,12 +45,16 @@ Args:
     trim: true: a clip over the limit is cut to what fits; false: it is refused with the limit.
 
 Returns:
-    result_video: the clip with the first class's heatmap over each frame, its label and score drawn (mp4, the input's audio).
+    result_video: the clip with the first class's heatmap over each frame, its label, score and time in a margin below each frame (mp4, the input's audio).
     scores: a plot of each class's probability over time, its strongest window shaded.
     contact_sheet: 8 frames with each class's heatmap, one row per class.
     top_classes: a table of rank, class index, label, mean probability and the frames where it is strongest.
 """
 """The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
+
+
+HEADERS = ("rank", "class", "label", "probability", "peak frames")
+"""The table's columns (short: the table fits beside the clip at a 1400 px viewport)."""
 
 
 def cam_video_handler(
@@ -153,7 +157,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             plot = gr.Image(label="Score over time", type="filepath", interactive=False, elem_id="camv-plot")
             sheet = gr.Image(label="Contact sheet", type="filepath", interactive=False, elem_id="camv-sheet")
             table = gr.Dataframe(
-                headers=["rank", "class", "label", "probability", "strongest frames"],
+                headers=list(HEADERS),
                 label="Top classes",
                 elem_id="camv-table",
             )
@@ -177,8 +181,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         except Exception as e:
             raise fail(e) from e
         clip, figure, contact, rows = res.value
-        head = ["rank", "class", "label", "probability", "strongest frames"]
-        yield clip, figure, contact, {"headers": head, "data": rows}
+        yield clip, figure, contact, {"headers": list(HEADERS), "data": rows}
 
     listen(
         run,

@@ -32,7 +32,16 @@ from nstcam.app.running import Result, cancel_on, check, fail, in_thread, said_b
 from nstcam.app.tools import clip_methods
 from nstcam.cam.volumes import VolumeResult, grey_clip, load_volume, volume_header
 
-__all__ = ["AXES", "MIN_SIDE", "Viewed", "slice_view", "tab", "volume_handler"]
+__all__ = [
+    "AXES",
+    "MIN_SIDE",
+    "Viewed",
+    "along",
+    "shown_slice",
+    "slice_view",
+    "tab",
+    "volume_handler",
+]
 
 AXES = {"depth (D)": 0, "height (H)": 1, "width (W)": 2}
 """The slider's axes, as the page names them."""
@@ -148,6 +157,32 @@ def slice_view(models: Models, viewed: Viewed | None, index: Any) -> str | None:
     return models.outbox.save(img, f"slice_{int(index)}.png")
 
 
+def along(models: Models, viewed: Viewed | None, axis: str) -> tuple[Any, Any, Any, Any]:
+    """The explained volume seen along ``axis`` (the "Slice along" choice, after explaining): its
+    middle slice, its slice grid, the slider's range and the session's new view; the model does not
+    run again. Before a volume is explained, nothing changes."""
+    if viewed is None or axis not in AXES or AXES[axis] == viewed.axis:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    turned = Viewed(viewed.result, AXES[axis])
+    depth = turned.result.depths[turned.axis]
+    grid = _enlarged(turned.result.slices(axis=turned.axis), SHOWN["grid"])
+    slider = gr.update(minimum=0, maximum=depth - 1, value=depth // 2, interactive=True)
+    shown = slice_view(models, turned, depth // 2)
+    return shown, models.outbox.save(grid, f"slices_{axis.split()[0]}.png"), slider, turned
+
+
+def shown_slice(models: Models, viewed: Viewed | None, index: Any) -> tuple[Any, Any]:
+    """The slice view for the slider's value, and the slider's value where it was past an end of the
+    volume's slices (typed in its box), set to that end (else left as it is)."""
+    if viewed is None:
+        return None, gr.skip()
+    if not isinstance(index, (int, float)) or isinstance(index, bool):  # the gate lets only numbers by
+        raise refuse(f"index must be a number, got {type(index).__name__}")
+    depth = viewed.result.depths[viewed.axis]
+    at = min(max(int(index), 0), depth - 1)
+    return slice_view(models, viewed, at), (gr.update(value=at) if at != index else gr.skip())
+
+
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Explain a volume" tab (the page's only: no API endpoint)."""
     side = round(config.max_volume_values ** (1 / 3))
@@ -233,10 +268,17 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         concurrency_id="gradcam_volume",
     )
     cancel_on(cancel, runs, "volume")
-    index.change(  # a refusal here is a hostile request's: the slider's own range never gives one
-        lambda viewed, index: slice_view(models, viewed, index),
+    index.change(  # a number typed past an end shows the end slice; the view never turns to an error
+        lambda viewed, index: shown_slice(models, viewed, index),
         [viewed, index],
-        [view],
+        [view, index],
         api_name=False,
         trigger_mode="always_last",
+        preprocess=False,  # the value as sent: Gradio's own check against the narrowed range would raise
+    )
+    axis.change(  # after explaining: the same maps along another axis, the model not run again
+        lambda viewed, axis: along(models, viewed, axis),
+        [viewed, axis],
+        [view, grid, index, viewed],
+        api_name=False,
     )

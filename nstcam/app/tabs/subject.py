@@ -35,6 +35,9 @@ from nstcam.style import Cancelled
 
 __all__ = ["DOC", "subject_handler", "tab"]
 
+FEATHER_RANGE = (0, 64)
+"""The mask's soft edge a request may ask for, px (the slider, the check and the API description)."""
+
 DOC = """Style transfer around the subject: Grad-CAM finds what the classifier recognises (the cat, the
 cup), then the style is painted on the background only (or on the subject only), and a report says
 whether the classifier still recognises the subject afterwards. Costs about as much as stylize.
@@ -44,7 +47,7 @@ Args:
     style: the painting or texture: {image}.
     mode: "background" (default: style everything but the subject) or "subject" (style only it).
     threshold: saliency above which a pixel is the subject, 0 to 1 (default 0.4).
-    feather: soft edge of the mask in px, 0 to 64 (default 8).
+    feather: soft edge of the mask in px, {feather_range} (default 8).
     size: long side of the result in px, 64 to {max_size}.
     steps: optimisation steps, 1 to {max_steps}.
     model: the classifier that finds the subject, one of {archs} (default resnet50).
@@ -88,7 +91,7 @@ def subject_handler(
             raise refuse("Upload a content image and a style image.")
         request_cost("subject_aware", cfg, size, steps).check()
         check(threshold, "threshold", 0, 1)
-        check(feather, "feather", 0, 64)
+        check(feather, "feather", *FEATHER_RANGE)
         img, style_img = load_upload(content, "content"), load_upload(style, "style")
         engine, cam = models.style(), models.cam(model, default_layer(model), "gradcam")
     except Exception as e:
@@ -165,7 +168,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 sa_cancel = gr.Button("Cancel", variant="stop", elem_id="sa-cancel")
             sa_mode = gr.Radio(["background", "subject"], value="background", label="Stylise the")
             sa_threshold = gr.Slider(0, 1, value=0.4, step=0.05, label="Saliency threshold")
-            sa_feather = gr.Slider(0, 32, value=8, step=1, label="Feather (px)")
+            sa_feather = gr.Slider(*FEATHER_RANGE, value=8, step=1, label="Feather (px)")
             sa_size, sa_steps = size_steps(config)
             sa_arch = gr.Dropdown(list(config.cam_archs), value="resnet50", label="Classifier")
         with gr.Column():
@@ -192,7 +195,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
 
     warn_bad_uploads([(sa_content, "content"), (sa_style, "style")], sa_status)
 
-    @endpoint(subject_handler, fill_doc(DOC, config), runs=(runs, "subject"))
+    @endpoint(subject_handler, fill_doc(DOC, config, feather_range=FEATHER_RANGE), runs=(runs, "subject"))
     def subject_aware(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, ...]]:
         saved: dict = {}
         for item in subject_handler(models, **params, stop=stop):

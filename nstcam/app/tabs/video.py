@@ -31,6 +31,7 @@ from nstcam.app.tools import fill_doc
 from nstcam.image import long_side_size
 from nstcam.video import (
     DEFAULT_TEMPORAL_WEIGHT,
+    TEMPORAL_WEIGHT_RANGE,
     VideoError,
     VideoResult,
     check_limits,
@@ -54,7 +55,7 @@ Args:
     style: the painting or texture whose style is transferred: {image}.
     size: long side of the frames in px, 64 to {max_size}.
     steps: optimisation steps per frame, 1 to {max_steps}.
-    temporal_weight: weight of the temporal loss, 0 to 10000 (default 50; 0: every frame alone, flickers).
+    temporal_weight: weight of the temporal loss, {temporal_range} (default 50; 0: every frame alone, flickers).
     max_seconds: stylise at most this many seconds from the start (0: the server's limit).
     trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
     seed: random seed, >= 0.
@@ -126,7 +127,7 @@ def video_handler(
         if video is None or style is None:
             raise refuse("Upload a video and a style image.")
         style_cost(cfg, size, steps).check()  # its size and steps, as a style request's
-        check(temporal_weight, "temporal_weight", 0, 1e4)
+        check(temporal_weight, "temporal_weight", *TEMPORAL_WEIGHT_RANGE)
         check(max_seconds, "max_seconds", 0, 1e6)
         info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
         style_img = load_upload(style, "style")
@@ -202,8 +203,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 1, config.max_steps, value=min(50, config.max_steps), step=1, label="Steps per frame"
             )
             temporal = gr.Slider(
-                0,
-                1000,
+                *TEMPORAL_WEIGHT_RANGE,
                 value=DEFAULT_TEMPORAL_WEIGHT,
                 step=5,
                 label="Temporal weight",
@@ -223,7 +223,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
 
     warn_bad_uploads([(style, "style")], status)
 
-    @endpoint(video_handler, fill_doc(DOC, config), runs=(runs, "video"))
+    @endpoint(
+        video_handler, fill_doc(DOC, config, temporal_range=TEMPORAL_WEIGHT_RANGE), runs=(runs, "video")
+    )
     def stylize_video(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, str, Any, Any]]:
         frame = None  # every output a file path or None, as the API says: the last frame repeated
         for image, text, path in video_handler(models, **params, stop=stop):
