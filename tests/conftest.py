@@ -244,6 +244,13 @@ def marked(size: tuple[int, int]) -> tuple[int, int]:
     return size[0], size[1] + mark_height(size[0])
 
 
+def marked_clip(size: tuple[int, int]) -> tuple[int, int]:
+    """The frame size of a clip of ``size`` frames written from random weights: the label's margin
+    below each, made even for H.264."""
+    w, h = marked(size)
+    return w, h + (h - size[1]) % 2
+
+
 def assert_marked(img: Image.Image) -> None:
     """``img`` (a file of random weights) ends in the label's margin, drawn whole at its width: its
     last rows are exactly the strip :func:`nstcam._mark.mark_random` adds, above them the picture."""

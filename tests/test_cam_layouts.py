@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from conftest import marked
 from torch import nn
 from torchvision.models import swin_t, vit_b_16
 
@@ -199,7 +200,8 @@ def test_the_app_and_the_cli_take_the_new_archs(tmp_path):
     src = tmp_path / "a.png"
     Image.fromarray((np.random.default_rng(2).random((48, 64, 3)) * 255).astype(np.uint8)).save(src)
     gallery, heat, _ = cam_handler(models, str(src), "swin_t", "", "gradcam", 2)  # "": the default
-    assert len(gallery) == 2 and Image.open(heat).size == (64, 48) and "random weights" in gallery[0][1]
+    assert len(gallery) == 2 and Image.open(heat).size == marked((64, 48))
+    assert "random weights" in gallery[0][1]
     out = tmp_path / "cams"
     assert main(["cam", str(src), "-o", str(out), "--arch", "convnext_tiny", "--weights", "random",
                  "--input-size", "64"]) == 0  # fmt: skip

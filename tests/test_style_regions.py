@@ -151,7 +151,7 @@ def test_stylize_many_and_batch_apply_the_regions_to_every_image(st, images, tmp
     one = st.stylize(content, [brick, hubble], **kw)
     many = st.stylize_many([content, content], [brick, hubble], **kw)
     batch = st.stylize_batch([content], [brick, hubble], tmp_path, **kw)
-    for img in (*many, Image.open(batch[0])):
-        assert np.abs(np.asarray(img, np.int16) - np.asarray(one, np.int16)).max() <= 2
+    for img in (*many, Image.open(batch[0])):  # a saved file: random weights said below the picture
+        assert np.abs(np.asarray(img, np.int16)[: one.height] - np.asarray(one, np.int16)).max() <= 2
     with pytest.raises(ValueError, match="style_masks has 1 masks"):
         st.stylize_batch([content], [brick, hubble], tmp_path, style_masks=[left])

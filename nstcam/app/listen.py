@@ -95,14 +95,20 @@ def for_people(
         values[at] = str(shown) if kept else f"⚠️ {e.message}"  # said again: a first step may clear it
         return tuple(values)
 
-    def split(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
-        return (args[:-1], args[-1]) if reads_status and args else (args, None)
+    positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in _params(fn))
+
+    def split(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
+        if not reads_status:
+            return args, None
+        if "shown_status" in kw:
+            return args, kw.pop("shown_status")
+        return (args[:-1], args[-1]) if len(args) > positional else (args, None)
 
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def run_steps(*args: Any, **kw: Any) -> Any:
-            args, shown = split(args)
+            args, shown = split(args, kw)
             try:
                 for out in fn(*args, **kw):
                     yield fill(out, args)
@@ -113,7 +119,7 @@ def for_people(
 
     @functools.wraps(fn)
     def run(*args: Any, **kw: Any) -> Any:
-        args, shown = split(args)
+        args, shown = split(args, kw)
         try:
             return fill(fn(*args, **kw), args)
         except gr.Error as e:
@@ -125,8 +131,12 @@ def for_people(
 def _reading_status(wrapper: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
     """``wrapper`` whose signature is ``fn``'s and one more positional parameter, last (after the
     request and the progress tracker Gradio fills in), for the Status's current text."""
-    params = list(inspect.signature(fn).parameters.values())
+    params = _params(fn)
     last = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
     shown = inspect.Parameter("shown_status", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
     wrapper.__signature__ = inspect.Signature([*params[:last], shown, *params[last:]])  # type: ignore[attr-defined]
     return wrapper
+
+
+def _params(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    return list(inspect.signature(fn).parameters.values())
