@@ -57,8 +57,8 @@ class FeatureMaps:
 
 def _target(obj: Any, layer: str) -> tuple[nn.Module, str, torch.device, str]:
     """(network, module name, device, kind) for a StyleTransfer, a GradCAM or a plain module."""
-    if hasattr(obj, "net") and hasattr(obj, "stylize"):  # StyleTransfer: VGG16_bn human names
-        return obj.net, str(layer_index(layer)), obj.device, "vgg"
+    if hasattr(obj, "net") and hasattr(obj, "stylize"):  # StyleTransfer: its VGG's human names
+        return obj.net, str(layer_index(layer, obj.layers)), obj.device, "vgg"
     model = obj.model if hasattr(obj, "explain") else obj
     if not isinstance(model, nn.Module):
         raise TypeError(
@@ -154,7 +154,9 @@ def feature_maps(
     if hasattr(model_or_engine, "preprocess"):
         x = model_or_engine.preprocess(img)
     elif kind == "vgg":
-        x = normalize(image_to_tensor(resize_long_side(img, input_size), device))
+        pre = getattr(model_or_engine, "preprocessing", None)  # a StyleTransfer's own (caffe's...)
+        x = image_to_tensor(resize_long_side(img, input_size), device)
+        x = pre.normalize(x) if pre is not None else normalize(x)
     else:
         pre = preprocess_for(net, mean=mean, std=std)
         w, h = img.size

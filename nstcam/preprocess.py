@@ -67,6 +67,9 @@ class Preprocess:
         input_size: the shorter side in pixels; None: the engine's own default.
         interpolation: ``"bilinear"``, ``"bicubic"`` or ``"nearest"``.
         source: where these came from (shown in notes and reports).
+        bgr: the model takes its channels in BGR order (caffe's); ``mean`` and ``std`` are still
+            given per RGB channel. A caffe VGG's (BGR, 0-255, less the means 103.939, 116.779,
+            123.68): :meth:`caffe`.
     """
 
     mean: tuple[float, float, float] = IMAGENET_MEAN
@@ -74,6 +77,7 @@ class Preprocess:
     input_size: int | None = None
     interpolation: str = "bilinear"
     source: str = "given"
+    bgr: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", _triple("mean", self.mean))
@@ -84,13 +88,22 @@ class Preprocess:
         if self.input_size is not None and (not isinstance(self.input_size, int) or self.input_size < 16):
             raise ValueError("input_size must be a whole number of pixels, 16 or more")
 
+    @classmethod
+    def caffe(cls, source: str = "caffe") -> Preprocess:
+        """A caffe-trained VGG's (Keras' ``preprocess_input``, neural-style-pt's models): BGR,
+        0-255, less the per-channel means (B 103.939, G 116.779, R 123.68), not scaled."""
+        means = (123.68, 116.779, 103.939)  # R, G, B
+        return cls(tuple(m / 255 for m in means), (1 / 255,) * 3, source=source, bgr=True)  # type: ignore[arg-type]
+
     def normalize(self, t: torch.Tensor) -> torch.Tensor:
-        """``(t - mean) / std`` of a ``(..., 3, H, W)`` tensor in [0, 1]."""
-        return normalize(t, self.mean, self.std)
+        """``(t - mean) / std`` of a ``(..., 3, H, W)`` RGB tensor in [0, 1], its channels then in
+        the model's order."""
+        out = normalize(t, self.mean, self.std)
+        return out.flip(-3) if self.bgr else out
 
     def denormalize(self, t: torch.Tensor) -> torch.Tensor:
         """Inverse of :meth:`normalize`."""
-        return denormalize(t, self.mean, self.std)
+        return denormalize(t.flip(-3) if self.bgr else t, self.mean, self.std)
 
     @property
     def resample(self) -> Image.Resampling:
@@ -98,7 +111,7 @@ class Preprocess:
 
     @property
     def is_imagenet(self) -> bool:
-        return self.mean == IMAGENET_MEAN and self.std == IMAGENET_STD
+        return self.mean == IMAGENET_MEAN and self.std == IMAGENET_STD and not self.bgr
 
 
 def _from_transform(transform: Any) -> Preprocess:
@@ -165,9 +178,10 @@ def preprocess_for(
     std: Any = None,
     transform: Any = None,
     warn: bool = True,
+    bgr: bool | None = None,
 ) -> Preprocess:
-    """What ``model`` takes: ``transform``, then ``mean`` / ``std`` over it; else the model's own;
-    else ImageNet statistics with a warning (see the module docstring)."""
+    """What ``model`` takes: ``transform``, then ``mean`` / ``std`` (and ``bgr``) over it; else the
+    model's own; else ImageNet statistics with a warning (see the module docstring)."""
     base = _from_transform(transform) if transform is not None else _from_model(model)
     if base is None:
         if mean is None or std is None:
@@ -187,4 +201,6 @@ def preprocess_for(
             std=base.std if std is None else _triple("std", std, positive=True),
             source="given",
         )
+    if bgr is not None and bool(bgr) != base.bgr:
+        base = replace(base, bgr=bool(bgr), source="given")
     return base

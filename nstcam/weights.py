@@ -87,6 +87,8 @@ _CLASSIFIERS = (
     "vgg11_bn",
     "vgg13_bn",
     "vgg19_bn",
+    "vgg16",  # plain VGGs: style transfer's other networks (nstcam.style.STYLE_ARCHS), classifiers too
+    "vgg19",
 )
 
 ARCHS: dict[str, tuple[Callable[..., nn.Module], models.WeightsEnum]] = {

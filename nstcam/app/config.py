@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 import torch
@@ -13,7 +14,9 @@ import torch
 from nstcam._device import pick_device
 from nstcam.app.files import Outbox
 from nstcam.cam import GradCAM
+from nstcam.preprocess import Preprocess
 from nstcam.style import StyleTransfer
+from nstcam.style.vgg import STYLE_ARCHS
 from nstcam.weights import VIDEO_ARCHS, WeightsUnavailableError, build_model
 
 __all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "RunStop", "Runs"]
@@ -86,6 +89,13 @@ class AppConfig:
         max_request_seconds: wall-clock budget of one clip, volume or style request, after which it
             stops at its next step or window and says so [NSTCAM_MAX_REQUEST_SECONDS; 600 on CPU,
             300 on GPU].
+        style_arch: the VGG style transfer runs on, one of :data:`nstcam.style.STYLE_ARCHS`
+            [NSTCAM_STYLE_ARCH; vgg16_bn].
+        style_weights: a VGG state dict in torchvision's layout for ``style_arch`` instead of
+            torchvision's official weights [NSTCAM_STYLE_WEIGHTS; none: the official ones].
+        style_preprocess: how that network takes images: ``"imagenet"`` (torchvision's) or
+            ``"caffe"`` (BGR, 0-255, less the means: caffe-converted VGGs) [NSTCAM_STYLE_PREPROCESS;
+            imagenet].
     """
 
     random_weights: bool = False
@@ -102,6 +112,9 @@ class AppConfig:
     max_video_frames: int | None = None
     max_volume_voxel_passes: int | None = None
     max_request_seconds: float | None = None
+    style_arch: str | None = None
+    style_weights: str | None = None
+    style_preprocess: str | None = None
 
     def __post_init__(self) -> None:
         self.torch_device = pick_device(self.device)
@@ -135,6 +148,19 @@ class AppConfig:
         self.max_request_seconds = float(
             self.max_request_seconds or _env_number("NSTCAM_MAX_REQUEST_SECONDS", 300 if on_gpu else 600)
         )
+        self.style_arch = self.style_arch or os.environ.get("NSTCAM_STYLE_ARCH") or "vgg16_bn"
+        if self.style_arch not in STYLE_ARCHS:
+            raise ValueError(
+                f"NSTCAM_STYLE_ARCH must be one of {', '.join(STYLE_ARCHS)}, got {self.style_arch!r}"
+            )
+        self.style_weights = self.style_weights or os.environ.get("NSTCAM_STYLE_WEIGHTS") or None
+        self.style_preprocess = (
+            self.style_preprocess or os.environ.get("NSTCAM_STYLE_PREPROCESS") or "imagenet"
+        )
+        if self.style_preprocess not in ("imagenet", "caffe"):
+            raise ValueError(
+                f"NSTCAM_STYLE_PREPROCESS must be imagenet or caffe, got {self.style_preprocess!r}"
+            )
 
     @property
     def cam_archs(self) -> tuple[str, ...]:
@@ -181,6 +207,22 @@ class AppConfig:
     def weights(self) -> str:
         return "random" if self.random_weights else "imagenet"
 
+    @property
+    def style_network(self) -> str:
+        """Which network and weights style transfer runs on, as the page says it."""
+        if self.random_weights:
+            return f"{self.style_arch}, seeded random weights"
+        if self.style_weights:
+            pre = " (caffe preprocessing)" if self.style_preprocess == "caffe" else ""
+            return f"{self.style_arch}, the weights in {Path(self.style_weights).name}{pre}"
+        return f"{self.style_arch}, torchvision's official ImageNet weights"
+
+    def style_engine(self) -> StyleTransfer:
+        """A style engine on :attr:`style_network`."""
+        weights = "random" if self.random_weights else (self.style_weights or "imagenet")
+        caffe = Preprocess.caffe() if self.style_preprocess == "caffe" else None
+        return StyleTransfer(weights, device=self.torch_device, arch=self.style_arch, transform=caffe)
+
 
 class Models:
     """Loads each model once per process (thread-safe) and hands out engines built on them.
@@ -202,7 +244,7 @@ class Models:
     def style(self) -> StyleTransfer:
         with self._lock:
             if self._style is None:
-                self._style = StyleTransfer(self.config.weights, device=self.config.torch_device)
+                self._style = self.config.style_engine()
             return self._style
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:

@@ -68,6 +68,7 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             f"{config.max_steps} steps, uploads up to {config.max_upload_mb:g} MB, Score-CAM up to "
             f"{config.scorecam_budget} masked images (channels x top-k) per request"
             + (" (CPU limits; a GPU Space allows more)." if on_cpu else ".")
+            + f" Style transfer runs on {config.style_network}."
         )
         gr.Markdown(limits, elem_id="limits")
         for title, tab in TABS:

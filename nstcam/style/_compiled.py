@@ -26,14 +26,13 @@ from torch import nn
 
 from nstcam._capture import adopt_cudagraph_trees, capture_turn, raised, tf32_in_use
 from nstcam.hooks import float64_copy, twin
-from nstcam.image import normalize
 from nstcam.style._optimize import step_directions, unmasked_terms, weighted
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._selfcheck import Verdict, check_step, float32_error, tolerance, widened
 from nstcam.style._targets import Targets
 from nstcam.style.losses import style_loss_named
-from nstcam.style.vgg import layer_index
+from nstcam.style.vgg import layer_index, vgg_layers
 
 __all__ = [
     "MAX_FAILURES",
@@ -88,13 +87,15 @@ def _terms(
     kind: str = "gram",
 ) -> tuple[Terms, int]:
     """The step of one layer set of one engine on a given network, and the deepest layer it reads."""
-    taps = {layer_index(n): n for n in dict.fromkeys([n for n, _ in style_layers] + list(content_layers))}
+    table = vgg_layers(rt.net)
+    names = dict.fromkeys([n for n, _ in style_layers] + list(content_layers))
+    taps = {layer_index(n, table): n for n in names}
     styles = dict(style_layers)
     contents = list(content_layers)
     sqrt = sqrt_method(rt.device)
 
     def terms(net: nn.Module, x: torch.Tensor, content: dict, style: dict, directions: dict | None):
-        xn = normalize(x)
+        xn = rt.preprocess.normalize(x)
         if rt.channels_last:
             xn = xn.contiguous(memory_format=torch.channels_last)
         with torch.autocast(rt.device.type, dtype=torch.bfloat16, enabled=rt.amp):

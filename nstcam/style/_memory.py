@@ -29,7 +29,7 @@ from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import InsufficientMemoryError
 from nstcam.style.losses import style_loss_named
-from nstcam.style.vgg import deepest_layer, layer_index
+from nstcam.style.vgg import deepest_layer, layer_index, vgg_layers
 
 __all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
 
@@ -42,7 +42,7 @@ _TILED_BUFFERS = 6  # full-size tensors a tiled scale keeps: result, blend sums,
 
 
 def _activation_bytes(net: nn.Sequential, width: int, height: int, deepest: str, amp: bool) -> int:
-    last = layer_index(deepest)
+    last = layer_index(deepest, vgg_layers(net))
     elems, h, w = 0, height, width
     for m in list(net)[: last + 1]:
         if isinstance(m, nn.Conv2d):

@@ -10,7 +10,7 @@ import torch
 
 from nstcam._checks import finite, whole
 from nstcam.style.losses import style_loss_named
-from nstcam.style.vgg import layer_index
+from nstcam.style.vgg import VGG_LAYERS, layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
 
@@ -129,7 +129,9 @@ def _blend(n_styles: int, style_weights: Sequence[float] | None) -> list[float]:
 
 
 def _layers(
-    style_layers: Sequence[str] | Mapping[str, float] | None, content_layers: Sequence[str] | None
+    style_layers: Sequence[str] | Mapping[str, float] | None,
+    content_layers: Sequence[str] | None,
+    known: Mapping[str, int] = VGG_LAYERS,
 ) -> tuple[dict[str, float], list[str]]:
     if style_layers is None:
         layers = dict.fromkeys(DEFAULT_STYLE_LAYERS, 1.0)
@@ -139,7 +141,7 @@ def _layers(
         layers = dict.fromkeys(style_layers, 1.0)
     content = list(content_layers or DEFAULT_CONTENT_LAYERS)
     for name in [*layers, *content]:
-        layer_index(name)
+        layer_index(name, known)
     if not layers or sum(layers.values()) <= 0 or any(v < 0 for v in layers.values()):
         raise ValueError(f"style_layers needs at least one layer with a positive weight, got {layers}")
     return layers, content
@@ -172,8 +174,10 @@ def make_plan(
     tile_overlap: int | None = None,
     style_loss: str = "gram",
     average: float | bool = False,
+    known_layers: Mapping[str, int] = VGG_LAYERS,
 ) -> Plan:
-    """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults.
+    """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults;
+    ``known_layers``: the network's layer names (:func:`~nstcam.style.vgg.vgg_layers`).
 
     Raises:
         ValueError: a parameter is out of range; the message names it and what it accepts.
@@ -190,7 +194,7 @@ def make_plan(
     _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)
     if not finite("style_scale", style_scale) > 0:
         raise ValueError(f"style_scale must be > 0, got {style_scale!r}")
-    layers, content = _layers(style_layers, content_layers)
+    layers, content = _layers(style_layers, content_layers, known_layers)
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if seed is None else whole("seed", seed, minimum=0)
     preview_every = whole("preview_every", preview_every, minimum=0)
     history_size = whole("history_size", history_size, minimum=1)

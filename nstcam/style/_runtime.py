@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from nstcam._capture import CheckRecord
-from nstcam.image import normalize
+from nstcam.preprocess import Preprocess
 from nstcam.style._owner import Owner
 from nstcam.style.hooks import VGGFeatureHooks
-from nstcam.style.vgg import fold_batchnorm
+from nstcam.style.vgg import fold_batchnorm, vgg_layers
 from nstcam.weights import WeightsInfo
 
 __all__ = ["Counter", "Runtime", "prepare_features"]
@@ -64,11 +64,13 @@ class Runtime:
     """The network of a style engine and how to run it.
 
     Attributes:
-        net: the frozen VGG16_bn features that run.
+        net: the frozen VGG features that run.
         device: where they run.
         amp: bfloat16 autocast on CUDA.
         channels_last: inputs are made channels-last.
         weights: where the weights came from.
+        preprocess: how the network takes an RGB image in [0, 1] (ImageNet's mean and std by
+            default; a caffe VGG's: BGR, 0-255, less its means).
         compile: run steps through the compiled function (``_compiled.py``).
         style_targets: how many style images' Gram targets were computed (diagnostics).
     """
@@ -79,6 +81,7 @@ class Runtime:
     channels_last: bool
     weights: WeightsInfo
     compile: bool = False
+    preprocess: Preprocess = field(default_factory=Preprocess)
     style_targets: Counter = field(default_factory=Counter)
     compiled: dict = field(default_factory=dict)  # layers -> Compiled step, or False (see _compiled.py)
     compiled_shapes: dict = field(default_factory=dict)  # (layers, shapes) -> True (compiled), False (eager)
@@ -90,6 +93,11 @@ class Runtime:
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: Owner = field(default_factory=Owner)  # the thread a compiling engine's calls run on
 
+    @property
+    def layers(self) -> dict[str, int]:
+        """The network's human layer names -> their indices (:func:`~nstcam.style.vgg.vgg_layers`)."""
+        return vgg_layers(self.net)
+
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs one engine call: on the owner thread when compiling (``_owner.py``), else here."""
         if self.compile:
@@ -97,8 +105,9 @@ class Runtime:
         return fn(*args, **kwargs)
 
     def features(self, hooks: VGGFeatureHooks, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Normalises an RGB batch in [0, 1] and reads the hooked layers (forward stopped early)."""
-        x = normalize(x)
+        """Normalises an RGB batch in [0, 1] as the network takes it and reads the hooked layers
+        (forward stopped early)."""
+        x = self.preprocess.normalize(x)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):

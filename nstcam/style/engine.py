@@ -43,8 +43,8 @@ logger = logging.getLogger(__name__)
 
 
 class StyleTransfer(StyleEngine):
-    """Neural style transfer (Gatys et al.) on VGG16_bn: :meth:`stylize` one image, a folder
-    (:meth:`stylize_batch`), same-size images together (:meth:`stylize_many`), a clip
+    """Neural style transfer (Gatys et al.) on a VGG (VGG16_bn by default): :meth:`stylize` one
+    image, a folder (:meth:`stylize_batch`), same-size images together (:meth:`stylize_many`), a clip
     (:meth:`stylize_video`), or many contents by one :meth:`plan` (:meth:`run_plan`: what scale-out
     workers call).
 
@@ -56,9 +56,20 @@ class StyleTransfer(StyleEngine):
     it would alone (bit-identical on CPU). A compiling engine runs calls on its owner thread.
 
     Args:
-        weights: ``"imagenet"``, ``"random"`` or a state dict's path; ignored when ``model`` is given.
-        model: a ready torchvision ``vgg16_bn`` instance.
+        weights: ``"imagenet"``, ``"random"`` or a state dict's path (in torchvision's layout for
+            ``arch``); ignored when ``model`` is given.
+        model: a ready torchvision VGG (``vgg16_bn``, ``vgg16``, ``vgg19``...; a caffe model
+            converted to torchvision's layout too).
         device: where to run; default CUDA, else MPS, else CPU.
+        arch: the VGG built by name: ``"vgg16_bn"`` (default), ``"vgg16"``, ``"vgg19"`` or
+            ``"vgg19_bn"``; its layers are named ``reluB_I`` (VGG19's ``relu5_4`` too) and the pass
+            still stops at the deepest layer a call needs.
+        mean: the network's per-channel mean of RGB in [0, 1] (default: the weights' own, ImageNet's
+            for torchvision's); ``std`` likewise.
+        std: see ``mean``.
+        transform: a :class:`nstcam.Preprocess` (``Preprocess.caffe()`` for a caffe VGG: BGR,
+            0-255, less its means) or a torchvision weights transform, as GradCAM takes it.
+        bgr: the network takes BGR (caffe's order); with ``mean`` and ``std`` of a caffe VGG.
         fold_bn: fold BatchNorm into the convolutions.
         amp: bfloat16 autocast of the forward pass on GPUs with native bf16 (compute capability 8.0+;
             else ignored, with a warning); Grams and losses stay float32. Off: quality not measured.
@@ -178,7 +189,11 @@ class StyleTransfer(StyleEngine):
         content_img, style_imgs = load_image(content), load_styles(style)
         mask = load_mask(style_mask) if style_mask is not None else None
         start = None if isinstance(init, str) else load_image(init)
-        plan = make_plan(n_styles=len(style_imgs), **{**params, "init": init if start is None else start})
+        plan = make_plan(
+            n_styles=len(style_imgs),
+            **{**params, "init": init if start is None else start},
+            known_layers=self._rt.layers,
+        )
         regions = None if style_masks is None else load_regions(style_masks, len(style_imgs))
         extra = {"init": start, "anchors": list(anchors or []), "regions": regions}
         return self._rt.call(
@@ -256,7 +271,7 @@ class StyleTransfer(StyleEngine):
     def plan(self, n_styles: int = 1, **params: Any) -> Plan:
         """:meth:`stylize`'s keywords ``params`` checked once into a plan for ``n_styles`` style images,
         to stylise many contents with (:meth:`run_plan`)."""
-        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params})
+        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params}, known_layers=self._rt.layers)
 
     def run_plan(
         self, content: ImageSource, styles: Sequence[ImageSource], plan: Plan, cache: dict | None = None
@@ -311,5 +326,5 @@ def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     photo = Image.eval(photo, lambda v: 64 + v // 2)  # mid-tones: the check's noise is never clamped flat
     texture = load_image(SAMPLES / "brick.png")
     kw = {**stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
-    run(rt, photo, [texture], make_plan(n_styles=1, **kw), None, False, {})
+    run(rt, photo, [texture], make_plan(n_styles=1, **kw, known_layers=rt.layers), None, False, {})
     return time.perf_counter() - t

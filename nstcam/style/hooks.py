@@ -1,4 +1,4 @@
-"""The style engine's hook manager: VGG16_bn ReLU outputs by human name, forward stopped early."""
+"""The style engine's hook manager: a VGG's ReLU outputs by human name, forward stopped early."""
 
 from __future__ import annotations
 
@@ -8,25 +8,27 @@ import torch
 from torch import nn
 
 from nstcam.hooks import HookManager
-from nstcam.style.vgg import layer_index
+from nstcam.style.vgg import layer_index, vgg_layers
 
 __all__ = ["VGGFeatureHooks"]
 
 
 class VGGFeatureHooks(HookManager):
-    """Records VGG16_bn ReLU outputs by human name and stops the forward at the deepest one.
+    """Records a VGG's ReLU outputs by human name and stops the forward at the deepest one.
 
     Like every :class:`~nstcam.hooks.HookManager`, it records only its own caller's passes, so one
     network serves any number of concurrent runs.
 
     Args:
-        features: ``vgg16_bn().features`` (or a folded copy from :func:`~nstcam.style.vgg.fold_batchnorm`).
+        features: a VGG's ``features`` (``vgg16_bn().features``, VGG19's, a folded copy from
+            :func:`~nstcam.style.vgg.fold_batchnorm`); its names are :func:`~nstcam.style.vgg.vgg_layers`.
         layers: human names such as ``"relu1_1"``.
     """
 
     def __init__(self, features: nn.Sequential, layers: Sequence[str]) -> None:
         self.names = list(dict.fromkeys(layers))
-        self._index = {n: str(layer_index(n)) for n in self.names}
+        table = vgg_layers(features)
+        self._index = {n: str(layer_index(n, table)) for n in self.names}
         super().__init__(features, list(self._index.values()), early_stop=True)
 
     def features(self, x: torch.Tensor) -> dict[str, torch.Tensor]:

