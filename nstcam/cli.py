@@ -50,10 +50,18 @@ def _cmd_weights_download(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kind(arch: str) -> str:
+    from nstcam.style import STYLE_ARCHS
+
+    if arch == "vgg16_bn":
+        return "style transfer (default), classifier"
+    return "classifier, style transfer" if arch in STYLE_ARCHS else "classifier"
+
+
 def weights_table() -> str:
     """Every weight file nstcam knows, as the Markdown table ``weights/README.md`` holds."""
     kinds = [
-        *((a, "style transfer" if a == "vgg16_bn" else "classifier", ARCHS[a][1]) for a in ARCHS),
+        *((a, _kind(a), ARCHS[a][1]) for a in ARCHS),
         *((a, "segmenter", w) for a, (_, w) in SEGMENTERS.items()),
         *((a, "detector", w) for a, (_, w) in DETECTORS.items()),
         *((a, "optical flow", w) for a, (_, w) in FLOW_ARCHS.items()),

@@ -186,7 +186,7 @@ def test_bad_arguments_and_layers(r18):
     with pytest.raises(ValueError, match="Closest valid names: layer4"):
         GradCAM(model=r18.model, target_layer="layer5")
     with pytest.raises(ValueError, match="arch must be one of"):
-        GradCAM("vgg16", weights="random")
+        GradCAM("vgg99", weights="random")
     assert candidate_layers(r18.model)[:2] == ["conv1", "bn1"]
     assert "layer4" in r18.layers and "layer4.1" in r18.layers
     bad = GradCAM(model=r18.model, target_layer="fc")

@@ -49,7 +49,7 @@ def test_resnet_through_gradcam_and_a_plain_module():
 
 def test_errors_name_the_argument(st):
     img = pattern(5)
-    with pytest.raises(ValueError, match="unknown VGG16_bn layer 'relu9_1'"):
+    with pytest.raises(ValueError, match="unknown VGG layer 'relu9_1'"):
         feature_maps(st, img, "relu9_1")
     with pytest.raises(ValueError, match="unknown layer 'layer9'.*Closest valid names"):
         feature_maps(build_model("resnet18", "random"), img, "layer9")

@@ -292,7 +292,7 @@ def test_memory_estimate_refuses_or_reduces(st, content, style, monkeypatch):
 def test_bad_parameters(st, content, style):
     with pytest.raises(ValueError, match="optimizer must be one of"):
         st.stylize(content, style, optimizer="sgd")
-    with pytest.raises(ValueError, match="unknown VGG16_bn layer 'relu9_1'"):
+    with pytest.raises(ValueError, match="unknown VGG layer 'relu9_1'"):
         st.stylize(content, style, style_layers=["relu9_1"])
     with pytest.raises(ValueError, match="size must be"):
         st.stylize(content, style, size=4)

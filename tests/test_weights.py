@@ -235,5 +235,5 @@ def test_weights_readme_lists_every_file_the_registry_knows(capsys):
     assert cli_main(["weights", "list", "--markdown"]) == 0
     rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ") and "---" not in r][1:]
     known = [*W.ARCHS, *W.SEGMENTERS, *W.DETECTORS, *W.FLOW_ARCHS]
-    assert [r.split(" | ")[0].removeprefix("| ") for r in rows] == known and len(known) == 70
+    assert [r.split(" | ")[0].removeprefix("| ") for r in rows] == known and len(known) == 72  # vgg16, vgg19
     assert all(f"`{W.weights_file(a, Path('.')).name}`" in r for a, r in zip(known, rows, strict=True))

@@ -1,10 +1,12 @@
-"""The style engine: neural style transfer on VGG16_bn, features read by forward hooks.
+"""The style engine: neural style transfer on a VGG (VGG16_bn by default), features read by forward
+hooks.
 
-Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG16_bn hook manager),
-``vgg`` (layer names, BatchNorm folding) and private units for each stage of a call: ``_plan``
-(validation), ``_memory``, ``_targets``, ``_optimize`` (the loop), ``_progress``, ``_output``,
-``_run`` (one call) and ``_batch``; ``losses/`` (one module per style loss, and their registry),
-``_trace_sqrt`` and ``_color`` hold the maths.
+Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG hook manager),
+``vgg`` (layer names read off any VGG, BatchNorm folding) and private units for each stage of a
+call: ``_plan`` (validation), ``_balance`` (each layer's weight in the network's scale),
+``_memory``, ``_targets``, ``_optimize`` (the loop), ``_progress``, ``_output``, ``_run`` (one call)
+and ``_batch``; ``losses/`` (one module per style loss, and their registry), ``_trace_sqrt`` and
+``_color`` hold the maths.
 """
 
 from nstcam.style._batch import BatchResult
@@ -13,11 +15,12 @@ from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 from nstcam.style.engine import StyleTransfer, stylize_defaults
 from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.losses import STYLE_LOSSES
-from nstcam.style.vgg import VGG_LAYERS, fold_batchnorm, layer_index
+from nstcam.style.vgg import STYLE_ARCHS, VGG_LAYERS, fold_batchnorm, layer_index, vgg_layers
 
 __all__ = [
     "DEFAULT_CONTENT_LAYERS",
     "DEFAULT_STYLE_LAYERS",
+    "STYLE_ARCHS",
     "STYLE_LOSSES",
     "VGG_LAYERS",
     "BatchResult",
@@ -29,4 +32,5 @@ __all__ = [
     "fold_batchnorm",
     "layer_index",
     "stylize_defaults",
+    "vgg_layers",
 ]

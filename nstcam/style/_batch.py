@@ -85,7 +85,7 @@ def many_call(
         raise ValueError("stylize_many takes its start images as inits=[...], one per content")
     given = next((i for i in starts if i is not None), None)
     start = given or params.get("init", "content")
-    plan = make_plan(n_styles=len(style_imgs), **{**params, "init": start}, known_layers=rt.layers)
+    plan = make_plan(n_styles=len(style_imgs), **{**params, "init": start}, **rt.planning())
     if n > 1 and plan.optimizer != "adam":
         raise ValueError("stylize_many needs optimizer='adam' for more than one image (L-BFGS couples them)")
     if len({sizes_at_scales(c, plan) for c in images}) != 1:
@@ -131,7 +131,7 @@ def batch_call(
     params.pop("progress_bar", None)
     style_mask = params.pop("style_mask", None)
     regions = _regions(params, len(style_imgs))
-    plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params}, known_layers=rt.layers)
+    plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params}, **rt.planning())
     return run_batch(
         rt,
         items,

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from nstcam._checks import finite, whole
+from nstcam.style._balance import balanced_weights
 from nstcam.style.losses import style_loss_named
 from nstcam.style.vgg import VGG_LAYERS, layer_index
 
@@ -174,10 +175,13 @@ def make_plan(
     tile_overlap: int | None = None,
     style_loss: str = "gram",
     average: float | bool = False,
+    layer_balance: bool = True,
     known_layers: Mapping[str, int] = VGG_LAYERS,
+    balance: Mapping[str, float] | None = None,
 ) -> Plan:
     """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults;
-    ``known_layers``: the network's layer names (:func:`~nstcam.style.vgg.vgg_layers`).
+    ``known_layers``: the network's layer names (:func:`~nstcam.style.vgg.vgg_layers`); ``balance``:
+    its layer balance (:func:`~nstcam.style._balance.layer_balance`), applied with ``layer_balance``.
 
     Raises:
         ValueError: a parameter is out of range; the message names it and what it accepts.
@@ -195,6 +199,10 @@ def make_plan(
     if not finite("style_scale", style_scale) > 0:
         raise ValueError(f"style_scale must be > 0, got {style_scale!r}")
     layers, content = _layers(style_layers, content_layers, known_layers)
+    if not isinstance(layer_balance, bool):
+        raise ValueError(f"layer_balance must be True or False, got {layer_balance!r}")
+    if layer_balance and balance:
+        layers, style_weight = balanced_weights(layers, style_weight, balance)
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if seed is None else whole("seed", seed, minimum=0)
     preview_every = whole("preview_every", preview_every, minimum=0)
     history_size = whole("history_size", history_size, minimum=1)

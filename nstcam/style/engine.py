@@ -99,6 +99,7 @@ class StyleTransfer(StyleEngine):
         style_weights: Sequence[float] | None = None,
         style_layers: Sequence[str] | Mapping[str, float] | None = None,
         content_layers: Sequence[str] | None = None,
+        layer_balance: bool = True,
         style_scale: float = 1.0,
         preserve_color: bool | str = False,
         style_mask: MaskSource | None = None,
@@ -138,6 +139,10 @@ class StyleTransfer(StyleEngine):
             style_layers: style layers, or a mapping layer -> weight (default: relu1_1 ... relu5_1,
                 equal weights).
             content_layers: content layers (default: relu4_2).
+            layer_balance: each style layer's weight divided by how far apart that layer finds a
+                reference photo and painting on this network (measured once per engine,
+                ``style/_balance.py``), so layers count alike whatever the network's activation
+                scale (random or real, BatchNorm or caffe weights); False: the weights as given.
             style_scale: size of the style image relative to the output (1 = same long side).
             preserve_color: keep the content's colours: ``"luminance"`` (or True) transfers the
                 luminance only and puts the content's chroma back; ``"histogram"`` recolours the
@@ -192,7 +197,7 @@ class StyleTransfer(StyleEngine):
         plan = make_plan(
             n_styles=len(style_imgs),
             **{**params, "init": init if start is None else start},
-            known_layers=self._rt.layers,
+            **self._rt.planning(),
         )
         regions = None if style_masks is None else load_regions(style_masks, len(style_imgs))
         extra = {"init": start, "anchors": list(anchors or []), "regions": regions}
@@ -271,7 +276,7 @@ class StyleTransfer(StyleEngine):
     def plan(self, n_styles: int = 1, **params: Any) -> Plan:
         """:meth:`stylize`'s keywords ``params`` checked once into a plan for ``n_styles`` style images,
         to stylise many contents with (:meth:`run_plan`)."""
-        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params}, known_layers=self._rt.layers)
+        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params}, **self._rt.planning())
 
     def run_plan(
         self, content: ImageSource, styles: Sequence[ImageSource], plan: Plan, cache: dict | None = None
@@ -326,5 +331,5 @@ def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     photo = Image.eval(photo, lambda v: 64 + v // 2)  # mid-tones: the check's noise is never clamped flat
     texture = load_image(SAMPLES / "brick.png")
     kw = {**stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
-    run(rt, photo, [texture], make_plan(n_styles=1, **kw, known_layers=rt.layers), None, False, {})
+    run(rt, photo, [texture], make_plan(n_styles=1, **kw, **rt.planning()), None, False, {})
     return time.perf_counter() - t

