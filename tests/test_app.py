@@ -450,7 +450,7 @@ def test_new_methods_smoothing_budget_and_refusals_through_the_app(models, files
     a, b = np.asarray(Image.open(heat), float), np.asarray(Image.open(smooth), float)
     assert a.shape == b.shape and np.abs(a - b).max() > 0
     with pytest.raises(
-        gr.Error, match=r"SS-CAM on resnet18 layer3 \(256 channels\) with top-k 1 scores 8960"
+        gr.Error, match=r"SS-CAM on resnet18 layer3 \(256 channels\) with top-k 1 would cost 8,960 masked"
     ):
         cam_handler(models, str(c), "resnet18", "layer3", "sscam", 1)
     with pytest.raises(gr.Error, match="'legrad' reads a torchvision VisionTransformer"):
