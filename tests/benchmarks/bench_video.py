@@ -74,7 +74,8 @@ def run(st, folder: Path, style, out: Path, device, **kw) -> tuple[float, list[n
     if device.type == "cuda":
         torch.cuda.synchronize()
     secs = (time.perf_counter() - t) / res.frames
-    frames = [np.asarray(Image.open(p)) for p in sorted(out.iterdir())]
+    height = res.size[1]  # random weights: the label's margin below each frame is not the frame
+    frames = [np.asarray(Image.open(p))[:height] for p in sorted(out.iterdir())]
     return secs, frames, res
 
 
