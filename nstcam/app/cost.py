@@ -39,6 +39,7 @@ __all__ = [
     "cam_cost",
     "clip_cost",
     "faithfulness_cost",
+    "faithfulness_curves",
     "faithfulness_steps",
     "features_cost",
     "max_volume_side",
@@ -161,12 +162,17 @@ def faithfulness_steps(cfg: AppConfig) -> int:
     return 20 if cfg.torch_device.type == "cuda" else 10
 
 
+def faithfulness_curves(cfg: AppConfig) -> int:
+    """Masked images the faithfulness curves of three maps cost: ``6 * steps + 66``."""
+    return 6 * faithfulness_steps(cfg) + 66
+
+
 def faithfulness_cost(
     cfg: AppConfig, arch: str, layer: str, top_k: int = 1, method: str = "gradcam", aug_smooth: bool = False
 ) -> Cost:
     """The faithfulness panel's masked images (``/faithfulness``; ``top_k`` is 1 there): the top
     class's map's (:func:`cam_cost`) plus the curves' of three maps, ``6 * steps + 66``."""
-    curves = 6 * faithfulness_steps(cfg) + 66
+    curves = faithfulness_curves(cfg)
     cost = cam_cost(cfg, arch, layer, top_k, method, aug_smooth, curves, "for the curves")
     return Cost(f"the faithfulness of {cost.what}", cost.units, cost.limit, cost.unit, cost.fix, cost.where)
 

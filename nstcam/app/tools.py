@@ -10,6 +10,7 @@ endpoint's docstring (``DOC``) with the limits as fields; :func:`fill_doc` fills
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
+from nstcam.app.cost import faithfulness_curves
 from nstcam.cam import METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
@@ -24,7 +25,6 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
     tab's own ranges (``temporal_range=(0, 1000)`` fills ``{temporal_range}`` as "0 to 1000"), from
     the one tuple its slider and its check read too."""
     on_gpu = config.torch_device.type != "cpu"
-    steps = 20 if config.torch_device.type == "cuda" else 10
     fields = {
         "device": config.torch_device.type.upper(),
         "cost": "far faster than on a CPU" if on_gpu else "slow, so prefer small sizes and steps",
@@ -45,7 +45,7 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
             for m in PERTURBATION_METHODS
             if REGISTRY[m].samples > 1
         ),
-        "passes": f"about {6 * steps + 66}",
+        "passes": f"about {faithfulness_curves(config)}",
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
         "clip_archs": ", ".join(config.clip_archs),

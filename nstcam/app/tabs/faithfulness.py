@@ -10,7 +10,7 @@ import gradio as gr
 
 from nstcam.app.cam_limits import cam_request
 from nstcam.app.config import AppConfig, Models
-from nstcam.app.cost import faithfulness_steps
+from nstcam.app.cost import faithfulness_curves, faithfulness_steps
 from nstcam.app.errors import refuse
 from nstcam.app.listen import listen
 from nstcam.app.plots import curves_figure
@@ -110,8 +110,7 @@ def panel(
 ) -> tuple[gr.components.Component, ...]:
     """The panel under the Grad-CAM tab and its ``/faithfulness`` endpoint; returns its outputs
     (figures, curves, verdict)."""
-    steps = 20 if config.torch_device.type == "cuda" else 10  # as faithfulness_handler measures
-    cost = f"about {6 * steps + 66} forward passes of the model"
+    cost = f"about {faithfulness_curves(config)} forward passes of the model"  # as the handler measures
     with gr.Accordion("How faithful is this map?", open=False, elem_id="cam-faithfulness"):
         gr.Markdown(
             "Perturbs the image by the top-1 class's map and watches the class probability, beside "
