@@ -387,7 +387,11 @@ def score_text(score: float) -> str:
 
 
 def _lines(c: ClipClass, i: int, fps: float) -> list[str]:
-    return [f"{c.label} {score_text(c.frame_scores[i])}", f"{i / fps:.2f} s"]
+    return _caption_lines(c.label, score_text(c.frame_scores[i]), i / fps)
+
+
+def _caption_lines(label: str, score: str, seconds: float) -> list[str]:
+    return [f"{label} {score}", f"{seconds:.2f} s"]
 
 
 def _captioned(img: Image.Image, lines: list[str], height: int) -> Image.Image:
@@ -396,10 +400,13 @@ def _captioned(img: Image.Image, lines: list[str], height: int) -> Image.Image:
 
 
 def _caption_height(result: VideoCamResult, width: int, random: bool) -> int:
-    """The tallest caption any frame of any class gets at ``width``: one height for the whole clip."""
+    """The tallest caption any frame of any class gets at ``width`` (each class with its longest
+    score text, at the last frame's time): one height for the whole clip, so no frame's is cut."""
     said = [RANDOM_LABEL] if random else []
-    widest = max(result.classes, key=lambda c: len(c.label))
-    return caption_strip([*_lines(widest, 0, result.fps), *said], width).height
+    last = (result.frames - 1) / result.fps
+    longest = {c.label: max((score_text(v) for v in c.frame_scores), key=len) for c in result.classes}
+    lines = [_caption_lines(label, score, last) for label, score in longest.items()]
+    return max(caption_strip([*one, *said], width).height for one in lines)
 
 
 def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> None:
