@@ -16,17 +16,19 @@ from collections.abc import Mapping
 
 import torch
 
-from nstcam.image import SAMPLES, image_to_tensor, load_image, resize_long_side
+from nstcam.image import SAMPLES, ImageSource, image_to_tensor, load_image, resize_long_side
 from nstcam.style.hooks import VGGFeatureHooks
 
-__all__ = ["REFERENCE", "balanced_weights", "layer_balance"]
+__all__ = ["REFERENCE", "balanced_weights", "layer_balance", "layer_grams"]
 
 REFERENCE = ("chelsea.png", "brick.png", 128)
 """The reference pair (content, style, long side in px) the balance is measured on."""
 
 
-def _grams(rt, img_name: str, size: int) -> dict[str, torch.Tensor]:
-    x = image_to_tensor(resize_long_side(load_image(SAMPLES / img_name), size), rt.device)
+def layer_grams(rt, image: ImageSource, size: int) -> dict[str, torch.Tensor]:
+    """Every layer's Gram matrix (C x C, over positions) of ``image`` at long side ``size``, through
+    ``rt``'s network as it takes images."""
+    x = image_to_tensor(resize_long_side(load_image(image), size), rt.device)
     with torch.no_grad(), VGGFeatureHooks(rt.net, list(rt.layers)) as hooks:
         feats = rt.features(hooks, x)
     out = {}
@@ -43,7 +45,7 @@ def layer_balance(rt) -> dict[str, float]:
         if rt.balance:
             return dict(rt.balance)
     content, style, size = REFERENCE
-    gc, gs = _grams(rt, content, size), _grams(rt, style, size)
+    gc, gs = layer_grams(rt, SAMPLES / content, size), layer_grams(rt, SAMPLES / style, size)
     factors = {}
     for name in gc:
         d = float((gc[name] - gs[name]).pow(2).sum() / gs[name].pow(2).sum().clamp_min(1e-12))

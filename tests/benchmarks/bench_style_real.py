@@ -33,6 +33,7 @@ from _real_vgg import real_vgg16  # noqa: E402
 
 from nstcam import GradCAM, Preprocess, StyleTransfer, load_image, save_image  # noqa: E402
 from nstcam.style import stylize_defaults  # noqa: E402
+from nstcam.style._balance import layer_grams  # noqa: E402
 
 SAMPLES = ROOT.parent / "shared" / "samples"
 PAIRS = (
@@ -81,21 +82,6 @@ def style_move(j: GradCAM, out, content, style) -> float:
     return statistics.fmean(moves)
 
 
-def _grams(st: StyleTransfer, img: Path, size: int) -> dict[str, torch.Tensor]:
-    """Each ReLU's Gram matrix of ``img`` (long side ``size``) through ``st``'s network."""
-    from nstcam.image import image_to_tensor, resize_long_side
-
-    x = st.preprocessing.normalize(image_to_tensor(resize_long_side(load_image(img), size), st.device))
-    out, names = {}, {i: n for n, i in st.layers.items()}
-    with torch.no_grad():
-        for i, m in enumerate(st.net):
-            x = m(x)
-            if i in names:
-                f = x[0].flatten(1)
-                out[names[i]] = f @ f.T / f.shape[1]
-    return out
-
-
 def split(size: int) -> None:
     """The weighted style and content terms after 10 steps, on random VGG16_bn and the real VGG16;
     then why they differ: each style layer's relative Gram distance from the content to the style."""
@@ -108,18 +94,21 @@ def split(size: int) -> None:
     )
     print("| weights | style term | content term | style / content |")
     print("| --- | --- | --- | --- |")
-    for name, st in nets:
-        seen = []
-        st.stylize(content, style, size=size, steps=10, seed=0, scales=[size], progress=seen.append)
-        losses = seen[9].losses
-        ratio = losses["style"] / max(losses["content"], 1e-12)
-        print(f"| {name} | {losses['style']:.4g} | {losses['content']:.4g} | {ratio:.3g} |")
+    for balance in (False, True):  # before the layer balance, and with it
+        for name, st in nets:
+            seen = []
+            kw = dict(size=size, steps=10, seed=0, scales=[size], layer_balance=balance)
+            st.stylize(content, style, **kw, progress=seen.append)
+            losses = seen[9].losses
+            ratio = losses["style"] / max(losses["content"], 1e-12)
+            label = f"{'now (layer balance)' if balance else 'before'}: {name}"
+            print(f"| {label} | {losses['style']:.4g} | {losses['content']:.4g} | {ratio:.3g} |")
     layers = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
     print()
     print("| weights | " + " | ".join(layers) + " |")
     print("| --- |" + " --- |" * len(layers))
     for name, st in nets:
-        gc, gs = _grams(st, content, size), _grams(st, style, size)
+        gc, gs = layer_grams(st._rt, content, size), layer_grams(st._rt, style, size)
         rel = [float((gc[n] - gs[n]).pow(2).sum() / gs[n].pow(2).sum()) for n in layers]
         print(f"| {name} | " + " | ".join(f"{v:.3g}" for v in rel) + " |")
 
