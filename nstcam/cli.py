@@ -13,7 +13,7 @@ from typing import Any
 from nstcam._mark import tag_weights
 from nstcam._version import __version__
 from nstcam.cam.registry import METHODS, REGISTRY
-from nstcam.style import STYLE_LOSSES
+from nstcam.style import STYLE_LOSSES, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSS_REGISTRY
 from nstcam.video.stylize import DEFAULT_TEMPORAL_WEIGHT
 from nstcam.weights import (
@@ -29,6 +29,17 @@ from nstcam.weights import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def _loss_weights(p: argparse.ArgumentParser) -> None:
+    """``--style-weight``, ``--content-weight`` and ``--tv-weight``, defaulting as the engine does."""
+    d = stylize_defaults()
+    for flag, key, what in (
+        ("--style-weight", "style_weight", "style strength"),
+        ("--content-weight", "content_weight", "content strength"),
+        ("--tv-weight", "tv_weight", "smoothness"),
+    ):
+        p.add_argument(flag, type=float, default=d[key], help=f"{what} (default {d[key]:g})")
 
 
 def _error(e: BaseException) -> None:
@@ -462,9 +473,7 @@ def _add_video_parser(sub: Any) -> None:
     )
     v.add_argument("--max-frames", type=int, help="stylise only the first N frames")
     v.add_argument("--fps", type=float, help="frame rate of a folder of frames (default 25)")
-    v.add_argument("--style-weight", type=float, default=50.0, help="style strength (default 50)")
-    v.add_argument("--content-weight", type=float, default=1.0, help="content strength (default 1)")
-    v.add_argument("--tv-weight", type=float, default=5.0, help="smoothness (default 5)")
+    _loss_weights(v)
     v.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     v.add_argument(
         "--preserve-color",
@@ -739,9 +748,7 @@ def _add_stylize_parser(sub: Any) -> None:
     s.add_argument("--size", type=int, default=512, help="long side of the output in px (default 512)")
     s.add_argument("--steps", type=int, default=300, help="network evaluations per scale (default 300)")
     s.add_argument("--scales", type=_ints, metavar="S1,S2", help="coarse-to-fine long sides, e.g. 256,512")
-    s.add_argument("--style-weight", type=float, default=50.0, help="style strength (default 50)")
-    s.add_argument("--content-weight", type=float, default=1.0, help="content strength (default 1)")
-    s.add_argument("--tv-weight", type=float, default=5.0, help="smoothness (default 5)")
+    _loss_weights(s)
     s.add_argument("--style-scale", type=float, default=1.0, help="style image size relative to output")
     s.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     s.add_argument(

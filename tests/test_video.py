@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from _media import SAMPLES, H, W, panning, streams, true_flows, write_clip, write_frames
 from _numeric import bound
-from conftest import marked, marked_clip
+from conftest import RANDOM_STYLE_WEIGHT, marked, marked_clip
 from PIL import Image
 
 from nstcam import PixelAnchor, StyleTransfer
@@ -537,6 +537,7 @@ def test_cli_video_writes_the_clip_and_reports_the_warping_error(tmp_path, caplo
     clip = write_clip(tmp_path / "in.mp4", panning(3, 2), fps=10)
     out = tmp_path / "out.mp4"
     args = ["video", str(clip), "--style", str(STYLE), "-o", str(out), "--size", "64", "--steps", "3"]
+    args += ["--style-weight", str(RANDOM_STYLE_WEIGHT)]  # the style must show on random weights
     with caplog.at_level(logging.INFO):
         rc = main([*args, "--optimizer", "adam", "--weights", "random", "--temporal-weight", "50"])
     assert rc == 0 and streams(out)[:2] == (3, 10.0)

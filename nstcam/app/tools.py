@@ -13,6 +13,7 @@ from nstcam.app.config import AppConfig
 from nstcam.app.cost import faithfulness_curves
 from nstcam.cam import METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
+from nstcam.style import stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
 __all__ = ["clip_methods", "fill_doc", "method_choices", "method_note"]
@@ -46,6 +47,7 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
             if REGISTRY[m].samples > 1
         ),
         "passes": f"about {faithfulness_curves(config)}",
+        **{k: f"{v:g}" for k, v in stylize_defaults().items() if k.endswith("_weight")},
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
         "clip_archs": ", ".join(config.clip_archs),

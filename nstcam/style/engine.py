@@ -90,7 +90,7 @@ class StyleTransfer(StyleEngine):
         *,
         size: int = 512,
         steps: int | Sequence[int] = 300,
-        style_weight: float = 50.0,
+        style_weight: float = 0.5,
         content_weight: float = 1.0,
         tv_weight: float = 5.0,
         optimizer: str = "lbfgs",
@@ -128,7 +128,7 @@ class StyleTransfer(StyleEngine):
             steps: evaluations of the network (forward + backward) per scale, whatever the
                 optimiser; or one count per scale.
             style_weight, content_weight, tv_weight: the weights of the style, content and
-                total-variation (smoothness) losses.
+                smoothness losses; the defaults keep the subject on a real VGG16 (docs/style.md).
             optimizer: ``"lbfgs"`` or ``"adam"``.
             init: start from the ``"content"``, from ``"noise"``, from the ``"style"``, from noise
                 of the style's RGB mean and covariance (``"style_stats"``), or from an image

@@ -29,12 +29,14 @@ from nstcam.app.running import (
 )
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, pickers, sample, size_steps
-from nstcam.style import Cancelled
+from nstcam.style import Cancelled, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
 __all__ = ["DOC", "STARTING", "stylize_handler", "tab"]
 
 STARTING = "starting: building targets…"
+DEFAULTS = stylize_defaults()
+"""The engine's defaults, which the endpoint, its form and its description share."""
 
 
 DOC = """Neural style transfer (Gatys et al., VGG16_bn): repaints the content image in the colours
@@ -48,9 +50,9 @@ Args:
     blend: weight of style_b, 0 to 1 (0: style only).
     size: long side of the result in px, 64 to {max_size}.
     steps: optimisation steps (network evaluations), 1 to {max_steps}; more is closer to the style.
-    style_weight: strength of the style, >= 0 (default 50).
-    content_weight: strength of the content's layout, >= 0 (default 1).
-    tv_weight: smoothness (total variation), >= 0 (default 5).
+    style_weight: strength of the style, >= 0 (default {style_weight}).
+    content_weight: strength of the content's layout, >= 0 (default {content_weight}).
+    tv_weight: smoothness (total variation), >= 0 (default {tv_weight}).
     preserve_color: "off", "luminance" (keep the photo's colours) or "histogram" (recolour the style first).
     seed: random seed, >= 0; the same inputs and seed give the same image.
     optimizer: "lbfgs" (default, fewer steps) or "adam".
@@ -86,9 +88,9 @@ def stylize_handler(
     blend: float = 0.0,
     size: int = 384,
     steps: int = 100,
-    style_weight: float = 50.0,
-    content_weight: float = 1.0,
-    tv_weight: float = 5.0,
+    style_weight: float = DEFAULTS["style_weight"],
+    content_weight: float = DEFAULTS["content_weight"],
+    tv_weight: float = DEFAULTS["tv_weight"],
     preserve_color: bool | str = "off",
     seed: int = 0,
     optimizer: str = "lbfgs",
@@ -227,9 +229,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                     )
             size, steps = size_steps(config)
             with gr.Accordion("Advanced", open=False):
-                style_strength = gr.Number(50.0, label="Style strength", minimum=0)
-                content_strength = gr.Number(1.0, label="Content strength", minimum=0)
-                smoothness = gr.Number(5.0, label="Smoothness (total variation)", minimum=0)
+                style_strength = gr.Number(DEFAULTS["style_weight"], label="Style strength", minimum=0)
+                content_strength = gr.Number(DEFAULTS["content_weight"], label="Content strength", minimum=0)
+                smoothness = gr.Number(DEFAULTS["tv_weight"], label="Smoothness (total variation)", minimum=0)
                 preserve = gr.Dropdown(
                     ["off", "luminance", "histogram"],
                     value="off",
