@@ -63,11 +63,12 @@ def split(size: int) -> None:
     for balance in (False, True):  # before the layer balance, and with it
         for name, st in nets:
             seen = []
-            kw = dict(size=size, steps=10, seed=0, scales=[size], layer_balance=balance)
+            old = {} if balance else {"style_weight": 50.0}  # before: the old default weight, no balance
+            kw = dict(size=size, steps=10, seed=0, scales=[size], layer_balance=balance, **old)
             st.stylize(content, style, **kw, progress=seen.append)
             losses = seen[9].losses
             ratio = losses["style"] / max(losses["content"], 1e-12)
-            label = f"{'now (layer balance)' if balance else 'before'}: {name}"
+            label = f"{'now (defaults, layer balance)' if balance else 'before (style_weight 50)'}: {name}"
             print(f"| {label} | {losses['style']:.4g} | {losses['content']:.4g} | {ratio:.3g} |")
     layers = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
     print()
