@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "InsufficientMemoryError": "nstcam.style",
     "StepInfo": "nstcam.style",
     "StyleTransfer": "nstcam.style",
+    "FastStyle": "nstcam.fast",
     "HookManager": "nstcam.hooks",
     "ImageError": "nstcam.image",
     "RepeatedCallError": "nstcam.hooks",
@@ -72,6 +73,7 @@ __all__ = [
     "InsufficientMemoryError",
     "StepInfo",
     "StyleTransfer",
+    "FastStyle",
     "HookManager",
     "ImageError",
     "RepeatedCallError",
@@ -107,6 +109,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from nstcam.anchor import PixelAnchor
     from nstcam.cam import CamResult, GradCAM, overlay_heatmap
+    from nstcam.fast import FastStyle
     from nstcam.features import FeatureMaps, feature_maps
     from nstcam.hooks import HookManager, RepeatedCallError, count_hooks
     from nstcam.image import (

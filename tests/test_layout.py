@@ -1,6 +1,6 @@
-"""The layout shows the design: the shared hook manager at the bottom, one subpackage per engine,
-subject-aware as the only module below the app that uses both, the app and CLI on top; no module
-imports upward, no cycles, no long classes."""
+"""The layout shows the design: the shared hook manager at the bottom, one subpackage per engine
+(style, cam, fast), subject-aware as the only module below the app that uses both, the app and CLI
+on top; no module imports upward, no cycles, no long classes."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def part(module: str) -> str:
         return "metrics"
     if module == "nstcam.video" or module.startswith("nstcam.video."):
         return "video"
-    for engine in ("style", "cam"):
+    for engine in ("style", "cam", "fast"):
         if module == f"nstcam.{engine}" or module.startswith(f"nstcam.{engine}."):
             return engine
     raise AssertionError(f"{module} is in no layer of the layout: add it to this test")
@@ -55,6 +55,7 @@ ALLOWED = {
     "video": {"base", "video"},  # on any engine's public API (duck-typed): StyleTransfer.stylize_video
     "style": {"base", "style", "video"},
     "metrics": {"base", "metrics"},
+    "fast": {"base", "fast"},  # the feed-forward style networks: an engine of their own
     "cam": {
         "base",
         "metrics",
@@ -63,7 +64,7 @@ ALLOWED = {
     },  # clips read and written as style's are: GradCAM.explain_video
     "subject": {"base", "style", "metrics", "cam"},
     "features": {"base", "style"},
-    "top": {"base", "video", "style", "metrics", "cam", "subject", "features", "top"},
+    "top": {"base", "video", "style", "metrics", "cam", "subject", "features", "fast", "top"},
 }
 
 

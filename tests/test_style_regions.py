@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from _numeric import bound
-from conftest import in_threads
+from conftest import RANDOM_STYLE_WEIGHT, in_threads
 from PIL import Image
 
 from nstcam import load_image
@@ -59,7 +59,14 @@ def test_each_region_is_nearer_its_own_style_to_a_judge_network(st, images, loss
     content, brick, hubble = images
     left, right = _halves()
     out = st.stylize(
-        content, [brick, hubble], style_masks=[left, right], size=96, steps=25, seed=0, style_loss=loss
+        content,
+        [brick, hubble],
+        style_masks=[left, right],
+        size=96,
+        steps=25,
+        seed=0,
+        style_loss=loss,
+        style_weight=RANDOM_STYLE_WEIGHT,
     )
     judge = StyleTransfer("random", device="cpu", seed=7)
     own_l, other_l = _judge_distance(judge, out, left, brick), _judge_distance(judge, out, left, hubble)
@@ -78,7 +85,7 @@ def test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run(st, ima
     # the empty region's loss is a constant: the same losses and gradients as style_mask with style a
     # alone, up to float noise (a region's loss reads only the positions it reaches: another sum order)
     h2, h1 = two.info["nstcam"]["history"], one.info["nstcam"]["history"]
-    weight = st.plan(2, **kw).style_weight  # 50, rescaled by the layer balance
+    weight = st.plan(2, **kw).style_weight  # the default, rescaled by the layer balance
     assert h2[0]["style"] - h1[0]["style"] == pytest.approx(weight, rel=1e-4)  # the empty region: loss 1
     assert [r["content"] for r in h2[:5]] == pytest.approx([r["content"] for r in h1[:5]], rel=1e-3)
     adam = dict(size=96, steps=6, seed=0, optimizer="adam")  # L-BFGS's line search amplifies float noise

@@ -35,7 +35,7 @@ from nstcam.video import (
 )
 from nstcam.weights import WeightsUnavailableError
 
-FAST = {"steps": 8, "optimizer": "adam", "lr": 0.05}
+FAST = {"steps": 8, "optimizer": "adam", "lr": 0.05, "style_weight": RANDOM_STYLE_WEIGHT}
 
 
 @pytest.fixture(scope="module")
