@@ -265,7 +265,8 @@ def _fetch_command(arch: str) -> str:
     return f"nstcam weights download {arch}   (or: python -m nstcam weights download {arch})"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The SHA-256 hex digest of the file at ``path``, read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
@@ -448,7 +449,7 @@ def build_model(
     elif isinstance(weights, str) and weights == "imagenet":
         path = ensure_file(arch, download=download, timeout=timeout)
         prefix = _expected_prefix(path)
-        if prefix and not _sha256(path).startswith(prefix):
+        if prefix and not sha256_file(path).startswith(prefix):
             raise WeightsUnavailableError(
                 f"{path} is corrupt (its sha256 does not start with {prefix}); delete it and run: "
                 f"{_fetch_command(arch)}"

