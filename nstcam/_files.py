@@ -13,6 +13,7 @@ from typing import IO, Any
 __all__ = [
     "IMAGE_EXTENSIONS",
     "VIDEO_EXTENSIONS",
+    "BatchResult",
     "atomic_file",
     "expand_contents",
     "new_file_mode",
@@ -113,3 +114,20 @@ def expand_contents(contents: str | Path | Sequence[Any]) -> list[Any]:
 def output_names(items: list[Any], ext: str) -> list[str]:
     """``<stem>_stylized<ext>`` for each input, made unique (``a.png`` and ``a.jpg`` both fit)."""
     return unique_names(items, f"_stylized{ext}")
+
+
+class BatchResult(list):
+    """Output paths of :meth:`StyleTransfer.stylize_batch` and :meth:`FastStyle.stylize_batch`
+    (written and already present).
+
+    Attributes:
+        written: outputs written by this call.
+        skipped: outputs that existed already and were kept.
+        failed: input -> error message, for inputs that could not be stylised.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[Path] = []
+        self.skipped: list[Path] = []
+        self.failed: dict[str, str] = {}

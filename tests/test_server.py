@@ -136,7 +136,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
-            "mask_a", "mask_b",
+            "mask_a", "mask_b", "mode",
         ],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",
@@ -146,7 +146,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
         "/features": ["image", "model", "layer", "top"],
         "/stylize_video": [
-            "video", "style", "size", "steps", "temporal_weight", "max_seconds", "trim", "seed",
+            "video", "style", "size", "steps", "temporal_weight", "max_seconds", "trim", "seed", "fast",
         ],
         "/gradcam_video": ["video", "model", "method", "top_k", "stride", "smooth", "max_seconds", "trim"],
     }  # fmt: skip
@@ -515,6 +515,7 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         page.locator("#st-content img").first.wait_for(timeout=30_000)
         page.locator("#st-style img").first.wait_for(timeout=30_000)
         record_statuses(page, "#st-status textarea")
+        page.locator("#st-mode").get_by_label("Optimise").check()  # the page opens in the fast mode
         page.locator("#st-run").click()
         page.wait_for_function("() => window.seen.some(s => s.startsWith('step'))", timeout=60_000)
         page.locator("#st-cancel").click()
@@ -859,6 +860,7 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
         page.locator("#st-content input[type=file]").set_input_files(str(c))
         page.locator("#st-style input[type=file]").set_input_files(str(c))
         page.locator("#st-content img").first.wait_for(timeout=30_000)
+        page.locator("#st-mode").get_by_label("Optimise").check()  # the page opens in the fast mode
         page.locator("#st-run").click()
         page.wait_for_function(
             "() => (document.querySelector('#st-status textarea') || {}).value?.startsWith('done:')",

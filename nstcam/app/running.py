@@ -18,6 +18,7 @@ from nstcam.app.cancels import mark_run
 from nstcam.app.config import RANDOM_HINT, Runs
 from nstcam.app.errors import refuse, shorten, stopped
 from nstcam.cam import StoppedEarly
+from nstcam.fast import FastWeightsError
 from nstcam.image import ImageError
 from nstcam.style import InsufficientMemoryError
 from nstcam.weights import WeightsUnavailableError
@@ -56,6 +57,8 @@ def fail(e: BaseException) -> gr.Error:
         return e
     if isinstance(e, StoppedEarly):
         return stopped(str(e))
+    if isinstance(e, FastWeightsError):  # before FileNotFoundError, its base
+        return refuse(f"The fast network's weights are missing: {e}")
     if isinstance(e, (ImageError, FileNotFoundError)):
         return refuse(f"Bad image: {e}")
     if isinstance(e, WeightsUnavailableError):

@@ -1,15 +1,32 @@
 """Fast style transfer: pretrained feed-forward networks, one forward pass per image (issue 52)."""
 
-from nstcam.fast._import import FastWeightsError, import_multistyle, multistyle_file
+from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet, ArbitraryTransformer, StylePredictor
+from nstcam.fast._import import (
+    FAST_NETS,
+    FastWeightsError,
+    fast_file,
+    import_fast,
+    import_multistyle,
+    multistyle_file,
+    wheel_models,
+)
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
 
 __all__ = [
+    "FAST_NETS",
     "N_STYLES",
+    "STYLE_DIM",
+    "ArbitraryNet",
+    "ArbitraryTransformer",
     "FastStyle",
     "FastWeightsError",
     "MultiStyleNet",
+    "StylePredictor",
+    "fast_file",
+    "import_fast",
     "import_multistyle",
     "multistyle_file",
     "style_weights",
+    "wheel_models",
 ]

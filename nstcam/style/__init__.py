@@ -5,8 +5,8 @@ Layout: ``engine`` (:class:`StyleTransfer`, a thin front), ``hooks`` (its VGG ho
 ``vgg`` (layer names read off any VGG, BatchNorm folding) and private units for each stage of a
 call: ``_plan`` (validation), ``_balance`` (each layer's weight in the network's scale),
 ``_memory``, ``_targets``, ``_optimize`` (the loop), ``_progress``, ``_output``, ``_run`` (one call)
-and ``_batch``; ``losses/`` (one module per style loss, and their registry), ``_trace_sqrt`` and
-``_color`` hold the maths.
+and ``_batch``; ``losses/`` (one module per style loss, and their registry) and ``_trace_sqrt``
+hold the maths; the colour maths is shared with the fast networks (``nstcam/color.py``).
 """
 
 from nstcam.style._batch import BatchResult

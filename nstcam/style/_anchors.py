@@ -9,8 +9,8 @@ import torch
 from PIL import Image
 
 from nstcam.anchor import PixelAnchor, anchor_tensors
+from nstcam.color import luminance_only
 from nstcam.image import image_to_tensor
-from nstcam.style._color import luminance_only
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 

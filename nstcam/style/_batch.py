@@ -13,7 +13,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import whole
-from nstcam._files import IMAGE_EXTENSIONS, expand_contents, output_names
+from nstcam._files import IMAGE_EXTENSIONS, BatchResult, expand_contents, output_names
 from nstcam._terminal import watching
 from nstcam.anchor import PixelAnchor
 from nstcam.image import ImageError, ImageSource, load_image, probe_image, save_image
@@ -35,22 +35,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class BatchResult(list):
-    """Output paths of :meth:`StyleTransfer.stylize_batch` (written and already present).
-
-    Attributes:
-        written: outputs written by this call.
-        skipped: outputs that existed already and were kept.
-        failed: input -> error message, for inputs that could not be stylised.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written: list[Path] = []
-        self.skipped: list[Path] = []
-        self.failed: dict[str, str] = {}
 
 
 def load_styles(style: ImageSource | Sequence[ImageSource]) -> list[Image.Image]:

@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from nstcam.color import color_stats, luminance_only, match_color
 from nstcam.image import image_to_tensor
-from nstcam.style._color import color_stats, luminance_only, match_color
+from nstcam.style._fast_init import fast_images
 from nstcam.style._plan import Plan
 from nstcam.style._progress import Progress
 from nstcam.style._runtime import Runtime
@@ -55,6 +56,8 @@ def init_image(
         x = torch.cat(draws).to(rt.device)
     elif plan.init == "style_stats":
         x = _style_noise(rt, styles, plan, c_in)
+    elif plan.init == "fast":
+        x = fast_images(rt, c_in, styles, plan)
     else:  # style, blended by weight where several (recoloured per image with "histogram")
         x = torch.zeros_like(c_in)
         for img, wt in zip(styles, plan.blend, strict=True):

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._version import __version__
+from nstcam.color import merge_luminance
 from nstcam.image import image_to_tensor, resize_long_side, tensor_to_image
 from nstcam.mask import resize_mask
-from nstcam.style._color import merge_luminance
 from nstcam.style._plan import Plan
 from nstcam.style._runtime import Runtime
 

@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scale
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
 OPTIMIZERS = ("lbfgs", "adam")
-INITS = ("content", "noise", "style", "style_stats")
+INITS = ("content", "noise", "style", "style_stats", "fast")
 
 
 @dataclass

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam.color import color_stats, luminance_only, match_color, match_luminance
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import resize_mask
-from nstcam.style._color import color_stats, luminance_only, match_color, match_luminance
 from nstcam.style._plan import Plan
 from nstcam.style._regions import Region, region_masks, region_plan, region_weights
 from nstcam.style._runtime import Runtime

@@ -130,9 +130,10 @@ class StyleTransfer(StyleEngine):
             style_weight, content_weight, tv_weight: the weights of the style, content and
                 smoothness losses; the defaults keep the subject on a real VGG16 (docs/style.md).
             optimizer: ``"lbfgs"`` or ``"adam"``.
-            init: start from the ``"content"``, from ``"noise"``, from the ``"style"``, from noise
-                of the style's RGB mean and covariance (``"style_stats"``), or from an image
-                (anything :func:`nstcam.load_image` takes; resized to each image's size).
+            init: start from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's
+                RGB mean and covariance (``"style_stats"``), a pretrained network's painting
+                (``"fast"``: Magenta's arbitrary network, real weights; ``style/_fast_init.py``), or
+                an image (anything :func:`nstcam.load_image` takes; resized to each image's size).
             anchors: extra pixel-space loss terms (:class:`nstcam.PixelAnchor`): each pulls the
                 result towards its image where its mask says (video: the warped previous frame).
             style_weights: blend weights of several style images (normalised to sum to 1).

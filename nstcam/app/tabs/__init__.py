@@ -3,6 +3,7 @@ without a server), its layout, its API endpoint (built from the handler's signat
 endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 
 - ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
+- ``webcam``: "Webcam", a live stream painted by the fast network (no public endpoint).
 - ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``).
 - ``cam_video``: "Explain a clip", ``/gradcam_video`` (a clip explained over time).
 - ``cam_volume``: "Explain a volume" (a ``.npy`` volume and a slice viewer; the page's only).
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nstcam.app.tabs import cam, cam_video, cam_volume, features, style, subject, video
+from nstcam.app.tabs import cam, cam_video, cam_volume, features, style, subject, video, webcam
 
 __all__ = ["TABS"]
 
 TABS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("Style transfer", style.tab),
     ("Video", video.tab),
+    ("Webcam", webcam.tab),
     ("Grad-CAM", cam.tab),
     ("Explain a clip", cam_video.tab),
     ("Explain a volume", cam_volume.tab),

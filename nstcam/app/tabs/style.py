@@ -4,6 +4,7 @@ its layout, and its ``/stylize`` endpoint with the tool doc."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,16 +33,21 @@ from nstcam.app.widgets import as_files, before_after, pickers, sample, size_ste
 from nstcam.style import Cancelled, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
-__all__ = ["DOC", "STARTING", "stylize_handler", "tab"]
+__all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
 
 STARTING = "starting: building targets…"
+MODES = ("optimise", "fast", "fast_refine")
+"""``mode``: the optimisation, one pass of a pretrained network, or the optimisation from that pass."""
 DEFAULTS = stylize_defaults()
 """The engine's defaults, which the endpoint, its form and its description share."""
 
 
-DOC = """Neural style transfer (Gatys et al., VGG16_bn): repaints the content image in the colours
-and brush strokes of the style image while keeping its layout. Each step is a forward and backward
-pass of VGG16_bn; on this {device} server: {cost}. Results from random weights are labelled as such.
+DOC = """Neural style transfer: repaints the content image in the colours and brush strokes of the
+style image while keeping its layout. `mode` "optimise" (default): Gatys et al.'s optimisation on
+VGG16_bn, each step a forward and backward pass; on this {device} server: {cost}. "fast": one pass
+of a pretrained feed-forward network (Magenta's arbitrary style network, real weights whatever the
+VGG's), well under a second at 512 px on a CPU; "fast_refine": the optimisation starts from that
+painting. Results from random weights are labelled as such.
 
 Args:
     content: the photo to repaint: {image}.
@@ -58,10 +64,11 @@ Args:
     optimizer: "lbfgs" (default, fewer steps) or "adam".
     tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
     style_loss: {style_losses}.
-    init: where the optimisation starts: "content" (default), "noise", "style", or "style_stats" (noise with the style's colour mean and covariance).
+    init: where the optimisation starts: "content" (default), "noise", "style", "style_stats" (noise with the style's colour mean and covariance) or "fast" (a pretrained network's painting).
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
+    mode: "optimise" (default), "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size and preserve_color) or "fast_refine" (the optimisation, starting from the fast painting).
 
 Returns:
     result: the stylised image (PNG).
@@ -102,6 +109,7 @@ def stylize_handler(
     average: float = 0.0,
     mask_a: Any = None,
     mask_b: Any = None,
+    mode: str = "optimise",
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
@@ -111,10 +119,18 @@ def stylize_handler(
     alone its ``style_mask``. ``tile`` > 0 optimises scales
     above that many px window by window (0: whole images); ``average`` 0 is off. Setting ``stop`` (the Cancel
     button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
-    its PNG; closing the generator stops it too.
+    its PNG; closing the generator stops it too. ``mode`` "fast" paints in one pass of the
+    pretrained network (:func:`fast_handler`); "fast_refine" starts the optimisation from it.
     """
     cfg = models.config
     stop = stop or threading.Event()
+    if mode not in MODES:
+        raise refuse(f"mode must be {', '.join(MODES)}, got {str(mode)[:40]!r}")
+    if mode == "fast":
+        yield from fast_handler(models, content, style, style_b, blend, size, preserve_color)
+        return
+    if mode == "fast_refine":
+        init = "fast"
     try:
         if content is None or style is None:
             raise refuse("Upload a content image and at least one style image.")
@@ -194,6 +210,36 @@ def stylize_handler(
     yield img, status, models.outbox.save(img, "stylized.png")
 
 
+def fast_handler(
+    models: Models, content: Any, style: Any, style_b: Any, blend: float, size: int, preserve_color: Any
+) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+    """``mode="fast"``: one pass of Magenta's arbitrary network (:class:`nstcam.FastStyle`, real
+    weights), style B blended in by its style vector; yields (image, status, PNG path) once."""
+    try:
+        if content is None or style is None:
+            raise refuse("Upload a content image and at least one style image.")
+        check(size, "size", 64, models.config.max_size)
+        check(blend, "blend", 0, 1)
+        colour = _color_mode(preserve_color)
+        content_img = load_upload(content, "content")
+        styles, weights = [load_upload(style, "style")], [1.0]
+        if style_b is not None and blend > 0:
+            styles, weights = [*styles, load_upload(style_b, "style B")], [1.0 - blend, blend]
+        t = time.perf_counter()
+        fast = models.fast()
+        img = fast.stylize(
+            content_img,
+            fast.blend_vector(styles, weights),
+            size=int(size),
+            preserve_color="luminance" if colour is True else colour or None,
+        )
+        seconds = time.perf_counter() - t
+    except Exception as e:
+        raise fail(e) from e
+    status = f"done: {img.width}x{img.height} in {seconds:.2f} s, fast network (Magenta's, real weights)"
+    yield img, status, models.outbox.save(img, "stylized.png")
+
+
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Style transfer" tab and its ``/stylize`` endpoint."""
     with gr.Row():
@@ -206,6 +252,14 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                     height=200,
                     elem_id="st-style-b",
                 )
+            mode = gr.Radio(
+                [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
+                value="fast",
+                label="Mode",
+                info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "
+                "on VGG16_bn, minutes on a CPU, any style and every setting below",
+                elem_id="st-mode",
+            )
             with gr.Row():
                 run = gr.Button("Stylise", variant="primary", elem_id="st-run")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
@@ -255,10 +309,11 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                     info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
                 )
                 init = gr.Dropdown(
-                    ["content", "noise", "style", "style_stats"],
+                    ["content", "noise", "style", "style_stats", "fast"],
                     value="content",
                     label="Start from",
-                    info="style_stats: noise with the style's colour mean and covariance",
+                    info="style_stats: noise with the style's colour mean and covariance; fast: the "
+                    "pretrained network's painting",
                 )
                 average = gr.Number(
                     0,
@@ -296,7 +351,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     listen(
         run,
         stylize,
-        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b],
+        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b, mode],
         [result, status, download],
         status,
         api_name="stylize",

