@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nstcam._cli_fast import add_fast_arguments, add_import_fast_parser, cmd_stylize_fast, cmd_video_fast
+from nstcam._cli_trust import add_trust_arguments, cmd_cam_trust
 from nstcam._mark import tag_weights
 from nstcam._version import __version__
 from nstcam.cam.registry import METHODS, REGISTRY
@@ -547,6 +548,8 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     out = Path(args.output)
+    if args.trust and cam.frames is None:
+        return cmd_cam_trust(cam, args)
     if cam.frames is not None or any(Path(s).suffix.lower() in VIDEO_EXTENSIONS for s in args.images):
         return _cam_clips(cam, args, out)
     failed = 0
@@ -945,6 +948,7 @@ def _add_cam_parser(sub: Any) -> None:
     c.add_argument(
         "--evaluate-steps", type=int, default=20, help="points of the deletion/insertion curves, less one"
     )
+    add_trust_arguments(c)
     _add_ray_arguments(c)
     c.set_defaults(func=_cmd_cam)
 

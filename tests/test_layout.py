@@ -29,7 +29,15 @@ BASE = {
     "nstcam.weights",
     "nstcam.color",
 }
-TOP = {"nstcam", "nstcam.__main__", "nstcam._entry", "nstcam.cli", "nstcam._cli_fast", "nstcam.distributed"}
+TOP = {
+    "nstcam",
+    "nstcam.__main__",
+    "nstcam._entry",
+    "nstcam.cli",
+    "nstcam._cli_fast",
+    "nstcam._cli_trust",
+    "nstcam.distributed",
+}
 
 
 def part(module: str) -> str:

@@ -206,3 +206,60 @@ def test_on_real_weights_guided_backprop_fails_the_sanity_check_and_grad_cam_pas
     bound("guided backprop's least Spearman, top 3 layers random", gb.min(), ">", 0.9)
     bound("Grad-CAM's mean Spearman over the 3 steps", gc.mean(), "<", 0.5)
     bound("guided backprop's least less Grad-CAM's largest", gb.min() - gc.max(), ">", 0.3)
+
+
+class _Linear(nn.Module):
+    """logits = (sum(w * x), 0): the target's probability rises with every pixel where w > 0."""
+
+    def __init__(self, w: torch.Tensor) -> None:
+        super().__init__()
+        self.w = nn.Parameter(w, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = (x * self.w).flatten(1).sum(1, keepdim=True)
+        return torch.cat([s, torch.zeros_like(s)], 1)
+
+
+def test_faithfulness_correlation_equals_its_float64_formula_and_prefers_the_true_map():
+    from nstcam.metrics import faithfulness_correlation
+
+    gen = torch.Generator().manual_seed(2)
+    w = torch.rand(1, 1, 12, 12, generator=gen) * 0.02
+    model = _Linear(w.expand(1, 3, 12, 12).clone())
+    x = torch.rand(2, 3, 12, 12, generator=gen)
+    contrib = (x * w).sum(1)  # each pixel's share of the logit: what removing it costs
+    true = contrib / contrib.amax((1, 2), keepdim=True)
+    noise = torch.rand(2, 12, 12, generator=gen)
+    good = faithfulness_correlation(model, x, true, 0, samples=50, subset=20, seed=5)
+    bad = faithfulness_correlation(model, x, noise, 0, samples=50, subset=20, seed=5)
+    assert (good > 0.9).all() and (bad.abs() < good).all()
+    # float64 reference: the same subsets (the same seeded generator), the formula written out
+    g = torch.Generator().manual_seed(5)
+    picks = [torch.randperm(144, generator=g)[:20] for _ in range(2 * 50)]
+    xd, wd = x.double(), model.w.double()
+    p = lambda t: torch.softmax(torch.stack([(t * wd).sum(), torch.tensor(0.0, dtype=torch.float64)]), 0)[0]  # noqa: E731
+    for i in range(2):
+        mass, fall = [], []
+        for s in range(50):
+            idx = picks[i * 50 + s]
+            keep = torch.ones(144, dtype=torch.bool)
+            keep[idx] = False
+            mass.append(float(true[i].double().flatten()[idx].sum()))
+            fall.append(float(p(xd[i]) - p(xd[i] * keep.view(1, 12, 12))))
+        want = np.corrcoef(mass, fall)[0, 1]
+        assert abs(good[i].item() - want) < 1e-5
+
+
+def test_monotonicity_on_models_whose_every_pixel_helps_or_hurts():
+    from nstcam.metrics import monotonicity
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(2, 3, 10, 10, generator=gen)
+    maps = torch.rand(2, 10, 10, generator=gen)
+    helps = _Linear(torch.full((1, 3, 10, 10), 0.01))
+    hurts = _Linear(torch.full((1, 3, 10, 10), -0.01))
+    assert torch.equal(monotonicity(helps, x, maps, 0, steps=10), torch.ones(2))  # whatever the map
+    assert torch.equal(monotonicity(hurts, x, maps, 0, steps=10), torch.zeros(2))
+    signed = _Linear(torch.linspace(-0.02, 0.02, 300).view(1, 3, 10, 10))
+    by_weight = (signed.w.mean(1) + 0.02) / 0.04  # relevance = the pixel's weight: the right order
+    assert monotonicity(signed, torch.ones(1, 3, 10, 10), by_weight, 0, steps=10).item() < 1  # harmful first

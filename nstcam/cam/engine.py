@@ -279,6 +279,13 @@ class GradCAM(SpaceTime):
         )
         return raws[0] if raw else maps[0]
 
+    def trust(self, images: Sequence[ImageSource], **params: Any) -> Any:
+        """Can these maps be trusted? Several methods on ``images``, every metric with a bootstrap
+        95 % interval, ranks and cost: :func:`nstcam.cam.trust.trust` (``methods``, ``boxes``...)."""
+        from nstcam.cam.trust import trust
+
+        return trust(self, images, **params)
+
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises
         one image into a (1, 3, H, W) batch; a detector's as it is (it does both inside itself)."""

@@ -11,18 +11,21 @@ Layout: ``confidence`` (confidence change, Average Drop / Increase in Confidence
 ``baselines`` (maps with no information) and ``faithfulness`` (all of them for one batch, beside a
 random map's); ``_scores`` holds the shared checks and the chunked scoring.
 
-Beyond faithfulness (issue 53): ``randomisation`` (Adebayo et al.'s model parameter randomisation
-test), ``localisation`` (pointing game, energy in a mask, relevance rank accuracy), ``robustness``
-(max-sensitivity, local Lipschitz estimate), ``complexity`` (sparseness, entropy) and ``similarity``
-(Spearman, SSIM: how maps are compared).
+Faithfulness also has ``correlation`` (Bhatt et al.'s faithfulness correlation) and
+``monotonicity`` (Arya et al.). Beyond faithfulness (issue 53): ``randomisation`` (Adebayo et al.'s
+model parameter randomisation test), ``localisation`` (pointing game, energy in a mask, relevance
+rank accuracy), ``robustness`` (max-sensitivity, local Lipschitz estimate), ``complexity``
+(sparseness, entropy) and ``similarity`` (Spearman, SSIM: how maps are compared).
 """
 
 from nstcam.metrics.baselines import centre_gaussian, random_map
 from nstcam.metrics.complexity import complexity, sparseness
 from nstcam.metrics.confidence import average_drop_increase, confidence_change
+from nstcam.metrics.correlation import faithfulness_correlation
 from nstcam.metrics.curves import deletion_auc, insertion_auc
 from nstcam.metrics.faithfulness import Faithfulness, faithfulness
 from nstcam.metrics.localisation import box_masks, energy_in_mask, pointing_game, relevance_rank_accuracy
+from nstcam.metrics.monotonicity import monotonicity
 from nstcam.metrics.randomisation import Randomisation, parameter_randomisation, randomisation_layers
 from nstcam.metrics.road import road
 from nstcam.metrics.robustness import local_lipschitz, max_sensitivity
@@ -34,8 +37,10 @@ __all__ = [
     "box_masks",
     "complexity",
     "energy_in_mask",
+    "faithfulness_correlation",
     "local_lipschitz",
     "max_sensitivity",
+    "monotonicity",
     "parameter_randomisation",
     "pointing_game",
     "randomisation_layers",

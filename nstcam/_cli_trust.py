@@ -1,0 +1,54 @@
+"""The CLI's trust report: ``nstcam cam IMAGES --trust -o OUTDIR`` (issue 53)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_trust_arguments", "cmd_cam_trust"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_trust_arguments(c: argparse.ArgumentParser) -> None:
+    """``--trust`` and ``--trust-methods`` of ``nstcam cam``."""
+    from nstcam.cam.trust import DEFAULT_METHODS
+
+    c.add_argument(
+        "--trust",
+        action="store_true",
+        help="instead of overlays: can these maps be trusted? every method of --trust-methods on the "
+        "images, each metric with a bootstrap 95%% interval, ranks and cost (OUTDIR/trust.csv, trust.md)",
+    )
+    c.add_argument(
+        "--trust-methods",
+        type=lambda t: [m.strip() for m in t.split(",") if m.strip()],
+        default=list(DEFAULT_METHODS),
+        metavar="M1,M2",
+        help=f"methods of --trust (default {','.join(DEFAULT_METHODS)})",
+    )
+
+
+def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
+    """Runs :meth:`nstcam.GradCAM.trust` on the images, writes the CSV and the markdown, prints it."""
+    from nstcam.image import ImageError
+
+    out = Path(args.output)
+    files = [out / "trust.csv", out / "trust.md"]
+    if all(f.exists() for f in files) and not args.overwrite:
+        logger.info("kept %s: it exists; add --overwrite to redo it", files[0])
+        return 0
+    try:
+        report = cam.trust(args.images, methods=args.trust_methods)
+    except (ImageError, FileNotFoundError, ValueError) as e:
+        logger.error("%s", e)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    report.csv(files[0])
+    files[1].write_text(report.markdown() + "\n")
+    print(report.markdown())
+    for method, why in report.failed.items():
+        logger.warning("%s: %s", method, why)
+    return 0
