@@ -6,7 +6,14 @@ import argparse
 import logging
 from typing import Any
 
-__all__ = ["add_fast_arguments", "add_import_fast_parser", "cmd_stylize_fast", "style_index"]
+__all__ = [
+    "add_fast_arguments",
+    "add_import_fast_parser",
+    "cmd_stylize_fast",
+    "cmd_video_fast",
+    "fast_dataset",
+    "style_index",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,45 +85,40 @@ def _style(fast: Any, args: argparse.Namespace) -> Any:
     return fast.blend_vector(args.style, args.style_weights) if len(args.style) > 1 else args.style[0]
 
 
-def _ray_fast(args: argparse.Namespace, inputs: Any, **params: Any) -> int:
-    """``--fast --ray``: :func:`nstcam.distributed.stylize_dataset` with ``fast=True``."""
+def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:
+    """``--fast --ray``: :func:`nstcam.distributed.stylize_dataset` with ``fast=True``, as a call for
+    the CLI's ``_run_dataset`` (which prints what was written and logs each failure)."""
     from nstcam.distributed import stylize_dataset
 
     style = args.style_index if args.style_index is not None else args.style
-    try:
-        res = stylize_dataset(
-            inputs,
-            style,
-            args.output,
-            num_workers=args.workers,
-            gpus_per_worker=args.gpus_per_worker,
-            address=None if args.ray == "local" else args.ray,
-            overwrite=args.overwrite,
-            fast=True,
-            size=args.size,
-            strength=args.strength,
-            preserve_color=args.preserve_color or None,
-            **({"style_weights": args.style_weights} if args.style_weights else {}),
-            **params,
-        )
-    except (ImportError, ValueError, FileNotFoundError, RuntimeError) as e:
-        logger.error("%s", e)
-        return 1
-    for p in res.written:
-        print(p)
-    for src, why in res.failed.items():
-        logger.error("skipped %s: %s", src, why)
-    return 1 if res.failed else 0
+    blend = {"style_weights": args.style_weights} if args.style_weights else {}
+    return stylize_dataset(
+        inputs,
+        style,
+        args.output,
+        num_workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker,
+        address=None if args.ray == "local" else args.ray,
+        overwrite=args.overwrite,
+        fast=True,
+        size=args.size,
+        strength=args.strength,
+        preserve_color=args.preserve_color or None,
+        **blend,
+        **params,
+    )
 
 
-def cmd_stylize_fast(args: argparse.Namespace) -> int:
-    """``nstcam stylize --fast``: each content image through :class:`nstcam.FastStyle`."""
+def cmd_stylize_fast(args: argparse.Namespace, run_dataset: Any) -> int:
+    """``nstcam stylize --fast``: each content image through :class:`nstcam.FastStyle`; with
+    ``--ray``, :func:`fast_dataset` through the CLI's ``run_dataset``."""
     from nstcam.fast import FastStyle, FastWeightsError
 
     if _refused(args):
         return 2
     if args.ray:
-        return _ray_fast(args, args.content[0] if len(args.content) == 1 else args.content)
+        inputs = args.content[0] if len(args.content) == 1 else args.content
+        return run_dataset(lambda: fast_dataset(args, inputs), lambda res: res.written)
     try:
         fast = FastStyle(device=args.device or "cpu")
         style = _style(fast, args)
@@ -166,8 +168,9 @@ def cmd_import_fast(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_video_fast(args: argparse.Namespace, kept: Any) -> int:
-    """``nstcam video --fast``: the clip through :meth:`nstcam.FastStyle.stylize_video`."""
+def cmd_video_fast(args: argparse.Namespace, kept: Any, run_dataset: Any) -> int:
+    """``nstcam video --fast``: the clip through :meth:`nstcam.FastStyle.stylize_video`; with
+    ``--ray`` (a folder of clips), :func:`fast_dataset`."""
     from nstcam.fast import FastStyle, FastWeightsError
     from nstcam.video import VideoError
 
@@ -175,7 +178,8 @@ def cmd_video_fast(args: argparse.Namespace, kept: Any) -> int:
         return 2
     if args.ray:
         extra = {"temporal_blend": args.temporal_blend, "flow": args.flow, "max_frames": args.max_frames}
-        return _ray_fast(args, args.video, **{k: v for k, v in extra.items() if v is not None})
+        params = {k: v for k, v in extra.items() if v is not None}
+        return run_dataset(lambda: fast_dataset(args, args.video, **params), lambda res: res.written)
     if kept(args.output, args.overwrite):
         return 0
     try:

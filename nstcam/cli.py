@@ -209,7 +209,7 @@ def _cmd_stylize(args: argparse.Namespace) -> int:
     from nstcam.style import StyleTransfer
 
     if args.fast:
-        return cmd_stylize_fast(args)
+        return cmd_stylize_fast(args, _run_dataset)
     if not args.style:
         logger.error("give --style IMAGE (repeat to blend); --style-index needs --fast")
         return 2
@@ -384,7 +384,7 @@ def _video_params(args: argparse.Namespace) -> dict:
 
 def _cmd_video(args: argparse.Namespace) -> int:
     if args.fast:
-        return cmd_video_fast(args, _kept)
+        return cmd_video_fast(args, _kept, _run_dataset)
     if not args.style:
         logger.error("give --style IMAGE (repeat to blend); --style-index needs --fast")
         return 2

@@ -515,7 +515,7 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         page.locator("#st-content img").first.wait_for(timeout=30_000)
         page.locator("#st-style img").first.wait_for(timeout=30_000)
         record_statuses(page, "#st-status textarea")
-        page.locator("#st-mode").get_by_label("Optimise").check()  # the page opens in the fast mode
+        assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
         page.locator("#st-run").click()
         page.wait_for_function("() => window.seen.some(s => s.startsWith('step'))", timeout=60_000)
         page.locator("#st-cancel").click()
@@ -860,7 +860,7 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
         page.locator("#st-content input[type=file]").set_input_files(str(c))
         page.locator("#st-style input[type=file]").set_input_files(str(c))
         page.locator("#st-content img").first.wait_for(timeout=30_000)
-        page.locator("#st-mode").get_by_label("Optimise").check()  # the page opens in the fast mode
+        assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
         page.locator("#st-run").click()
         page.wait_for_function(
             "() => (document.querySelector('#st-status textarea') || {}).value?.startsWith('done:')",

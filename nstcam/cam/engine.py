@@ -41,6 +41,7 @@ from nstcam.cam.registry import check_method
 from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
 from nstcam.cam.targets.found import cam_result, explain_found
+from nstcam.cam.trust import Trusted
 from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_side
 from nstcam.layouts import LAYOUTS, input_grid
 from nstcam.preprocess import Preprocess, preprocess_for
@@ -52,7 +53,7 @@ __all__ = ["GradCAM"]
 logger = logging.getLogger(__name__)
 
 
-class GradCAM(SpaceTime):
+class GradCAM(SpaceTime, Trusted):
     """Class activation maps for a CNN classifier.
 
     The forward pass runs without autograd up to the target layer; a forward hook records that
@@ -278,13 +279,6 @@ class GradCAM(SpaceTime):
             eigen_smooth=eigen_smooth,
         )
         return raws[0] if raw else maps[0]
-
-    def trust(self, images: Sequence[ImageSource], **params: Any) -> Any:
-        """Can these maps be trusted? Several methods on ``images``, every metric with a bootstrap
-        95 % interval, ranks and cost: :func:`nstcam.cam.trust.trust` (``methods``, ``boxes``...)."""
-        from nstcam.cam.trust import trust
-
-        return trust(self, images, **params)
 
     def preprocess(self, img: Image.Image) -> torch.Tensor:
         """Resizes (shorter side to ``input_size``; a fixed-size model's exact square) and normalises

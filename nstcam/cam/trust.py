@@ -43,7 +43,7 @@ from nstcam.metrics import (
     sparseness,
 )
 
-__all__ = ["DEFAULT_METHODS", "HIGHER_IS_BETTER", "TrustReport", "trust"]
+__all__ = ["DEFAULT_METHODS", "HIGHER_IS_BETTER", "TrustReport", "Trusted", "trust"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +180,7 @@ class _PeakMemory:
 
 
 def _engine(cam: Any, method: str, model: torch.nn.Module | None = None) -> Any:
-    from nstcam.cam.engine import GradCAM
-
-    return GradCAM(
+    return type(cam)(
         model=model if model is not None else cam.model,
         target_layer=list(cam.target_layers),
         method=method,
@@ -266,18 +264,29 @@ def trust(
         except ValueError as e:
             failed[method] = str(e).splitlines()[0][:200]
             continue
-        t0 = time.perf_counter()
-        with _PeakMemory(cam.device) as mem:
-            for x, t in zip(xs, targets, strict=True):
-                engine.compute(x, t)
-        seconds[method], peaks[method] = (time.perf_counter() - t0) / len(xs), max(0.0, mem.peak)
+        seconds[method], peaks[method] = _cost(cam, engine, xs, targets)
         rows = [
-            _image_metrics(cam, engine, method, x, t, b, kw)
-            for x, t, b in zip(xs, targets, scaled, strict=True)
+            _image_metrics(cam, engine, method, *row, kw) for row in zip(xs, targets, scaled, strict=True)
         ]
         values[method] = {
             k: [r[k] for r in rows if k in r] for k in HIGHER_IS_BETTER if any(k in r for r in rows)
         }
+    metrics, stats = _table(values, bootstrap, seed)
+    return TrustReport(list(values), metrics, stats, seconds, peaks, len(xs), failed)
+
+
+def _cost(cam: Any, engine: Any, xs: list[torch.Tensor], targets: list[int]) -> tuple[float, float]:
+    """Seconds and peak MB per map, after a warm-up call (its one-time costs are not a map's)."""
+    engine.compute(xs[0], targets[0])
+    t0 = time.perf_counter()
+    with _PeakMemory(cam.device) as mem:
+        for x, t in zip(xs, targets, strict=True):
+            engine.compute(x, t)
+    return (time.perf_counter() - t0) / len(xs), max(0.0, mem.peak)
+
+
+def _table(values: dict[str, dict[str, list[float]]], bootstrap: int, seed: int) -> tuple[list[str], dict]:
+    """The metrics every method has, and per method and metric (mean, low, high, rank)."""
     done = list(values)
     metrics = [k for k in HIGHER_IS_BETTER if done and k in values[done[0]]]
     stats: dict[str, dict[str, tuple[float, float, float, int]]] = {m: {} for m in done}
@@ -285,7 +294,7 @@ def trust(
         cis = {m: _bootstrap(np.asarray(values[m][k], dtype=np.float64), bootstrap, seed) for m in done}
         for m, r in _ranks(cis, HIGHER_IS_BETTER[k]).items():
             stats[m][k] = (*cis[m], r)
-    return TrustReport(done, metrics, stats, seconds, peaks, len(xs), failed)
+    return metrics, stats
 
 
 def _top1(cam: Any, x: torch.Tensor) -> int:
@@ -302,3 +311,12 @@ def _scaled_box(box: Any, img: Any, x: torch.Tensor) -> tuple[float, ...] | None
     sx, sy = x.shape[-1] / img.width, x.shape[-2] / img.height
     x1, y1, x2, y2 = (float(v) for v in box)
     return (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
+
+
+class Trusted:
+    """:class:`nstcam.GradCAM`'s ``trust`` method, kept beside the report it makes."""
+
+    def trust(self, images: Sequence[ImageSource], **params: Any) -> TrustReport:
+        """Can these maps be trusted? Several methods on ``images``, every metric with a bootstrap
+        95 % interval, ranks and cost: :func:`nstcam.cam.trust.trust` (``methods``, ``boxes``...)."""
+        return trust(self, images, **params)

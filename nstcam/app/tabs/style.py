@@ -254,7 +254,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 )
             mode = gr.Radio(
                 [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
-                value="fast",
+                value="optimise",  # the API's default too: a client that sends no mode keeps its results
                 label="Mode",
                 info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "
                 "on VGG16_bn, minutes on a CPU, any style and every setting below",

@@ -81,8 +81,12 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             painted = gr.Image(label="Painted", interactive=False, elem_id="cam-live-out")
             status = gr.Markdown("", elem_id="live-status")
     warn_bad_uploads([(style, "style")], status)
+
+    def paint_frame(frame: Any, k: int, painting: Any, px: int) -> np.ndarray | None:
+        return webcam_handler(models, frame, k, painting, px)
+
     camera.stream(
-        lambda frame, k, s, px: webcam_handler(models, frame, k, s, px),
+        paint_frame,
         [camera, style_index, style, size],
         painted,
         stream_every=STREAM_EVERY,
