@@ -235,14 +235,10 @@ class _FastWorker:
         self.fast = FastStyle(device="cuda" if gpu else "cpu")
         params = dict(params)
         blend = params.pop("style_weights", None)
-        if isinstance(styles, list):
+        if isinstance(styles, list):  # paintings shipped as PNG bytes
             paintings = [load_image(s) for s in styles]
-            strength = params.get("strength", 1.0)
-            styles = (
-                self.fast.blend_vector(paintings, blend)
-                if len(paintings) > 1 or strength == 1.0
-                else paintings[0]
-            )
+            colour = {k: params.get(k) for k in ("strength", "preserve_color") if params.get(k) is not None}
+            styles = self.fast.read_style(paintings if len(paintings) > 1 else paintings[0], blend, **colour)
         self.style, self.params, self.video = styles, params, video
 
     def __call__(self, batch: dict) -> dict:

@@ -230,3 +230,18 @@ def test_init_fast_starts_the_optimisation_from_the_fast_painting(fast, photo, p
         photo, [painting, load_image(SAMPLES / "brick.png")], style_weights=[0.5, 0.5], init="fast", **kw
     )
     assert (image_to_tensor(two) - start).abs().mean() * 255 > 2  # the blend's vector paints differently
+
+
+def test_read_style_reads_a_painting_once_unless_each_photo_reads_it_its_own_way(fast, photo, painting):
+    vec = fast.read_style(painting)
+    assert torch.equal(vec, fast.style_vector(painting)) and fast.read_style(vec) is vec
+    assert fast.read_style(7) == 7 and fast.read_style({1: 1.0}) == {1: 1.0}
+    for kw in ({"strength": 0.5}, {"preserve_color": "histogram"}):
+        assert not isinstance(fast.read_style(painting, **kw), torch.Tensor)  # an image: per photo
+    brick = load_image(SAMPLES / "brick.png")
+    assert torch.equal(
+        fast.read_style([painting, brick], [1, 3]), fast.blend_vector([painting, brick], [1, 3])
+    )
+    kept = fast.read_style(painting, preserve_color="histogram")
+    want = fast.stylize(photo, painting, preserve_color="histogram")
+    assert np.array_equal(np.asarray(fast.stylize(photo, kept, preserve_color="histogram")), np.asarray(want))

@@ -197,6 +197,27 @@ class FastStyle:
         vectors = torch.cat([self.style_vector(s) for s in styles])
         return ((w / w.sum()).to(vectors) @ vectors)[None]
 
+    def read_style(
+        self,
+        style: StyleSpec | ImageSource | Sequence[ImageSource],
+        weights: Sequence[float] | None = None,
+        *,
+        strength: float = 1.0,
+        preserve_color: str | None = None,
+    ) -> Any:
+        """``style`` read once for many photos (a folder, a clip's frames, a Ray worker's share):
+        paintings as their blended style vector (``weights``), one painting as its vector; a built-in
+        style or a vector as it is. One painting stays an image where each photo reads it its own way:
+        at ``strength`` < 1 (the photo's own vector mixes in) or with ``preserve_color="histogram"``
+        (the painting recoloured to each photo first)."""
+        if _is_vector(style) or _is_builtin(style):
+            return style
+        if isinstance(style, (list, tuple)):
+            return self.blend_vector(list(style), weights)
+        if strength != 1.0 or preserve_color == "histogram":
+            return load_image(style)
+        return self.style_vector(style)
+
     @torch.no_grad()
     def stylize(
         self,

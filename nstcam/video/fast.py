@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import finite, whole
 from nstcam._terminal import watching
-from nstcam.image import load_image, long_side_size
+from nstcam.image import long_side_size
 from nstcam.video.flow import FlowEstimator
 from nstcam.video.sink import VideoWriter, even_size
 from nstcam.video.source import VideoInfo, probe_video, read_frames, to_image
@@ -50,16 +49,6 @@ def steady(
     m = (blend * mask)[..., None]
     out = m * np.clip(warp(prev_out, back), 0, 255) + (1 - m) * styled.astype(np.float32)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
-
-
-def _style_once(fast: Any, style: Any, strength: float) -> Any:
-    """``style`` read once for every frame: a list of paintings as their mean style vector, one
-    painting as its vector (at ``strength`` < 1 as the image: each frame mixes in its own vector)."""
-    if isinstance(style, (int, float, dict, torch.Tensor)):
-        return style
-    if isinstance(style, (list, tuple)):
-        return style if all(isinstance(v, (int, float)) for v in style) else fast.blend_vector(list(style))
-    return fast.style_vector(style) if strength == 1.0 else load_image(style)
 
 
 def stylize_video_fast(
@@ -108,7 +97,7 @@ def stylize_video_fast(
         raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
     n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
     dims = even_size(long_side_size((info.width, info.height), whole("size", size, minimum=16)), output)
-    style = _style_once(fast, style, strength)
+    style = fast.read_style(style, strength=strength, preserve_color=preserve_color)  # once, not per frame
     est = (
         flow if isinstance(flow, FlowEstimator) else FlowEstimator(flow, device=getattr(fast, "device", None))
     )
