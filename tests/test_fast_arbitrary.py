@@ -7,13 +7,12 @@ vector, colour preservation, other sizes, batches and threads, refusals.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
 from _numeric import bound
 from _onnx_float import float_activations
+from conftest import in_threads
 
 from nstcam import load_image
 from nstcam.color import rgb_to_yuv
@@ -158,15 +157,7 @@ def test_batch_equals_one_at_a_time_and_goes_on_past_a_bad_file(fast, photo, pai
 def test_threads_equal_sequential_calls(fast, photo, painting):
     styles = [painting, 3, load_image(SAMPLES / "brick.png"), {1: 1, 2: 1}]
     want = [np.asarray(fast.stylize(photo, s)) for s in styles]
-    got: dict[int, np.ndarray] = {}
-    threads = [
-        threading.Thread(target=lambda k=k: got.update({k: np.asarray(fast.stylize(photo, styles[k]))}))
-        for k in range(4)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(lambda k: np.asarray(fast.stylize(photo, styles[k])), 4)
     assert all(np.array_equal(got[k], want[k]) for k in range(4))
 
 

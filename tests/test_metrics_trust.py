@@ -8,11 +8,11 @@ randomisation test (random weights here; the real-weights reproduction is
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from torch import nn
 
 from nstcam import GradCAM
@@ -146,17 +146,7 @@ def test_a_map_that_ignores_the_model_passes_no_randomisation_test_and_the_model
     assert cam.similarity.shape == (3, 2) and (cam.similarity.abs() < 0.999).any()
     indep = parameter_randomisation(model, gradcam, x, None, order="independent", similarity="ssim", seed=3)
     assert indep.measure == "ssim" and len(indep.curve()) == 3
-    got: list = [None, None]
-    threads = [
-        threading.Thread(
-            target=lambda i=i: got.__setitem__(i, parameter_randomisation(model, gradcam, x, None, seed=3))
-        )
-        for i in range(2)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = in_threads(lambda _: parameter_randomisation(model, gradcam, x, None, seed=3), 2)
     assert all(torch.equal(g.similarity, cam.similarity) for g in got)  # threads = sequential
     with pytest.raises(ValueError, match="layers must name modules of the model; not found: head"):
         parameter_randomisation(model, gradcam, x, layers=["head"])
