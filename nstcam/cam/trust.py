@@ -37,10 +37,11 @@ from nstcam.metrics import (
     faithfulness_correlation,
     insertion_auc,
     max_sensitivity,
-    parameter_randomisation,
     pointing_game,
     randomisation_layers,
+    randomised_copy,
     sparseness,
+    spearman,
 )
 
 __all__ = ["DEFAULT_METHODS", "HIGHER_IS_BETTER", "TrustReport", "Trusted", "trust"]
@@ -195,16 +196,14 @@ def _image_metrics(
     cam: Any, engine: Any, method: str, x: torch.Tensor, target: int, box: Any, kw: dict
 ) -> dict:
     maps = engine.compute(x, target)
-    model, top = cam.model, kw["top_layer"]
+    model = cam.model
     out = {
         "deletion": deletion_auc(model, x, maps, target, steps=kw["steps"]),
         "insertion": insertion_auc(model, x, maps, target, steps=kw["steps"]),
         "correlation": faithfulness_correlation(
             model, x, maps, target, samples=kw["samples"], subset=kw["subset"]
         ),
-        "randomisation": parameter_randomisation(
-            model, lambda m: _engine(cam, method, m).compute, x, target, layers=[top]
-        ).similarity[0],
+        "randomisation": spearman(maps, kw["random_engines"][method].compute(x, target)),
         "sensitivity": max_sensitivity(engine.compute, x, target, radius=0.02, samples=kw["noise_samples"]),
         "sparseness": sparseness(maps),
     }
@@ -249,8 +248,9 @@ def trust(
         "steps": whole("steps", steps, minimum=1),
         "samples": whole("samples", samples, minimum=2),
         "noise_samples": whole("noise_samples", noise_samples, minimum=1),
-        "top_layer": randomisation_layers(cam.model)[0],
+        "random_engines": {},  # per method, on one copy of the model with its top layer re-initialised
     }
+    random_model = randomised_copy(cam.model, randomisation_layers(cam.model)[:1])
     loaded = [load_image(i) for i in images]
     xs = [cam.preprocess(img) for img in loaded]
     kw["subset"] = max(1, xs[0].shape[-1] * xs[0].shape[-2] // 50)
@@ -264,6 +264,7 @@ def trust(
         except ValueError as e:
             failed[method] = str(e).splitlines()[0][:200]
             continue
+        kw["random_engines"][method] = _engine(cam, method, random_model)
         seconds[method], peaks[method] = _cost(cam, engine, xs, targets)
         rows = [
             _image_metrics(cam, engine, method, *row, kw) for row in zip(xs, targets, scaled, strict=True)

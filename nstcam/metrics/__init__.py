@@ -26,7 +26,12 @@ from nstcam.metrics.curves import deletion_auc, insertion_auc
 from nstcam.metrics.faithfulness import Faithfulness, faithfulness
 from nstcam.metrics.localisation import box_masks, energy_in_mask, pointing_game, relevance_rank_accuracy
 from nstcam.metrics.monotonicity import monotonicity
-from nstcam.metrics.randomisation import Randomisation, parameter_randomisation, randomisation_layers
+from nstcam.metrics.randomisation import (
+    Randomisation,
+    parameter_randomisation,
+    randomisation_layers,
+    randomised_copy,
+)
 from nstcam.metrics.road import road
 from nstcam.metrics.robustness import local_lipschitz, max_sensitivity
 from nstcam.metrics.similarity import spearman, ssim
@@ -44,6 +49,7 @@ __all__ = [
     "parameter_randomisation",
     "pointing_game",
     "randomisation_layers",
+    "randomised_copy",
     "relevance_rank_accuracy",
     "sparseness",
     "spearman",

@@ -23,7 +23,7 @@ from torch import nn
 
 from nstcam.metrics.similarity import SIMILARITIES, spearman, ssim
 
-__all__ = ["ORDERS", "Randomisation", "parameter_randomisation", "randomisation_layers"]
+__all__ = ["ORDERS", "Randomisation", "parameter_randomisation", "randomisation_layers", "randomised_copy"]
 
 ORDERS = ("cascading", "independent")
 
@@ -81,6 +81,16 @@ def _randomise(module: nn.Module, seed: int) -> None:
                 p.normal_(0.0, float(p.detach().float().std()) if p.numel() > 1 else 0.02)
 
 
+def randomised_copy(model: nn.Module, layers: Sequence[str], seed: int = 0) -> nn.Module:
+    """A copy of ``model`` with ``layers`` re-initialised, layer ``k`` seeded ``seed + k``: the model of
+    the cascading test's step ``len(layers)`` (``model`` itself is not changed)."""
+    out = copy.deepcopy(model)
+    modules = dict(out.named_modules())
+    for k, name in enumerate(layers):
+        _randomise(modules[name], seed + k)
+    return out
+
+
 def _similar(measure: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if measure == "ssim":
         return ssim(a, b)
@@ -131,8 +141,11 @@ def parameter_randomisation(
     original = explain_with(model)(x, targets).detach().double().cpu()
     rows, cascade = [], copy.deepcopy(model)
     for k, name in enumerate(names):
-        current = cascade if order == "cascading" else copy.deepcopy(model)
-        _randomise(dict(current.named_modules())[name], seed + k)
+        if order == "cascading":
+            current = cascade
+            _randomise(dict(current.named_modules())[name], seed + k)
+        else:
+            current = randomised_copy(model, [name], seed + k)
         maps = explain_with(current)(x, targets).detach().double().cpu()
         rows.append(_similar(similarity, original, maps))
     return Randomisation(names, torch.stack(rows), similarity, order, original.float())
