@@ -14,6 +14,7 @@ seeded (``seed``) and leaves the global random state as it was.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,9 @@ from nstcam.metrics.similarity import SIMILARITIES, spearman, ssim
 __all__ = ["ORDERS", "Randomisation", "parameter_randomisation", "randomisation_layers", "randomised_copy"]
 
 ORDERS = ("cascading", "independent")
+_RNG_LOCK = threading.Lock()
+"""``reset_parameters`` draws from torch's global generator: two threads re-seeding it at once would
+draw each other's numbers, so re-initialisations take turns."""
 
 ExplainWith = Callable[[nn.Module], Callable[[torch.Tensor, Any], torch.Tensor]]
 
@@ -69,7 +73,7 @@ def _randomise(module: nn.Module, seed: int) -> None:
     """Re-initialises every parameter under ``module``: ``reset_parameters`` where a module has one
     (torch's own initialisation; batch norm's running statistics too), else a normal draw of the
     parameter's own spread."""
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    with _RNG_LOCK, torch.random.fork_rng(devices=[]), torch.no_grad():  # the global generator: one at a time
         torch.manual_seed(seed)
         done: set[int] = set()
         for sub in module.modules():
