@@ -20,7 +20,8 @@ def add_trust_arguments(c: argparse.ArgumentParser) -> None:
         "--trust",
         action="store_true",
         help="instead of overlays: can these maps be trusted? every method of --trust-methods on the "
-        "images, each metric with a bootstrap 95%% interval, ranks and cost (OUTDIR/trust.csv, trust.md)",
+        "images (a clip: 4 windows spread over it), each metric with a bootstrap 95%% interval, ranks "
+        "and cost (OUTDIR/trust.csv, trust.md)",
     )
     c.add_argument(
         "--trust-methods",
@@ -32,7 +33,8 @@ def add_trust_arguments(c: argparse.ArgumentParser) -> None:
 
 
 def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
-    """Runs :meth:`nstcam.GradCAM.trust` on the images, writes the CSV and the markdown, prints it."""
+    """Runs :meth:`nstcam.GradCAM.trust` on the images (a clip: 4 windows spread over it), writes the
+    CSV and the markdown, prints it. A file that cannot be read is said and left out."""
     from nstcam.image import ImageError
 
     out = Path(args.output)
@@ -40,8 +42,12 @@ def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
     if all(f.exists() for f in files) and not args.overwrite:
         logger.info("kept %s: it exists; add --overwrite to redo it", files[0])
         return 0
+    inputs = _inputs(cam, args.images)
+    if not inputs:
+        logger.error("no image or clip could be read: nothing to report")
+        return 1
     try:
-        report = cam.trust(args.images, methods=args.trust_methods)
+        report = cam.trust(inputs[:_MAX_INPUTS], methods=args.trust_methods)
     except (ImageError, FileNotFoundError, ValueError) as e:
         logger.error("%s", e)
         return 1
@@ -52,3 +58,35 @@ def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
     for method, why in report.failed.items():
         logger.warning("%s: %s", method, why)
     return 0
+
+
+_MAX_INPUTS = 64
+CLIP_WINDOWS = 4
+
+
+def _inputs(cam: Any, sources: list[str]) -> list[Any]:
+    """Each photo loaded, each clip as :data:`CLIP_WINDOWS` windows (tensors); a clip
+    model takes clips only. What cannot be read is logged by its name and left out."""
+    from nstcam._files import VIDEO_EXTENSIONS
+    from nstcam.cam.clips import clip_windows
+    from nstcam.image import ImageError, load_image
+    from nstcam.video import VideoError
+
+    out: list[Any] = []
+    for src in sources:
+        if Path(src).suffix.lower() not in VIDEO_EXTENSIONS:
+            if cam.frames is not None:
+                logger.error("%s: a clip model's trust report takes clips, not images", Path(src).name)
+                continue
+            try:
+                out.append(load_image(src))
+            except (ImageError, FileNotFoundError) as e:
+                logger.error("%s", e)
+            continue
+        try:
+            out += clip_windows(cam, src, CLIP_WINDOWS)
+        except (VideoError, ValueError, OSError) as e:
+            logger.error("%s", e)
+    if len(out) > _MAX_INPUTS:
+        logger.warning("the report takes the first %d inputs of %d", _MAX_INPUTS, len(out))
+    return out

@@ -548,7 +548,7 @@ def _cmd_cam(args: argparse.Namespace) -> int:
         _error(e)
         return 1
     out = Path(args.output)
-    if args.trust and cam.frames is None:
+    if args.trust:
         return cmd_cam_trust(cam, args)
     if cam.frames is not None or any(Path(s).suffix.lower() in VIDEO_EXTENSIONS for s in args.images):
         return _cam_clips(cam, args, out)
@@ -874,7 +874,8 @@ def _add_cam_parser(sub: Any) -> None:
     c.add_argument(
         "--layer",
         help="target layer, or several separated by commas (maps fused, see --fuse); default: the arch's "
-        "own, e.g. layer4 for ResNets",
+        "own, e.g. layer4 for ResNets; auto: the deepest-four stage whose maps score best on deletion "
+        "over three shipped photos (the choice and its evidence are logged)",
     )
     c.add_argument(
         "--method",

@@ -25,6 +25,7 @@ ENDPOINTS = (
     "gradcam",
     "gradcam_video",
     "faithfulness",
+    "trust",
     "subject_aware",
     "features",
 )
@@ -38,6 +39,8 @@ SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `py
     "test_selfcheck.py::test_style_compiles_beside_grad_cam_captures_never_overlap",
     "test_selfcheck.py::test_two_compiled_engines_from_two_threads_each_equal_their_own_eager_run",
     "test_app.py::test_faithfulness_handler_equals_explain_evaluate",
+    "test_app_trust.py::test_the_panel_shows_the_engines_report_and_exports_it",
+    "test_cam_trust.py::test_cli_trust_takes_a_clip_and_goes_past_a_bad_file",
     "test_app.py::test_new_methods_smoothing_budget_and_refusals_through_the_app",
     "test_app.py::test_scorecam_budget_and_progress",
     "test_app_cam_video.py::test_a_long_clip_is_refused_unless_trimmed_and_a_playlist_never_opens",

@@ -732,7 +732,8 @@ def test_grad_cam_tab_cancel_stops_a_score_cam_run_and_a_new_run_clears_old_figu
     assert cancel.value == "Cancel"
     ids = [[getattr(o, "elem_id", None) for o in f.outputs] for f in demo.fns.values()]
     clears = [f for f, out in zip(demo.fns.values(), ids, strict=True) if out[:1] == ["cam-metrics"] and f.js]
-    assert len(clears) == 2 and all(f.js == "() => [null, null, '']" for f in clears)  # Explain, model
+    js = "() => [null, null, '', null, null, '']"  # the faithfulness and the trust panels' outputs
+    assert len(clears) == 2 and all(f.js == js for f in clears)  # Explain, model
     page = next(
         f for f in demo.fns.values() if len(f.inputs) == 11 and "cam-status" in [o.elem_id for o in f.outputs]
     )

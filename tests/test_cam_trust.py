@@ -7,6 +7,11 @@ import io
 
 import numpy as np
 import pytest
+import torch
+import torchvision
+from _clipnet import BrightNet, SquareNet, moving_square, square_boxes
+from conftest import in_threads
+from PIL import Image
 
 from nstcam import GradCAM
 from nstcam.cam.trust import HIGHER_IS_BETTER, _bootstrap, _ranks
@@ -14,6 +19,7 @@ from nstcam.cli import main
 from nstcam.image import SAMPLES
 
 PHOTOS = [SAMPLES / "chelsea.png", SAMPLES / "coffee.png", SAMPLES / "brick.png"]
+FIRST, LAST = 20, 29  # the square's frames
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +87,123 @@ def test_cli_trust_writes_the_csv_and_the_table(tmp_path, capsys):
     assert "| gradcam |" in table and "| eigencam |" in table and table.strip() in capsys.readouterr().out
     rows = list(csv.DictReader((tmp_path / "t" / "trust.csv").open()))
     assert {r["method"] for r in rows} == {"gradcam", "eigencam"} and rows[0]["images"] == "2"
+
+
+# -- what the report costs, clips and volumes, threads ---------------------------------------------
+SEEN = [0]  # inputs the counted network ran; module level: every copy of the network counts here
+
+
+class Counted(torch.nn.Module):
+    """A network that counts the inputs it runs (its random-top-layer copies too)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        SEEN[0] += x.shape[0]
+        return self.net(x)
+
+
+def test_trust_passes_counts_every_input_the_report_runs():
+    """Each map here is one forward pass (a gradient map adds its backward; Score-CAM one pass more
+    per channel): the estimate equals the inputs the network ran, Score-CAM's included."""
+    from nstcam.cam.trust import trust_passes
+
+    net = Counted(torchvision.models.resnet18(num_classes=10).eval())
+    settings = {"steps": 4, "samples": 5, "noise_samples": 2}
+    for layer, methods, per_map, images in (
+        ("net.layer4", ["gradcam", "eigencam"], [1, 1], 2),
+        ("net.layer1", ["scorecam"], [1 + 64], 1),  # 64 channels, a masked image each
+    ):
+        cam = GradCAM(net, target_layer=layer, device="cpu", input_size=64)
+        SEEN[0] = 0
+        cam.trust(PHOTOS[:images], methods=methods, bootstrap=10, **settings)
+        assert SEEN[0] == trust_passes(per_map, images, **settings), methods
+
+
+def _square_clip(cam: GradCAM) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frames 20-27 of the moving square as the network's input (3, 8, 64, 96), and its mask."""
+    frames = moving_square(48, FIRST, LAST)[FIRST : FIRST + 8]
+    x = torch.stack([cam.preprocess(Image.fromarray(f))[0] for f in frames], dim=1)
+    mask = torch.zeros(8, 64, 96)
+    for t in range(8):
+        x0, y0, x1, y1 = square_boxes(48, FIRST, LAST)[FIRST + t]
+        mask[t, y0:y1, x0:x1] = 1
+    return x, mask
+
+
+def test_a_clip_gets_the_same_report_over_space_and_time():
+    """The known-answer clip net: class 1 is the bright square, so its Grad-CAM map lies on the
+    square in every frame (energy near 1), deleting by it drops the class and inserting restores it."""
+    cam = GradCAM(
+        SquareNet(), target_layer="relu", input_size=64, frames=8, mean=0.45, std=0.225, device="cpu"
+    )
+    x, mask = _square_clip(cam)
+    assert int(cam.predict(x[None]).argmax()) == 1
+    report = cam.trust([x], methods=["gradcam", "layercam"], masks=[mask], bootstrap=20)
+    for m in report.methods:
+        s = {k: v[0] for k, v in report.stats[m].items()}
+        assert s["energy"] > 0.95 and s["pointing"] == 1.0, (m, s)
+        assert s["deletion"] < s["insertion"] and 0 < s["sparseness"] < 1, (m, s)
+        assert -1 <= s["randomisation"] <= 1 and s["sensitivity"] >= 0
+    with pytest.raises(ValueError, match=r"masks\[0\] must be \(H, W\) or \(T, H, W\)"):
+        cam.trust([x], masks=[torch.ones(2, 2, 64, 96)])
+    with pytest.raises(ValueError, match=r"boxes\[0\] is in a photo's pixels; give a tensor input masks"):
+        cam.trust([x], boxes=[(0, 0, 5, 5)])
+    with pytest.raises(ValueError, match=r"images\[0\] must be a float tensor"):
+        cam.trust([x.to(torch.uint8)])
+
+
+def test_a_volume_gets_the_report_with_one_channel():
+    net = BrightNet(dims=3, channels=1)
+    cam = GradCAM(net, target_layer="relu", input_size=32, frames=16, mean=0.0, std=1.0, device="cpu")
+    vol = torch.full((1, 16, 32, 32), -1.0)
+    vol[0, 4:10, 8:20, 10:22] = 3.0
+    mask = (vol[0] > 0).float()
+    report = cam.trust([vol], methods=["gradcam"], masks=[mask], bootstrap=20)
+    s = {k: v[0] for k, v in report.stats["gradcam"].items()}
+    assert s["energy"] > 0.9 and s["pointing"] == 1.0 and s["deletion"] < s["insertion"], s
+
+
+def test_reports_from_threads_equal_sequential_ones():
+    cam = GradCAM("resnet18", weights="random", device="cpu", input_size=64)
+    kw = {"methods": ["gradcam", "eigencam"], "bootstrap": 50, "steps": 4, "samples": 5}
+    alone = [cam.trust([p], **kw).stats for p in PHOTOS[:2]]
+    assert in_threads(lambda i: cam.trust([PHOTOS[i]], **kw).stats, 2) == alone
+
+
+def test_a_clip_file_is_read_as_windows_spread_over_it(tmp_path):
+    from _media import write_clip
+
+    from nstcam.cam.clips import clip_windows
+
+    clip = write_clip(tmp_path / "square.mp4", moving_square(48, FIRST, LAST))
+    cam = GradCAM(
+        SquareNet(), target_layer="relu", input_size=64, frames=8, mean=0.45, std=0.225, device="cpu"
+    )
+    windows = clip_windows(cam, clip, 4)
+    assert [tuple(w.shape) for w in windows] == [(3, 8, 64, 96)] * 4
+    first = torch.stack(
+        [cam.preprocess(Image.fromarray(f))[0] for f in moving_square(48, FIRST, LAST)[:8]], 1
+    )
+    assert (windows[0] - first).abs().max() < 0.2  # the first window: frames 0-7 (the codec's loss aside)
+    report = cam.trust(windows, methods=["gradcam"], bootstrap=50)
+    assert (
+        report.images == 4
+        and report.stats["gradcam"]["deletion"][1] <= report.stats["gradcam"]["deletion"][2]
+    )
+
+
+def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
+    from _media import write_clip
+
+    clip = write_clip(tmp_path / "walk.mp4", moving_square(20, 2, 12, w=48, h=32))
+    (tmp_path / "bad.mp4").write_bytes(b"not a video")
+    args = ["cam", str(clip), str(tmp_path / "bad.mp4"), "--trust", "--trust-methods", "gradcam"]
+    opts = ["--arch", "r3d_18", "--weights", "random", "--input-size", "32", "-o", str(tmp_path / "t")]
+    with caplog.at_level("ERROR", logger="nstcam._cli_trust"):
+        assert main([*args, *opts]) == 0
+    assert any(r.getMessage().startswith("bad.mp4") for r in caplog.records), caplog.text
+    rows = list(csv.DictReader((tmp_path / "t" / "trust.csv").open()))
+    assert {r["method"] for r in rows} == {"gradcam"} and rows[0]["images"] == "4"  # four windows of walk.mp4

@@ -143,6 +143,7 @@ def test_api_parameters_are_named_with_defaults(server):
             "score_threshold", "max_detections",
         ],
         "/faithfulness": ["image", "model", "layer", "method", "aug_smooth", "eigen_smooth"],
+        "/trust": ["image", "model", "layer", "methods", "box"],
         "/subject_aware": ["content", "style", "mode", "threshold", "feather", "size", "steps", "model"],
         "/features": ["image", "model", "layer", "top"],
         "/stylize_video": [
@@ -154,6 +155,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize": ["Result", "Status", "Download PNG"],
         "/gradcam": ["Overlays", "Heatmap", "Top classes"],
         "/faithfulness": ["Faithfulness", "Curves", "Verdict"],
+        "/trust": ["Trust", "Download", "Verdict"],
         "/subject_aware": ["Mask", "Result", "Before", "After", "Report", "Status"],
         "/features": ["Grid", "Summary", "Channels"],
         "/stylize_video": ["Frame so far", "Status", "Result", "Download MP4"],
@@ -163,7 +165,7 @@ def test_api_parameters_are_named_with_defaults(server):
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
         n_images = (
-            1 if name in ("/gradcam", "/faithfulness", "/features", "/gradcam_video") else 2
+            1 if name in ("/gradcam", "/faithfulness", "/trust", "/features", "/gradcam_video") else 2
         )  # /stylize_video: clip, style
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
@@ -239,9 +241,12 @@ def test_mcp_tools_through_a_real_client(server, images):
             seg = await s.call_tool(
                 "gradcam", {"image": data, "model": "lraspp_mobilenet_v3_large", "classes": ["cat", "dog"]}
             )
-            return tools, cam, style, seg
+            trust = await s.call_tool(
+                "trust", {"image": data, "model": "resnet18", "methods": ["gradcam", "randomcam"]}
+            )
+            return tools, cam, style, seg, trust
 
-    tools, cam, style, seg = asyncio.run(asyncio.wait_for(session(), 120))
+    tools, cam, style, seg, trust = asyncio.run(asyncio.wait_for(session(), 180))
     assert set(ENDPOINTS) <= set(tools)
     v = tools["gradcam_video"]
     assert "Kinetics-400" in v.description and {"stride", "smooth", "trim"} <= set(
@@ -281,6 +286,12 @@ def test_mcp_tools_through_a_real_client(server, images):
     stylised = images_of(style)
     assert stylised and stylised[0].size == marked((64, 43))
     assert any("RANDOM weights" in x.text for x in style.content if x.type == "text")
+    t = tools["trust"]
+    assert "Adebayo" in t.description and {"methods", "box"} <= set(t.inputSchema["properties"])
+    said = " ".join(x.text for x in trust.content if x.type == "text")  # the table, the files, the verdict
+    assert not trust.isError and "randomisation" in said and "rank first on" in said, said[:500]
+    assert "/tmp" not in said and "gradio_api/file=" not in said
+    assert "trust.csv:\nmethod,metric,mean" in said and "trust.md:\n| method |" in said  # the files, read
 
 
 def test_bombs_and_oversized_uploads_are_refused(server, tmp_path):
@@ -478,6 +489,32 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
     finally:
         page.close()
     assert (ARTIFACTS / "browser_gradcam.png").stat().st_size > 10_000
+
+
+def test_browser_compares_methods_in_the_trust_panel(server, images, browser):
+    """The Grad-CAM tab's "Can these maps be trusted?": the default methods on the photo, one row each,
+    the verdict, and the CSV and markdown to download."""
+    c, _ = images
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        open_app(page, server)
+        page.get_by_role("tab", name="Grad-CAM").click()
+        page.locator("#cam-input input[type=file]").set_input_files(str(c))
+        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        page.locator("#cam-trust").get_by_text("Can these maps be trusted?").click()
+        page.locator("#cam-trust-run").click()
+        page.get_by_text("rank first on").first.wait_for(timeout=240_000)
+        text = page.locator("#cam-trust-table").inner_text()
+        methods = ["gradcam", "gradcam++", "layercam", "eigencam", "randomcam"]
+        assert [t.strip() for t in text.splitlines() if t.strip() in methods] == methods, text[:800]
+        assert text.count("(#") == 5 * 6  # a value and a rank per method and metric (no box: 6 metrics)
+        assert "randomisation ↓" in text and "s per map" in text
+        files = page.locator("#cam-trust-files").inner_text().replace("\n", "")  # Gradio splits the suffix
+        assert "trust.csv" in files and "trust.md" in files, files
+        page.screenshot(path=str(ARTIFACTS / "browser_trust.png"), full_page=True)
+    finally:
+        page.close()
 
 
 def record_statuses(page, selector: str) -> None:

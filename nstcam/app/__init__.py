@@ -19,6 +19,7 @@ from nstcam.app.tabs.faithfulness import faithfulness_handler
 from nstcam.app.tabs.features import features_handler
 from nstcam.app.tabs.style import stylize_handler
 from nstcam.app.tabs.subject import subject_handler
+from nstcam.app.tabs.trust import trust_handler
 from nstcam.app.tabs.video import video_handler
 from nstcam.app.ui import build_demo, launch_kwargs
 
@@ -40,6 +41,7 @@ __all__ = [
     "load_upload",
     "stylize_handler",
     "subject_handler",
+    "trust_handler",
     "upload_path",
     "video_handler",
 ]

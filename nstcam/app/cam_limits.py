@@ -13,7 +13,24 @@ from nstcam.app.layers import check_layer, default_layer, layer_choices
 from nstcam.app.running import check
 from nstcam.cam import METHODS
 
-__all__ = ["cam_request"]
+__all__ = ["cam_model", "cam_request"]
+
+
+def cam_model(
+    models: Models, image: Any, model: str, layer: str, archs: tuple[str, ...] | None = None
+) -> str:
+    """Checks that an image was sent, the model is offered (``archs``, default the server's
+    classifiers) and the layer is one of its own, before any model is built; returns the layer (empty:
+    the model's default)."""
+    if image is None:
+        raise refuse("Upload an image.")
+    archs = archs or models.config.cam_archs
+    if model not in archs:  # before any model is built, even a skeleton
+        raise refuse(f"model must be one of {', '.join(archs)} on this server, got {model!r}")
+    if not layer:
+        layer = default_layer(model)  # empty: the model's default
+    check_layer(model, layer, layer_choices(model))
+    return layer
 
 
 def cam_request(
@@ -35,11 +52,6 @@ def cam_request(
     check(top_k, "top-k", 1, 10)
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    archs = archs or models.config.cam_archs
-    if model not in archs:  # before any model is built, even a skeleton
-        raise refuse(f"model must be one of {', '.join(archs)} on this server, got {model!r}")
-    if not layer:
-        layer = default_layer(model)  # empty: the model's default
-    check_layer(model, layer, layer_choices(model))
+    layer = cam_model(models, image, model, layer, archs)
     request_cost(endpoint, models.config, model, layer, int(top_k), method, bool(aug_smooth)).check()
     return load_upload(image, "image"), models.cam(model, layer, method)

@@ -8,6 +8,9 @@ A request's cost is counted in the unit that bounds its time and memory:
 - a Grad-CAM request's in masked images (a perturbation method scores one per channel and class,
   SS-CAM and IS-CAM one per sample too, augmentation 6 times; a gradient method none), the
   faithfulness panel's its map's plus its curves' (``6 * steps + 66``);
+- a trust report's in forward passes (:func:`nstcam.cam.trust.trust_passes`: each method's maps,
+  a gradient one's a forward and a backward, Score-CAM and co.'s their masked images too, and the
+  metrics' perturbed images);
 - a feature-map request's in forward passes (one, stopped at the layer);
 - a clip's in windows planned (from its decoded frame count, never its declared duration: a clip of
   one frame per timebase tick packs 10,000 frames in 10 s);
@@ -32,6 +35,7 @@ from nstcam.app.layers import meta_layers
 from nstcam.app.running import check
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
+from nstcam.cam.trust import trust_passes
 
 __all__ = [
     "ESTIMATES",
@@ -45,6 +49,8 @@ __all__ = [
     "max_volume_side",
     "request_cost",
     "style_cost",
+    "trust_cost",
+    "trust_settings",
     "video_cost",
     "volume_cost",
     "volume_passes",
@@ -177,6 +183,34 @@ def faithfulness_cost(
     return Cost(f"the faithfulness of {cost.what}", cost.units, cost.limit, cost.unit, cost.fix, cost.where)
 
 
+MAX_TRUST_METHODS = 8
+"""Most methods one trust report may compare."""
+
+
+def trust_settings(cfg: AppConfig) -> dict[str, int]:
+    """The trust report's settings on this server (:func:`nstcam.cam.trust.trust`): the curves' points
+    as the faithfulness panel's, 30 correlation subsets, 3 noisy copies."""
+    return {"steps": faithfulness_steps(cfg), "samples": 30, "noise_samples": 3}
+
+
+def trust_cost(cfg: AppConfig, arch: str, layer: str, methods: list[str]) -> Cost:
+    """A trust report's forward passes (``/trust``, one photo): :func:`nstcam.cam.trust.trust_passes`
+    with each method's map at 2 passes (a forward and a backward) plus its masked images
+    (:func:`cam_cost`: Score-CAM and co.). Over the limit, the fix names the methods that mask."""
+    each = {m: 2 + int(cam_cost(cfg, arch, layer, 1, m).units) for m in methods}
+    dear = [m for m in methods if each[m] > 2]
+    masking = f"Leave out {', '.join(dear)} (a masked image per channel, for each of its maps), or c"
+    fix = f"{masking if dear else 'C'}ompare fewer methods."
+    return Cost(
+        f"a trust report of {len(methods)} methods ({', '.join(methods)}) on {arch} {layer}",
+        trust_passes(list(each.values()), 1, **trust_settings(cfg)),
+        cfg.scorecam_budget,
+        "forward passes",
+        fix,
+        _server(cfg),
+    )
+
+
 def features_cost(cfg: AppConfig, top: float | None) -> Cost:
     """A feature-map request's forward passes (``/features``): one, stopped at the layer; ``top``
     (the channels shown) in range first."""
@@ -231,6 +265,7 @@ ESTIMATES: dict[str, Callable[..., Cost]] = {
     "stylize_video": video_cost,
     "gradcam": cam_cost,
     "faithfulness": faithfulness_cost,
+    "trust": trust_cost,
     "features": features_cost,
     "gradcam_video": clip_cost,
     "gradcam_volume": volume_cost,

@@ -6,8 +6,9 @@ correction is applied: Gradio 6 returns the outputs of a multi-output endpoint, 
 progress token, as a single text item (the tuple's repr) instead of one item per output, so an
 agent would get no image. :func:`enable_mcp` unpacks them, so images come back as image content;
 a gallery's images come back each as an image item followed by its caption (Gradio gave the
-gallery as one text, a Python repr of server paths); and no item names a server path (Gradio adds
-an "Image URL" text per image, a URL that holds the file's path on the server).
+gallery as one text, a Python repr of server paths); a text file (the trust report's CSV and
+markdown) comes back as its name and its text; and no item names a server path (Gradio adds an
+"Image URL" text per image, a URL that holds the file's path on the server).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def enable_mcp() -> None:
         out = await original(self, job)
         if len(out) == 1 and isinstance(out[0], tuple):
             out = list(out[0])
-        return _galleries_expanded(out)
+        return _texts_read(_galleries_expanded(out))
 
     contents = GradioMCPServer.postprocess_output_data
 
@@ -77,4 +78,31 @@ def _galleries_expanded(outputs: list[Any]) -> list[Any]:
             flat.append(image)
             if item.get("caption"):
                 flat.append(item["caption"])
+    return flat
+
+
+_TEXT_FILES = (".csv", ".md", ".txt", ".json")
+_MAX_TEXT_BYTES = 1_000_000
+
+
+def _is_file(value: Any) -> bool:
+    return isinstance(value, dict) and "path" in value and value.get("meta") == _FILE_META
+
+
+def _texts_read(outputs: list[Any]) -> list[Any]:
+    """Each text file output (one, or a list of them) replaced by ``"name:\ntext"`` (an agent reads
+    the report; Gradio would give a Python repr of server paths); other files stay as they are."""
+    flat: list[Any] = []
+    for output in outputs:
+        files = output if isinstance(output, list) and output and all(map(_is_file, output)) else [output]
+        if not all(_is_file(f) and Path(f["path"]).suffix.lower() in _TEXT_FILES for f in files):
+            flat.append(output)
+            continue
+        for f in files:
+            path = Path(f["path"])
+            name = f.get("orig_name") or path.name
+            text = (
+                path.read_text(errors="replace") if path.stat().st_size <= _MAX_TEXT_BYTES else "(too long)"
+            )
+            flat.append(f"{name}:\n{text}")
     return flat

@@ -1,5 +1,6 @@
 """The Blocks app: the tabs of :data:`nstcam.app.tabs.TABS` and their named API endpoints
-``/stylize``, ``/stylize_video``, ``/gradcam``, ``/faithfulness``, ``/subject_aware`` and ``/features``
+``/stylize``, ``/stylize_video``, ``/gradcam``, ``/gradcam_video``, ``/faithfulness``, ``/trust``,
+``/subject_aware`` and ``/features``
 (also MCP tools), and what ``demo.launch`` needs to cap every request."""
 
 from __future__ import annotations

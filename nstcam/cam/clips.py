@@ -46,7 +46,7 @@ from nstcam.image import save_image
 if TYPE_CHECKING:
     from nstcam.video.source import VideoInfo
 
-__all__ = ["ClipClass", "VideoCamResult", "explain_video", "score_text", "window_starts"]
+__all__ = ["ClipClass", "VideoCamResult", "clip_windows", "explain_video", "score_text", "window_starts"]
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +230,27 @@ def explain_video(
     if output or contact_sheet:
         _draw(cam, info, result, output, contact_sheet, tick)
     return result
+
+
+def clip_windows(
+    cam: Any, clip: str | os.PathLike, count: int = 4, *, max_frames: int | None = None
+) -> list[torch.Tensor]:
+    """``count`` windows spread evenly over a clip (first to last), each as the network takes it:
+    ``(C, T, H, W)`` for a clip model, one frame ``(C, H, W)`` for an image model. The inputs of
+    :meth:`nstcam.GradCAM.trust` for a clip (``nstcam cam clip.mp4 --trust``).
+
+    Raises:
+        nstcam.video.VideoError: a clip that cannot be read or is over ``max_frames``, named.
+    """
+    from nstcam.video.source import check_limits, probe_video
+
+    count = whole("count", count, minimum=1, maximum=64)
+    info = probe_video(clip, name=Path(os.fspath(clip)).name, max_frames=max_frames)
+    frames = check_limits(info, max_frames=max_frames)
+    length = cam.frames or 1
+    spread = np.linspace(0, max(0, frames - length), count).round().astype(int)
+    starts = sorted({int(v) for v in spread})
+    return [x[0] for x in _windows(cam, info, frames, starts, length)]
 
 
 def _chosen(target: int | None, classes: list[int] | None, cam: Any) -> list[int]:

@@ -22,11 +22,12 @@ from torch import nn
 
 from nstcam._checks import finite, whole
 from nstcam._device import pick_device
-from nstcam.cam._checks import method_options, read_layers
+from nstcam.cam._checks import method_options
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
 from nstcam.cam._spacetime import SpaceTime, check_batch
+from nstcam.cam.auto_layer import LayerChoosing
 from nstcam.cam.hooks import eval_view
 from nstcam.cam.kinds import model_kind
 from nstcam.cam.layers import (
@@ -37,7 +38,6 @@ from nstcam.cam.layers import (
     candidate_layers,
     clip_frames,
 )
-from nstcam.cam.registry import check_method
 from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
 from nstcam.cam.targets.found import cam_result, explain_found
@@ -53,7 +53,7 @@ __all__ = ["GradCAM"]
 logger = logging.getLogger(__name__)
 
 
-class GradCAM(SpaceTime, Trusted):
+class GradCAM(SpaceTime, Trusted, LayerChoosing):
     """Class activation maps for a CNN classifier.
 
     The forward pass runs without autograd up to the target layer; a forward hook records that
@@ -76,7 +76,7 @@ class GradCAM(SpaceTime, Trusted):
             for timm, ``"pretrained"`` (timm's own), ``"random"`` or a path.
         target_layer: a name from ``model.named_modules()``, or several (their maps fused, see
             ``fuse``); None: the family's default (``layer4``, a ViT's last ``ln_1``...;
-            :mod:`nstcam.cam.layers`).
+            :mod:`nstcam.cam.layers`); ``"auto"``: the one whose maps score best (``layer_images``).
         method: one of :data:`nstcam.cam.METHODS` (:data:`nstcam.cam.REGISTRY` says what each
             computes and costs). A method that cannot work on the model or layer (``"cam"`` without
             a pooled linear head, ``"legrad"`` on a CNN, guided backprop without ReLU modules) is
@@ -102,6 +102,8 @@ class GradCAM(SpaceTime, Trusted):
             :class:`nstcam.Preprocess`, torchvision weights transform or timm data config (never its
             crop). Default: the model's own, else ImageNet's with a warning (:mod:`nstcam.preprocess`).
         frames: a video (or volume) model's window in frames (default 16); None for an image model.
+        layer_images, layer_metric, layer_candidates: ``target_layer="auto"``'s photos, metric and
+            layers (:func:`nstcam.cam.auto_layer.choose_layer`); its evidence: ``layer_choice``.
     """
 
     def __init__(
@@ -127,6 +129,9 @@ class GradCAM(SpaceTime, Trusted):
         transform: Any = None,
         noise_std: float | None = None,
         frames: int | None = None,
+        layer_images: Sequence[ImageSource] | None = None,
+        layer_metric: str = "deletion",
+        layer_candidates: Sequence[str] | None = None,
     ) -> None:
         std, noise_std = _std_meant(method, mean, std, noise_std, transform)
         self.fuse, self.n_samples, self.noise_std, self.seed = method_options(
@@ -150,11 +155,7 @@ class GradCAM(SpaceTime, Trusted):
         self.preprocessing = preprocess_for(
             self.model, mean=mean, std=std, transform=transform, warn=self.kind == "classifier"
         )
-        self.target_layers, self.layouts, self.input_size, self.square = read_layers(
-            self.model, self.arch, target_layer, layout, input_size or self.preprocessing.input_size
-        )
-        self.layout, self.target_layer = self.layouts[0], ",".join(self.target_layers)
-        check_method(self.model, method, self.target_layers, clips=self.frames is not None)
+        self._read_layers(target_layer, layout, input_size, method, layer_candidates)
         self.method = method
         self.colormap = colormap
         self.weights = weights_info(model)
@@ -162,6 +163,7 @@ class GradCAM(SpaceTime, Trusted):
         self._graphs = _graphs_for(self.device, cuda_graphs)
         self._num_classes: int | None = None
         announce_weights(self.model)  # once per model, however many engines share it
+        self._choose_layer(target_layer, layout, input_size, layer_images, layer_metric, layer_candidates)
 
     # -- public API ---------------------------------------------------------------------------
     def explain(

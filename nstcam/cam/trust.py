@@ -29,6 +29,9 @@ import numpy as np
 import torch
 
 from nstcam._checks import whole
+from nstcam.cam._sibling import sibling
+from nstcam.cam._stats import bootstrap_mean as _bootstrap
+from nstcam.cam._stats import interval_ranks as _ranks
 from nstcam.image import ImageSource, load_image
 from nstcam.metrics import (
     box_masks,
@@ -44,7 +47,15 @@ from nstcam.metrics import (
     spearman,
 )
 
-__all__ = ["DEFAULT_METHODS", "HIGHER_IS_BETTER", "TrustReport", "Trusted", "trust"]
+__all__ = [
+    "DEFAULT_METHODS",
+    "HIGHER_IS_BETTER",
+    "TrustReport",
+    "Trusted",
+    "maps_per_image",
+    "trust",
+    "trust_passes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -105,41 +116,27 @@ class TrustReport:
             Path(path).write_text(buf.getvalue())
         return buf.getvalue()
 
-    def markdown(self) -> str:
-        """A method per row: each metric as ``mean [low, high] (#rank)``, then the cost."""
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """Headers and rows, a method per row: each metric as ``mean [low, high] (#rank)`` (one image:
+        ``mean (#rank)``, its interval a point), then the cost; a method that could not run says why."""
         arrows = {k: "↑" if HIGHER_IS_BETTER[k] else "↓" for k in self.metrics}
-        head = (
-            "| method | " + " | ".join(f"{k} {arrows[k]}" for k in self.metrics) + " | s per map | peak MB |"
-        )
-        lines = [head, "| --- |" + " --- |" * (len(self.metrics) + 2)]
+        head = ["method", *(f"{k} {arrows[k]}" for k in self.metrics), "s per map", "peak MB"]
+        rows = []
         for m in self.methods:
-            cells = [
-                f"{s[0]:.3f} [{s[1]:.3f}, {s[2]:.3f}] (#{s[3]})"
-                for s in (self.stats[m][k] for k in self.metrics)
-            ]
-            lines.append(
-                f"| {m} | " + " | ".join(cells) + f" | {self.seconds[m]:.3f} | {self.peak_mb[m]:.0f} |"
-            )
-        lines += [
-            f"| {m} | unavailable: {why} |" + " |" * (len(self.metrics) + 1) for m, why in self.failed.items()
-        ]
-        return "\n".join(lines)
+            cells = [self._cell(*self.stats[m][k]) for k in self.metrics]
+            rows.append([m, *cells, f"{self.seconds[m]:.3f}", f"{self.peak_mb[m]:.0f}"])
+        rows += [[m, f"unavailable: {why}", *[""] * (len(head) - 2)] for m, why in self.failed.items()]
+        return head, rows
 
+    def _cell(self, mean: float, low: float, high: float, rank: int) -> str:
+        spread = "" if self.images == 1 else f" [{low:.3f}, {high:.3f}]"
+        return f"{mean:.3f}{spread} (#{rank})"
 
-def _bootstrap(values: np.ndarray, rounds: int, seed: int) -> tuple[float, float, float]:
-    """Mean and the 2.5 and 97.5 percentiles of the bootstrapped mean (resampled images)."""
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(rounds, len(values)))].mean(1)
-    return float(values.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
-def _ranks(cis: dict[str, tuple[float, float, float]], higher: bool) -> dict[str, int]:
-    """1 + the number of methods whose whole interval is better than this one's: overlaps tie."""
-    out = {}
-    for m, (_, lo, hi) in cis.items():
-        better = [o for o, (_, olo, ohi) in cis.items() if (olo > hi if higher else ohi < lo)]
-        out[m] = 1 + len(better)
-    return out
+    def markdown(self) -> str:
+        """:meth:`table` as a markdown table."""
+        head, rows = self.table()
+        lines = ["| " + " | ".join(head) + " |", "| --- |" + " --- |" * (len(head) - 1)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 class _PeakMemory:
@@ -181,19 +178,11 @@ class _PeakMemory:
 
 
 def _engine(cam: Any, method: str, model: torch.nn.Module | None = None) -> Any:
-    return type(cam)(
-        model=model if model is not None else cam.model,
-        target_layer=list(cam.target_layers),
-        method=method,
-        device=cam.device,
-        transform=cam.preprocessing,
-        input_size=cam.input_size,
-        seed=cam.seed,
-    )
+    return sibling(cam, method=method, model=model)
 
 
 def _image_metrics(
-    cam: Any, engine: Any, method: str, x: torch.Tensor, target: int, box: Any, kw: dict
+    cam: Any, engine: Any, method: str, x: torch.Tensor, target: int, region: torch.Tensor | None, kw: dict
 ) -> dict:
     maps = engine.compute(x, target)
     model = cam.model
@@ -207,18 +196,44 @@ def _image_metrics(
         "sensitivity": max_sensitivity(engine.compute, x, target, radius=0.02, samples=kw["noise_samples"]),
         "sparseness": sparseness(maps),
     }
-    if box is not None:
-        mask = box_masks([box], tuple(maps.shape[-2:]))
+    if region is not None:
+        mask = region[None]
         out["energy"], out["pointing"] = energy_in_mask(maps, mask), pointing_game(maps, mask)
     return {k: float(v.reshape(-1)[0]) for k, v in out.items()}
 
 
+def maps_per_image(noise_samples: int) -> int:
+    """Maps one method makes per image: the timed one, the scored one, the randomised model's, and
+    max-sensitivity's original and ``noise_samples`` noisy ones (each method also makes one warm-up map)."""
+    return 4 + noise_samples
+
+
+def trust_passes(
+    map_passes: Sequence[int], images: int, *, steps: int = 10, samples: int = 30, noise_samples: int = 3
+) -> int:
+    """Forward passes (of one input each; a backward counted as a forward) :func:`trust` costs.
+
+    Args:
+        map_passes: per method, what one of its maps costs (a gradient method 2: one forward, one
+            backward; Score-CAM and co. one more per masked image).
+        images: the inputs; steps, samples, noise_samples: as :func:`trust`.
+
+    Per image: one pass for its top class; per method and image, ``maps_per_image`` maps, deletion's
+    and insertion's ``steps + 2`` passes each (the unperturbed score first), faithfulness
+    correlation's ``samples + 1``; per method, one warm-up map.
+    """
+    scored = 2 * (steps + 2) + samples + 1
+    per_map = maps_per_image(noise_samples)
+    return images + sum(p * (1 + images * per_map) + images * scored for p in map_passes)
+
+
 def trust(
     cam: Any,
-    images: Sequence[ImageSource],
+    images: Sequence[ImageSource | torch.Tensor],
     *,
     methods: Sequence[str] = DEFAULT_METHODS,
     boxes: Sequence[Sequence[float] | None] | None = None,
+    masks: Sequence[Any] | None = None,
     steps: int = 10,
     samples: int = 30,
     noise_samples: int = 3,
@@ -229,33 +244,40 @@ def trust(
 
     Args:
         cam: the :class:`nstcam.GradCAM` whose model, layer and preprocessing the methods share.
-        images: the photos (at most 64), each explained at the engine's input size for its top-1 class.
+        images: the photos (at most 64), each explained at the engine's input size for its top-1 class;
+            or network inputs as tensors, ``(C, H, W)``, a clip's window or a volume ``(C, T, H, W)``
+            (each with or without the batch's 1 in front): deletion and insertion then run over space
+            and time, and randomisation, sensitivity and sparseness over the whole map.
         methods: CAM methods (:data:`nstcam.cam.METHODS`); one that cannot run on this model or layer
             is reported in ``failed`` and left out of the ranks.
         boxes: one ``(x1, y1, x2, y2)`` box per image in its own pixels (or None), for ``energy`` and
-            ``pointing``; metrics over the images that have one.
+            ``pointing``; metrics over the images that have one. Photos only.
+        masks: instead of boxes, one mask per input (or None): a photo's in its pixels (H, W), a
+            tensor input's at its size ((H, W) or (T, H, W)); > 0.5 is inside. A detector's or a
+            segmenter's output works.
         steps: deletion and insertion curve points, less one; samples: faithfulness correlation's
-            subsets; noise_samples: max-sensitivity's noisy copies.
+            subsets; noise_samples: max-sensitivity's noisy copies (:func:`trust_passes` counts them).
         bootstrap: resampling rounds of the 95 % intervals; seed: their generator's seed.
     """
     if not 1 <= len(images) <= MAX_IMAGES:
         raise ValueError(f"images must hold 1 to {MAX_IMAGES} images, got {len(images)}")
-    if boxes is not None and len(boxes) != len(images):
-        raise ValueError(
-            f"boxes has {len(boxes)} entries for {len(images)} images (None where an image has none)"
-        )
+    for name, given in (("boxes", boxes), ("masks", masks)):
+        if given is not None and len(given) != len(images):
+            raise ValueError(
+                f"{name} has {len(given)} entries for {len(images)} images (None where an image has none)"
+            )
+    if boxes is not None and masks is not None:
+        raise ValueError("give boxes or masks, not both")
     kw = {
         "steps": whole("steps", steps, minimum=1),
         "samples": whole("samples", samples, minimum=2),
         "noise_samples": whole("noise_samples", noise_samples, minimum=1),
         "random_engines": {},  # per method, on one copy of the model with its top layer re-initialised
     }
+    xs, regions = _inputs(cam, images, boxes, masks)
     random_model = randomised_copy(cam.model, randomisation_layers(cam.model)[:1])
-    loaded = [load_image(i) for i in images]
-    xs = [cam.preprocess(img) for img in loaded]
-    kw["subset"] = max(1, xs[0].shape[-1] * xs[0].shape[-2] // 50)
+    kw["subset"] = max(1, xs[0][0, 0].numel() // 50)
     targets = [_top1(cam, x) for x in xs]
-    scaled = [_scaled_box(b, img, x) for b, img, x in zip(boxes or [None] * len(xs), loaded, xs, strict=True)]
     values: dict[str, dict[str, list[float]]] = {}
     seconds, peaks, failed = {}, {}, {}
     for method in methods:
@@ -267,13 +289,72 @@ def trust(
         kw["random_engines"][method] = _engine(cam, method, random_model)
         seconds[method], peaks[method] = _cost(cam, engine, xs, targets)
         rows = [
-            _image_metrics(cam, engine, method, *row, kw) for row in zip(xs, targets, scaled, strict=True)
+            _image_metrics(cam, engine, method, *row, kw) for row in zip(xs, targets, regions, strict=True)
         ]
         values[method] = {
             k: [r[k] for r in rows if k in r] for k in HIGHER_IS_BETTER if any(k in r for r in rows)
         }
     metrics, stats = _table(values, bootstrap, seed)
     return TrustReport(list(values), metrics, stats, seconds, peaks, len(xs), failed)
+
+
+def _inputs(
+    cam: Any, images: Sequence[Any], boxes: Sequence[Any] | None, masks: Sequence[Any] | None
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Each input as the network takes it (1, C, ...) on the engine's device, and its region (a mask
+    at the input's size, or None)."""
+    xs, regions = [], []
+    for i, item in enumerate(images):
+        box = boxes[i] if boxes is not None else None
+        mask, name = (masks[i], f"masks[{i}]") if masks is not None else (None, f"boxes[{i}]")
+        if isinstance(item, torch.Tensor):
+            x = _tensor_input(cam, item, i)
+            if box is not None:
+                raise ValueError(f"boxes[{i}] is in a photo's pixels; give a tensor input masks instead")
+        else:
+            img = load_image(item)
+            x = cam.preprocess(img)
+            if box is not None:
+                mask = _box_mask(box, img, x, name)
+        xs.append(x.to(cam.device))
+        regions.append(None if mask is None else _mask_at(mask, x, name))
+    return xs, regions
+
+
+def _tensor_input(cam: Any, item: torch.Tensor, i: int) -> torch.Tensor:
+    x = item.detach()
+    if x.ndim in (3, 4) and (x.ndim == 3 or cam.frames is not None or x.shape[0] != 1):
+        x = x[None]  # (C, H, W) or (C, T, H, W): the batch's 1 in front
+    if x.ndim not in (4, 5) or x.shape[0] != 1 or not torch.is_floating_point(x):
+        raise ValueError(
+            f"images[{i}] must be a float tensor (C, H, W) or (C, T, H, W), with or without a batch of 1 "
+            f"in front; got {x.dtype} {tuple(item.shape)}"
+        )
+    return x
+
+
+def _box_mask(box: Any, img: Any, x: torch.Tensor, name: str) -> torch.Tensor:
+    try:
+        return box_masks([_scaled_box(box, img, x)], tuple(x.shape[-2:]))[0]
+    except (TypeError, ValueError):
+        why = "four finite numbers (x1, y1, x2, y2), x2 > x1 and y2 > y1"
+        raise ValueError(f"{name} must be {why}") from None
+
+
+def _mask_at(mask: Any, x: torch.Tensor, name: str) -> torch.Tensor:
+    """``mask`` (H, W) or (T, H, W) at the input's grid ``x.shape[2:]`` (nearest), as 0/1."""
+    m = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask).detach()
+    grid = tuple(x.shape[2:])
+    if m.ndim not in (len(grid) - 1, len(grid)) or m.ndim < 2 or not m.numel():
+        shapes = "(H, W) or (T, H, W)" if len(grid) == 3 else "(H, W)"
+        raise ValueError(f"{name} must be {shapes}, got {tuple(m.shape)}")
+    m = (m.double().cpu() > 0.5).double()
+    if m.ndim < len(grid):  # one mask for every frame of a clip
+        m = m[None].expand(grid[0], *m.shape)
+    m = torch.nn.functional.interpolate(m[None, None], size=grid, mode="nearest")[0, 0]
+    if not (m > 0.5).any():
+        raise ValueError(f"{name} holds no pixel of the input (> 0.5 at the network's input size)")
+    return m
 
 
 def _cost(cam: Any, engine: Any, xs: list[torch.Tensor], targets: list[int]) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nstcam.hooks import twin
 from nstcam.metrics.similarity import SIMILARITIES, spearman, ssim
 
 __all__ = ["ORDERS", "Randomisation", "parameter_randomisation", "randomisation_layers", "randomised_copy"]
@@ -88,11 +89,18 @@ def _randomise(module: nn.Module, seed: int) -> None:
 def randomised_copy(model: nn.Module, layers: Sequence[str], seed: int = 0) -> nn.Module:
     """A copy of ``model`` with ``layers`` re-initialised, layer ``k`` seeded ``seed + k``: the model of
     the cascading test's step ``len(layers)`` (``model`` itself is not changed)."""
-    out = copy.deepcopy(model)
+    out = _own_copy(model)
     modules = dict(out.named_modules())
     for k, name in enumerate(layers):
         _randomise(modules[name], seed + k)
     return out
+
+
+def _own_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with tensors of its own and no hooks: copied from a :func:`twin`, so the
+    hooks other threads' calls hold on the shared model at this moment are neither copied nor read
+    while they change."""
+    return copy.deepcopy(twin(model))
 
 
 def _similar(measure: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -143,7 +151,7 @@ def parameter_randomisation(
     if targets is None:
         targets = _top1(model, x)
     original = explain_with(model)(x, targets).detach().double().cpu()
-    rows, cascade = [], copy.deepcopy(model)
+    rows, cascade = [], _own_copy(model)
     for k, name in enumerate(names):
         if order == "cascading":
             current = cascade

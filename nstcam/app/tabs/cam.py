@@ -30,6 +30,7 @@ from nstcam.app.running import (
     in_thread,
 )
 from nstcam.app.tabs.faithfulness import panel as faithfulness_panel
+from nstcam.app.tabs.trust import panel as trust_panel
 from nstcam.app.tools import fill_doc, method_choices, method_note
 from nstcam.app.widgets import gallery, sample
 from nstcam.cam import arch_kind
@@ -137,7 +138,7 @@ def cam_handler(
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
-    """The "Grad-CAM" tab, its ``/gradcam`` endpoint and the faithfulness panel."""
+    """The "Grad-CAM" tab, its ``/gradcam`` endpoint, the faithfulness and the trust panels."""
     with gr.Row():
         with gr.Column(scale=1):
             cam_image = SafeImage(
@@ -267,8 +268,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     # a new explanation or model: no faithfulness figures of the previous map (the run clears the
     # Status itself, with its first step: no old warning under its progress bar)
     figures = faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
+    report = trust_panel(config, models, cam_image, arch, layer)
     for trigger in (explain.click, arch.change):  # in the browser, at once
-        trigger(None, None, list(figures), js="() => [null, null, '']", api_name=False)
+        trigger(None, None, [*figures, *report], js="() => [null, null, '', null, null, '']", api_name=False)
 
 
 def _all_classes(config: AppConfig) -> list[str]:
