@@ -92,6 +92,8 @@ SUBPROCESS = {  # start Python processes of their own (besides the live app: the
 }
 
 NUMERIC = {  # besides every test that calls _numeric.bound: float tolerances and equalities across calls
+    "test_cam_auto_layer.py::test_the_scores_are_the_metric_of_each_candidates_own_maps",
+    "test_cam_trust.py::test_reports_from_threads_equal_sequential_ones",
     "test_cam.py::test_batch_equals_one_by_one_and_per_image_targets",
     "test_cam.py::test_formulas_equal_hand_computation",
     "test_cam_graphs.py::test_replayed_maps_equal_eager_maps_for_new_inputs",

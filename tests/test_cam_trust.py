@@ -10,6 +10,7 @@ import pytest
 import torch
 import torchvision
 from _clipnet import BrightNet, SquareNet, moving_square, square_boxes
+from _numeric import bound
 from conftest import in_threads
 from PIL import Image
 
@@ -144,8 +145,9 @@ def test_a_clip_gets_the_same_report_over_space_and_time():
     report = cam.trust([x], methods=["gradcam", "layercam"], masks=[mask], bootstrap=20)
     for m in report.methods:
         s = {k: v[0] for k, v in report.stats[m].items()}
-        assert s["energy"] > 0.95 and s["pointing"] == 1.0, (m, s)
-        assert s["deletion"] < s["insertion"] and 0 < s["sparseness"] < 1, (m, s)
+        bound(f"{m}: energy in the square", s["energy"], ">", 0.95)
+        bound(f"{m}: insertion AUC less deletion AUC", s["insertion"] - s["deletion"], ">", 0)
+        assert s["pointing"] == 1.0 and 0 < s["sparseness"] < 1, (m, s)
         assert -1 <= s["randomisation"] <= 1 and s["sensitivity"] >= 0
     with pytest.raises(ValueError, match=r"masks\[0\] must be \(H, W\) or \(T, H, W\)"):
         cam.trust([x], masks=[torch.ones(2, 2, 64, 96)])
@@ -163,7 +165,9 @@ def test_a_volume_gets_the_report_with_one_channel():
     mask = (vol[0] > 0).float()
     report = cam.trust([vol], methods=["gradcam"], masks=[mask], bootstrap=20)
     s = {k: v[0] for k, v in report.stats["gradcam"].items()}
-    assert s["energy"] > 0.9 and s["pointing"] == 1.0 and s["deletion"] < s["insertion"], s
+    bound("gradcam: energy in the cube", s["energy"], ">", 0.9)
+    bound("insertion AUC less deletion AUC", s["insertion"] - s["deletion"], ">", 0)
+    assert s["pointing"] == 1.0, s
 
 
 def test_reports_from_threads_equal_sequential_ones():

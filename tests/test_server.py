@@ -457,6 +457,14 @@ def browser():
             b.close()
 
 
+def open_cam_tab(page, server: str, image: Path) -> None:
+    """Loads the app, opens the Grad-CAM tab and uploads ``image`` there."""
+    open_app(page, server)
+    page.get_by_role("tab", name="Grad-CAM").click()
+    page.locator("#cam-input input[type=file]").set_input_files(str(image))
+    page.locator("#cam-input img").first.wait_for(timeout=30_000)
+
+
 def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, browser):
     c, _ = images
     ARTIFACTS.mkdir(exist_ok=True)
@@ -498,10 +506,7 @@ def test_browser_compares_methods_in_the_trust_panel(server, images, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        open_app(page, server)
-        page.get_by_role("tab", name="Grad-CAM").click()
-        page.locator("#cam-input input[type=file]").set_input_files(str(c))
-        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        open_cam_tab(page, server, c)
         page.locator("#cam-trust").get_by_text("Can these maps be trusted?").click()
         page.locator("#cam-trust-run").click()
         page.get_by_text("rank first on").first.wait_for(timeout=240_000)
@@ -592,10 +597,7 @@ def test_browser_single_overlay_is_whole_with_its_caption_below(server, images, 
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        open_app(page, server)
-        page.get_by_role("tab", name="Grad-CAM").click()
-        page.locator("#cam-input input[type=file]").set_input_files(str(c))
-        page.locator("#cam-input img").first.wait_for(timeout=30_000)
+        open_cam_tab(page, server, c)
         for k in (1, 3):
             box = page.get_by_label("Top-k classes").first
             box.fill(str(k))
