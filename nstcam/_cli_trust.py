@@ -35,8 +35,6 @@ def add_trust_arguments(c: argparse.ArgumentParser) -> None:
 def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
     """Runs :meth:`nstcam.GradCAM.trust` on the images (a clip: 4 windows spread over it), writes the
     CSV and the markdown, prints it. A file that cannot be read is said and left out."""
-    from nstcam.image import ImageError
-
     out = Path(args.output)
     files = [out / "trust.csv", out / "trust.md"]
     if all(f.exists() for f in files) and not args.overwrite:
@@ -47,8 +45,8 @@ def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
         logger.error("no image or clip could be read: nothing to report")
         return 1
     try:
-        report = cam.trust(inputs[:_MAX_INPUTS], methods=args.trust_methods)
-    except (ImageError, FileNotFoundError, ValueError) as e:
+        report = cam.trust(inputs, methods=args.trust_methods)
+    except ValueError as e:  # the files were read above: what is left is a bad argument
         logger.error("%s", e)
         return 1
     out.mkdir(parents=True, exist_ok=True)
@@ -60,20 +58,24 @@ def cmd_cam_trust(cam: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-_MAX_INPUTS = 64
 CLIP_WINDOWS = 4
 
 
 def _inputs(cam: Any, sources: list[str]) -> list[Any]:
-    """Each photo loaded, each clip as :data:`CLIP_WINDOWS` windows (tensors); a clip
-    model takes clips only. What cannot be read is logged by its name and left out."""
+    """Each photo loaded, each clip as :data:`CLIP_WINDOWS` windows (tensors), up to the report's
+    :data:`nstcam.cam.trust.MAX_IMAGES` inputs (the sources past them are not read); a clip model
+    takes clips only. What cannot be read is logged by its name and left out."""
     from nstcam._files import VIDEO_EXTENSIONS
     from nstcam.cam.clips import clip_windows
+    from nstcam.cam.trust import MAX_IMAGES
     from nstcam.image import ImageError, load_image
     from nstcam.video import VideoError
 
     out: list[Any] = []
-    for src in sources:
+    for i, src in enumerate(sources):
+        if len(out) >= MAX_IMAGES:
+            logger.warning("the report takes %d inputs: %d sources left unread", MAX_IMAGES, len(sources) - i)
+            break
         if Path(src).suffix.lower() not in VIDEO_EXTENSIONS:
             if cam.frames is not None:
                 logger.error("%s: a clip model's trust report takes clips, not images", Path(src).name)
@@ -87,6 +89,4 @@ def _inputs(cam: Any, sources: list[str]) -> list[Any]:
             out += clip_windows(cam, src, CLIP_WINDOWS)
         except (VideoError, ValueError, OSError) as e:
             logger.error("%s", e)
-    if len(out) > _MAX_INPUTS:
-        logger.warning("the report takes the first %d inputs of %d", _MAX_INPUTS, len(out))
-    return out
+    return out[:MAX_IMAGES]

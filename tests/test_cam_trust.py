@@ -211,3 +211,16 @@ def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
     assert any(r.getMessage().startswith("bad.mp4") for r in caplog.records), caplog.text
     rows = list(csv.DictReader((tmp_path / "t" / "trust.csv").open()))
     assert {r["method"] for r in rows} == {"gradcam"} and rows[0]["images"] == "4"  # four windows of walk.mp4
+
+
+def test_cli_trust_reads_no_source_past_the_reports_cap(monkeypatch, caplog):
+    import nstcam.cam.trust as trust_module
+    from nstcam._cli_trust import _inputs
+
+    monkeypatch.setattr(trust_module, "MAX_IMAGES", 2)
+    cam = GradCAM("resnet18", weights="random", device="cpu", input_size=64)
+    sources = [str(p) for p in PHOTOS[:2]] + ["missing.png"]  # never opened: no error about it
+    with caplog.at_level("WARNING", logger="nstcam._cli_trust"):
+        got = _inputs(cam, sources)
+    assert len(got) == 2 and "missing.png" not in caplog.text
+    assert "the report takes 2 inputs: 1 sources left unread" in caplog.text

@@ -35,7 +35,7 @@ from nstcam.app.layers import meta_layers
 from nstcam.app.running import check
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
-from nstcam.cam.trust import trust_passes
+from nstcam.cam.trust import CORRELATION_SAMPLES, trust_passes
 
 __all__ = [
     "ESTIMATES",
@@ -190,7 +190,7 @@ MAX_TRUST_METHODS = 8
 def trust_settings(cfg: AppConfig) -> dict[str, int]:
     """The trust report's settings on this server (:func:`nstcam.cam.trust.trust`): the curves' points
     as the faithfulness panel's, 30 correlation subsets, 3 noisy copies."""
-    return {"steps": faithfulness_steps(cfg), "samples": 30, "noise_samples": 3}
+    return {"steps": faithfulness_steps(cfg), "samples": CORRELATION_SAMPLES, "noise_samples": 3}
 
 
 def trust_cost(cfg: AppConfig, arch: str, layer: str, methods: list[str]) -> Cost:

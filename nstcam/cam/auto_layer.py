@@ -25,6 +25,7 @@ from nstcam.cam._sibling import sibling
 from nstcam.cam._stats import bootstrap_mean, interval_ranks
 from nstcam.cam.layers import candidate_layers
 from nstcam.cam.registry import check_method
+from nstcam.cam.trust import CORRELATION_SAMPLES, correlation_subset
 from nstcam.image import SAMPLES, ImageSource, load_image
 from nstcam.metrics import deletion_auc, faithfulness_correlation, insertion_auc
 
@@ -155,8 +156,8 @@ def _score(
 ) -> float:
     maps = engine.compute(x, target)
     if metric == "correlation":
-        subset = max(1, x[0, 0].numel() // 50)
-        value = faithfulness_correlation(model, x, maps, target, samples=30, subset=subset)
+        subset = correlation_subset(x)
+        value = faithfulness_correlation(model, x, maps, target, samples=CORRELATION_SAMPLES, subset=subset)
     else:
         value = (deletion_auc if metric == "deletion" else insertion_auc)(model, x, maps, target, steps=steps)
     return float(value[0])

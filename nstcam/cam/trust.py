@@ -48,10 +48,12 @@ from nstcam.metrics import (
 )
 
 __all__ = [
+    "CORRELATION_SAMPLES",
     "DEFAULT_METHODS",
     "HIGHER_IS_BETTER",
     "TrustReport",
     "Trusted",
+    "correlation_subset",
     "maps_per_image",
     "trust",
     "trust_passes",
@@ -72,6 +74,14 @@ HIGHER_IS_BETTER = {
     "pointing": True,
 }
 MAX_IMAGES = 64
+CORRELATION_SAMPLES = 30
+"""Faithfulness correlation's random subsets per image, here and where a layer is chosen by it."""
+
+
+def correlation_subset(x: torch.Tensor) -> int:
+    """Faithfulness correlation's subset size for the input ``x`` (1, C, ...): 2 % of its pixels (a
+    clip's or a volume's voxels), at least one."""
+    return max(1, x[0, 0].numel() // 50)
 
 
 @dataclass
@@ -209,7 +219,12 @@ def maps_per_image(noise_samples: int) -> int:
 
 
 def trust_passes(
-    map_passes: Sequence[int], images: int, *, steps: int = 10, samples: int = 30, noise_samples: int = 3
+    map_passes: Sequence[int],
+    images: int,
+    *,
+    steps: int = 10,
+    samples: int = CORRELATION_SAMPLES,
+    noise_samples: int = 3,
 ) -> int:
     """Forward passes (of one input each; a backward counted as a forward) :func:`trust` costs.
 
@@ -235,7 +250,7 @@ def trust(
     boxes: Sequence[Sequence[float] | None] | None = None,
     masks: Sequence[Any] | None = None,
     steps: int = 10,
-    samples: int = 30,
+    samples: int = CORRELATION_SAMPLES,
     noise_samples: int = 3,
     bootstrap: int = 1000,
     seed: int = 0,
@@ -276,7 +291,7 @@ def trust(
     }
     xs, regions = _inputs(cam, images, boxes, masks)
     random_model = randomised_copy(cam.model, randomisation_layers(cam.model)[:1])
-    kw["subset"] = max(1, xs[0][0, 0].numel() // 50)
+    kw["subset"] = correlation_subset(xs[0])
     targets = [_top1(cam, x) for x in xs]
     values: dict[str, dict[str, list[float]]] = {}
     seconds, peaks, failed = {}, {}, {}

@@ -4,6 +4,7 @@ its cost (:meth:`nstcam.GradCAM.trust`); its ``/trust`` endpoint (and MCP tool).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -133,15 +134,16 @@ def _box(box: Any) -> tuple[float, ...] | None:
         values = tuple(float(p) for p in parts)
     except ValueError:
         values = ()
-    if len(values) != 4 or values[2] <= values[0] or values[3] <= values[1] or not all(map(_finite, values)):
+    if (
+        len(values) != 4
+        or values[2] <= values[0]
+        or values[3] <= values[1]
+        or not all(map(math.isfinite, values))
+    ):
         raise refuse(
             f'box must be "x1, y1, x2, y2" in the photo\'s pixels with x2 > x1 and y2 > y1, got {box[:40]!r}'
         )
     return values
-
-
-def _finite(v: float) -> bool:
-    return v == v and abs(v) != float("inf")
 
 
 def _save(models: Models, text: str, name: str) -> str:
