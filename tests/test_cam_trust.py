@@ -15,7 +15,7 @@ from conftest import in_threads
 from PIL import Image
 
 from nstcam import GradCAM
-from nstcam.cam.trust import HIGHER_IS_BETTER, _bootstrap, _ranks
+from nstcam.cam.trust import HIGHER_IS_BETTER, RANDOM_NOTE, _bootstrap, _ranks
 from nstcam.cli import main
 from nstcam.image import SAMPLES
 
@@ -51,8 +51,9 @@ def test_csv_and_markdown_hold_the_same_figures(report, tmp_path):
     mean = report.stats[first["method"]][first["metric"]][0]
     assert abs(float(first["mean"]) - mean) < 1e-12
     md = report.markdown().splitlines()
-    assert md[0].startswith("| method | deletion ↓ | insertion ↑") and len(md) == 2 + 2 + 1
-    assert f"{mean:.3f}" in md[2] and "unavailable" in md[-1]
+    assert md[0].startswith("| method | deletion ↓ | insertion ↑") and len(md) == 2 + 2 + 1 + 2
+    assert f"{mean:.3f}" in md[2] and "unavailable" in md[4]
+    assert md[-1] == RANDOM_NOTE and report.random_weights and first["random_weights"] == "True"
 
 
 def test_ranks_tie_where_intervals_overlap_and_the_bootstrap_is_seeded():

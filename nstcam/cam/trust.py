@@ -74,6 +74,8 @@ HIGHER_IS_BETTER = {
     "pointing": True,
 }
 MAX_IMAGES = 64
+RANDOM_NOTE = "RANDOM weights: these figures are not meaningful (seeded random weights, for testing only)."
+"""The line under a report of a model with random weights (markdown; the CSV has a column)."""
 CORRELATION_SAMPLES = 30
 """Faithfulness correlation's random subsets per image, here and where a layer is chosen by it."""
 
@@ -87,7 +89,8 @@ def correlation_subset(x: torch.Tensor) -> int:
 @dataclass
 class TrustReport:
     """The table: ``stats[method][metric] = (mean, low, high, rank)``; ``seconds[method]`` and
-    ``peak_mb[method]`` per map; ``failed[method]`` why a method could not run here."""
+    ``peak_mb[method]`` per map; ``failed[method]`` why a method could not run here;
+    ``random_weights``: the model's weights were random (said under the markdown, a CSV column)."""
 
     methods: list[str]
     metrics: list[str]
@@ -96,6 +99,7 @@ class TrustReport:
     peak_mb: dict[str, float]
     images: int
     failed: dict[str, str] = field(default_factory=dict)
+    random_weights: bool = False
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per method and metric (the CSV's rows)."""
@@ -112,6 +116,7 @@ class TrustReport:
             "higher_is_better": HIGHER_IS_BETTER[metric],
             **cost,
             "images": self.images,
+            "random_weights": self.random_weights,
         }
 
     def csv(self, path: str | Path | None = None) -> str:
@@ -146,7 +151,10 @@ class TrustReport:
         """:meth:`table` as a markdown table."""
         head, rows = self.table()
         lines = ["| " + " | ".join(head) + " |", "| --- |" + " --- |" * (len(head) - 1)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        if self.random_weights:
+            lines += ["", RANDOM_NOTE]
+        return "\n".join(lines)
 
 
 class _PeakMemory:
@@ -310,7 +318,8 @@ def trust(
             k: [r[k] for r in rows if k in r] for k in HIGHER_IS_BETTER if any(k in r for r in rows)
         }
     metrics, stats = _table(values, bootstrap, seed)
-    return TrustReport(list(values), metrics, stats, seconds, peaks, len(xs), failed)
+    random = bool(cam.weights is not None and cam.weights.is_random)
+    return TrustReport(list(values), metrics, stats, seconds, peaks, len(xs), failed, random)
 
 
 def _inputs(
