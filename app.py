@@ -85,9 +85,13 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     check_torch_pair()
     from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
+    from nstcam.app.owned import sweep_leftovers
     from nstcam.app.shutdown import stop_on_signals
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from gradio.utils import get_upload_folder
+
+    sweep_leftovers(get_upload_folder())  # what crashed servers left: only theirs (nstcam.app.owned)
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
     # stopped by a signal (a Space restarting, kill, Ctrl+C) at any moment, the process exits 0 with

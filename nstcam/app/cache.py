@@ -13,8 +13,12 @@ removes results after their age, and :func:`nstcam.app.shutdown.remove_own_files
 from __future__ import annotations
 
 import functools
+import os
+import time
 from collections.abc import Callable
 from typing import Any
+
+from nstcam.app.owned import OWNED
 
 __all__ = ["CACHED", "track_cached_files"]
 
@@ -35,13 +39,23 @@ _SAVERS = (
 def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(save)
     def saved(*args: Any, **kwargs: Any) -> Any:
+        start = time.time_ns() - 10**9  # a file system's clock may lag a little
         path = save(*args, **kwargs)
         if isinstance(path, str):
             CACHED.add(path)
+            if _written_since(path, start):
+                OWNED.add(path)  # made (or rewritten) by this call: this process's to remove
         return path
 
     saved.nstcam_records = True  # type: ignore[attr-defined]
     return saved
+
+
+def _written_since(path: str, start_ns: int) -> bool:
+    try:
+        return os.stat(path).st_ctime_ns >= start_ns
+    except OSError:
+        return False
 
 
 def track_cached_files(demo: Any) -> Any:

@@ -3,17 +3,19 @@ the model offered, its layer, and a perturbation method's budget of masked image
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from nstcam.app.config import Models
 from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
-from nstcam.app.files import load_upload
+from nstcam.app.files import load_upload, upload_size
 from nstcam.app.layers import check_layer, default_layer, layer_choices
 from nstcam.app.running import check
-from nstcam.cam import METHODS
+from nstcam.app.shapes import check_aspect
+from nstcam.cam import METHODS, arch_kind
 
-__all__ = ["cam_model", "cam_request"]
+__all__ = ["cam_model", "cam_request", "image_size"]
 
 
 def cam_model(
@@ -31,6 +33,16 @@ def cam_model(
         layer = default_layer(model)  # empty: the model's default
     check_layer(model, layer, layer_choices(model))
     return layer
+
+
+def image_size(models: Models, image: Any, model: str) -> tuple[int, int]:
+    """The upload's size from its header (nothing decoded), its shape held to
+    :data:`nstcam.app.shapes.MAX_ASPECT` where ``model`` scales its short side (a classifier, a
+    segmenter; a detector bounds its long side itself)."""
+    size = upload_size(image, "image")
+    if arch_kind(model) != "detector":
+        check_aspect(Path(str(image)).name, size)
+    return size
 
 
 def cam_request(
@@ -53,5 +65,8 @@ def cam_request(
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     layer = cam_model(models, image, model, layer, archs)
-    request_cost(endpoint, models.config, model, layer, int(top_k), method, bool(aug_smooth)).check()
+    size = image_size(models, image, model)
+    request_cost(
+        endpoint, models.config, model, layer, int(top_k), method, bool(aug_smooth), image_size=size
+    ).check()
     return load_upload(image, "image"), models.cam(model, layer, method)

@@ -13,6 +13,7 @@ import torch
 
 from nstcam._device import pick_device
 from nstcam.app.files import Outbox
+from nstcam.app.quota import UploadQuota
 from nstcam.cam import GradCAM
 from nstcam.fast import FastStyle
 from nstcam.preprocess import Preprocess
@@ -66,6 +67,9 @@ class AppConfig:
         max_size: largest output side a request may ask for, px [NSTCAM_MAX_SIZE; 512 on CPU].
         max_steps: most optimisation steps a request may ask for [NSTCAM_MAX_STEPS; 300 on CPU].
         max_upload_mb: largest upload, MB, enforced by Gradio [NSTCAM_MAX_UPLOAD_MB; 20].
+        max_client_upload_mb: most upload bytes, MB, one client may have accepted in 10 minutes
+            (:class:`nstcam.app.quota.UploadQuota`) [NSTCAM_MAX_CLIENT_UPLOAD_MB; 200, ten uploads
+            of the largest size].
         display_size: long side of Grad-CAM heatmaps and overlays, px [NSTCAM_DISPLAY_SIZE; 1024].
         scorecam_budget: most masked images one Score-CAM request may score (channels of the layer
             x top-k) [NSTCAM_SCORECAM_BUDGET; 1024 on CPU, about 30 s there; 65536 on GPU].
@@ -104,6 +108,7 @@ class AppConfig:
     max_size: int | None = None
     max_steps: int | None = None
     max_upload_mb: float | None = None
+    max_client_upload_mb: float | None = None
     display_size: int | None = None
     scorecam_budget: int | None = None
     max_video_seconds: float | None = None
@@ -123,6 +128,9 @@ class AppConfig:
         self.max_size = int(self.max_size or _env_number("NSTCAM_MAX_SIZE", 2048 if on_gpu else 512))
         self.max_steps = int(self.max_steps or _env_number("NSTCAM_MAX_STEPS", 1000 if on_gpu else 300))
         self.max_upload_mb = float(self.max_upload_mb or _env_number("NSTCAM_MAX_UPLOAD_MB", 20))
+        self.max_client_upload_mb = float(
+            self.max_client_upload_mb or _env_number("NSTCAM_MAX_CLIENT_UPLOAD_MB", 10 * self.max_upload_mb)
+        )
         self.display_size = int(self.display_size or _env_number("NSTCAM_DISPLAY_SIZE", 1024))
         self.scorecam_budget = int(
             self.scorecam_budget or _env_number("NSTCAM_SCORECAM_BUDGET", 65536 if on_gpu else 1024)
@@ -162,6 +170,10 @@ class AppConfig:
             raise ValueError(
                 f"NSTCAM_STYLE_PREPROCESS must be imagenet or caffe, got {self.style_preprocess!r}"
             )
+
+    def upload_quota(self) -> UploadQuota:
+        """Upload bytes per client in 10 minutes (:attr:`max_client_upload_mb`)."""
+        return UploadQuota(int(self.max_client_upload_mb * 2**20), window_s=600.0)
 
     @property
     def cam_archs(self) -> tuple[str, ...]:

@@ -33,9 +33,10 @@ from nstcam.app.config import AppConfig
 from nstcam.app.errors import refuse
 from nstcam.app.layers import meta_layers
 from nstcam.app.running import check
+from nstcam.app.shapes import kpca_passes, pass_factor, widest_factor
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
-from nstcam.cam.trust import CORRELATION_SAMPLES, trust_passes
+from nstcam.cam.trust import CORRELATION_SAMPLES, maps_per_image, trust_passes
 
 __all__ = [
     "ESTIMATES",
@@ -127,26 +128,69 @@ def cam_cost(
     aug_smooth: bool = False,
     extra: int = 0,
     extra_for: str = "more",
+    image_size: tuple[int, int] | None = None,
 ) -> Cost:
     """A Grad-CAM request's masked images (``/gradcam``): a perturbation method on a classifier
     scores one per channel of ``layer`` and class (SS-CAM and IS-CAM: per sample too; augmentation:
-    6 times); a gradient method none; ``extra`` more, ``extra_for`` what (the faithfulness curves).
-    Over the limit, the fix names only what would fit."""
+    6 times); KPCA-CAM its eigensolve (:func:`nstcam.app.shapes.kpca_passes`); another gradient method
+    none; ``extra`` more, ``extra_for`` what (the faithfulness curves). Each masked image counts as
+    many photos as an image of ``image_size`` (its header's width, height) holds at the network
+    (:func:`nstcam.app.shapes.pass_factor`). Over the limit, the fix names only what would fit."""
     where = _server(cfg)
+    factor = pass_factor(arch, image_size) if arch_kind(arch) == "classifier" else 1.0
+    shape = f" at {image_size[0]}x{image_size[1]} px" if image_size and factor > 1 else ""
+    if method == "kpcacam" and arch_kind(arch) == "classifier":
+        return _kpca_cost(cfg, arch, layer, extra, extra_for, image_size, factor)
     if method not in PERTURBATION_METHODS or arch_kind(arch) != "classifier":
-        return Cost(f"{method} on {arch} {layer}", extra, cfg.scorecam_budget, "masked images", where=where)
+        return Cost(
+            f"{method} on {arch} {layer}{shape}",
+            extra * factor,
+            cfg.scorecam_budget,
+            "masked images",
+            where=where,
+        )
     per_channel = REGISTRY[method].samples * (6 if aug_smooth else 1)
     images = {name: c * per_channel for name, c in meta_layers(arch).items()}  # per class, by layer
     each = f"{per_channel} per channel and class" if per_channel > 1 else "one per channel and class"
-    what = f"{REGISTRY[method].title} on {arch} {layer} ({images[layer] // per_channel} channels)"
-    fixes = _cam_fixes(images, layer, top_k, cfg.scorecam_budget - extra, aug_smooth)
+    what = f"{REGISTRY[method].title} on {arch} {layer} ({images[layer] // per_channel} channels){shape}"
+    budget = int(cfg.scorecam_budget / factor)
+    fixes = _cam_fixes(images, layer, top_k, budget - extra, aug_smooth)
+    thin = f"; each counts {factor:.2g} photos, the image's pixels at the network" if factor > 1 else ""
     return Cost(
         f"{what} with top-k {top_k}",
-        images[layer] * top_k + extra,
+        math.ceil((images[layer] * top_k + extra) * factor),
         cfg.scorecam_budget,
-        f"masked images ({each}{f'; {extra} {extra_for}' if extra else ''})",
+        f"masked images ({each}{f'; {extra} {extra_for}' if extra else ''}{thin})",
         f"Use {'; or '.join(fixes)}.",
         where,
+    )
+
+
+def _kpca_cost(
+    cfg: AppConfig,
+    arch: str,
+    layer: str,
+    extra: int,
+    extra_for: str,
+    image_size: tuple[int, int] | None,
+    factor: float,
+) -> Cost:
+    """KPCA-CAM's eigensolve of ``layer``'s positions, in forward passes (one map serves every
+    class), plus ``extra`` masked images at ``factor`` photos each."""
+    eig = kpca_passes(arch, layer, image_size)
+    later = [
+        name
+        for name in meta_layers(arch)
+        if kpca_passes(arch, name, image_size) + extra * factor <= cfg.scorecam_budget
+    ]
+    fit = f"a later layer with fewer positions (e.g. {', '.join(later[-3:])}); or " if later else ""
+    return Cost(
+        f"KPCA-CAM on {arch} {layer}",
+        math.ceil(eig + extra * factor),
+        cfg.scorecam_budget,
+        f"forward passes' worth of work (its eigensolve: {eig:,}{f'; {extra} {extra_for}' if extra else ''})",
+        f"Use {fit}another method (each costs about one forward pass).",
+        _server(cfg),
     )
 
 
@@ -174,12 +218,19 @@ def faithfulness_curves(cfg: AppConfig) -> int:
 
 
 def faithfulness_cost(
-    cfg: AppConfig, arch: str, layer: str, top_k: int = 1, method: str = "gradcam", aug_smooth: bool = False
+    cfg: AppConfig,
+    arch: str,
+    layer: str,
+    top_k: int = 1,
+    method: str = "gradcam",
+    aug_smooth: bool = False,
+    image_size: tuple[int, int] | None = None,
 ) -> Cost:
     """The faithfulness panel's masked images (``/faithfulness``; ``top_k`` is 1 there): the top
-    class's map's (:func:`cam_cost`) plus the curves' of three maps, ``6 * steps + 66``."""
+    class's map's (:func:`cam_cost`) plus the curves' of three maps, ``6 * steps + 66``, each at the
+    image's pixels (``image_size``)."""
     curves = faithfulness_curves(cfg)
-    cost = cam_cost(cfg, arch, layer, top_k, method, aug_smooth, curves, "for the curves")
+    cost = cam_cost(cfg, arch, layer, top_k, method, aug_smooth, curves, "for the curves", image_size)
     return Cost(f"the faithfulness of {cost.what}", cost.units, cost.limit, cost.unit, cost.fix, cost.where)
 
 
@@ -193,38 +244,82 @@ def trust_settings(cfg: AppConfig) -> dict[str, int]:
     return {"steps": faithfulness_steps(cfg), "samples": CORRELATION_SAMPLES, "noise_samples": 3}
 
 
-def trust_cost(cfg: AppConfig, arch: str, layer: str, methods: list[str]) -> Cost:
+def trust_cost(
+    cfg: AppConfig, arch: str, layer: str, methods: list[str], image_size: tuple[int, int] | None = None
+) -> Cost:
     """A trust report's forward passes (``/trust``, one photo): :func:`nstcam.cam.trust.trust_passes`
     with each method's map at 2 passes (a forward and a backward) plus its masked images
-    (:func:`cam_cost`: Score-CAM and co.). Over the limit, the fix names the methods that mask."""
-    each = {m: 2 + int(cam_cost(cfg, arch, layer, 1, m).units) for m in methods}
-    dear = [m for m in methods if each[m] > 2]
-    masking = f"Leave out {', '.join(dear)} (a masked image per channel, for each of its maps), or c"
-    fix = f"{masking if dear else 'C'}ompare fewer methods."
+    (:func:`cam_cost`: Score-CAM and co.), every pass counted as the photos an image of ``image_size``
+    holds at the network (:func:`nstcam.app.shapes.pass_factor`); KPCA-CAM's eigensolve of each of its
+    maps added. Over the limit, the fix names the methods that mask."""
+    factor = pass_factor(arch, image_size)
+    masked = {m: 0 if m == "kpcacam" else int(cam_cost(cfg, arch, layer, 1, m).units) for m in methods}
+    settings = trust_settings(cfg)
+    maps = 1 + maps_per_image(settings["noise_samples"])  # each method's maps of the one photo
+    eig = sum(kpca_passes(arch, layer, image_size) * maps for m in methods if m == "kpcacam")
+    dear = [m for m in methods if masked[m] > 0 or m == "kpcacam"]
+    why = (
+        "a masked image per channel, for each of its maps"
+        if "kpcacam" not in dear
+        else ("a masked image per channel, or an eigensolve, for each of its maps")
+    )
+    masking = f"Leave out {', '.join(dear)} ({why}), or c"
+    crop = ", or crop the image nearer a 16:9 photo's shape" if factor > 1 else ""
+    fix = f"{masking if dear else 'C'}ompare fewer methods{crop}."
+    shape = f" at {image_size[0]}x{image_size[1]} px" if image_size and factor > 1 else ""
+    passes = trust_passes([2 + p for p in masked.values()], 1, **settings)
     return Cost(
-        f"a trust report of {len(methods)} methods ({', '.join(methods)}) on {arch} {layer}",
-        trust_passes(list(each.values()), 1, **trust_settings(cfg)),
+        f"a trust report of {len(methods)} methods ({', '.join(methods)}) on {arch} {layer}{shape}",
+        math.ceil(passes * factor) + eig,
         cfg.scorecam_budget,
-        "forward passes",
+        "forward passes"
+        + (f" (each counts {factor:.2g} photos, the image's pixels at the network)" if factor > 1 else ""),
         fix,
         _server(cfg),
     )
 
 
-def features_cost(cfg: AppConfig, top: float | None) -> Cost:
-    """A feature-map request's forward passes (``/features``): one, stopped at the layer; ``top``
-    (the channels shown) in range first."""
+def features_cost(
+    cfg: AppConfig, top: float | None, model: str = "vgg16_bn", image_size: tuple[int, int] | None = None
+) -> Cost:
+    """A feature-map request's forward passes (``/features``): one, stopped at the layer, of as many
+    photos as an image of ``image_size`` holds at the network (VGG16_bn takes the long side at 224:
+    one); ``top`` (the channels shown) in range first. At most the widest image
+    :data:`nstcam.app.shapes.MAX_ASPECT` lets through."""
     check(top, "channels", 1, 64)
-    return Cost("a feature-map request", 1, 1, "forward passes", where=_server(cfg))
-
-
-def clip_cost(cfg: AppConfig, name: str, frames: int, window: int, stride: int) -> Cost:
-    """A clip request's windows planned (``/gradcam_video``): ``frames`` decoded frames, windows of
-    ``window`` frames (1: an image model, frame by frame), ``stride`` apart; at most one window per
-    frame the server takes (``max_video_frames``)."""
-    windows = len(window_starts(frames, window, max(1, stride)))
+    factor = 1.0 if model == "vgg16_bn" else pass_factor(model, image_size)
     return Cost(
-        f"{name}: {frames:,} frames", windows, cfg.max_video_frames, "windows", "Trim the clip.", _server(cfg)
+        "a feature-map request",
+        factor,
+        1.0 if model == "vgg16_bn" else widest_factor(model),
+        "forward passes of a 16:9 photo",
+        where=_server(cfg),
+    )
+
+
+def clip_cost(
+    cfg: AppConfig,
+    name: str,
+    frames: int,
+    window: int,
+    stride: int,
+    arch: str | None = None,
+    frame_size: tuple[int, int] | None = None,
+) -> Cost:
+    """A clip request's windows planned (``/gradcam_video``): ``frames`` decoded frames, windows of
+    ``window`` frames (1: an image model, frame by frame), ``stride`` apart; each counted as the 16:9
+    windows a frame of ``frame_size`` holds at ``arch``'s network; at most one window per frame the
+    server takes (``max_video_frames``)."""
+    windows = len(window_starts(frames, window, max(1, stride)))
+    factor = pass_factor(arch, frame_size) if arch and frame_size else 1.0
+    shape = f" of {frame_size[0]}x{frame_size[1]} px" if frame_size and factor > 1 else ""
+    return Cost(
+        f"{name}: {frames:,} frames{shape}",
+        math.ceil(windows * factor),
+        cfg.max_video_frames,
+        "windows" + (f" (each counts {factor:.2g}, the frame's pixels at the network)" if factor > 1 else ""),
+        "Trim the clip.",
+        _server(cfg),
     )
 
 

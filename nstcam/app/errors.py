@@ -15,12 +15,15 @@ logger = logging.getLogger("nstcam.app")
 
 _LONG_QUOTE = re.compile(r"""(['"])([^'"\n]{N})[^'"\n]+\1""".replace("N", str(MAX_ECHO)))
 _LONG_RUN = re.compile(r"\S{N}\S+".replace("N", str(2 * MAX_ECHO)))
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+"""An internal object's ``repr`` (``<ast.Call object at 0x7f...>``): never said to a stranger."""
 
 
 def shorten(message: str) -> str:
     """``message`` with every quoted value over :data:`MAX_ECHO` characters cut there (a request's
     bad value is never echoed whole, to the client or the log), and any unbroken run of more than
-    twice that cut too."""
+    twice that cut too; an internal object's ``repr`` is said as ``an object``."""
+    message = _OBJECT_REPR.sub("an object", message)
     message = _LONG_QUOTE.sub(lambda m: f"{m[1]}{m[2]}…{m[1]}", message)
     return _LONG_RUN.sub(lambda m: m[0][: 2 * MAX_ECHO] + "…", message)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import ipaddress
 import math
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -160,18 +161,42 @@ def _named_urls(value: Any) -> Iterator[str]:
 
 
 def _check_url(url: str, name: str) -> None:
-    """A URL to fetch must name a public host: ``localhost`` and loopback, private, link-local or
-    reserved addresses are refused here in one line (Gradio's fetcher refuses them too, with a
-    traceback in the log per request)."""
+    """A URL to fetch must name a public host, in every spelling: ``localhost``, and loopback,
+    private, link-local or reserved addresses written in dotted, short (``127.1``), decimal
+    (``2130706433``), hex (``0x7f000001``) or octal form, and a name that resolves to one, are
+    refused here in one line; so is a name that does not resolve (Gradio's fetcher refuses them all
+    too, with a traceback in the log per request)."""
     host = (urlsplit(url).hostname or "").rstrip(".").lower()
-    try:
-        local = not ipaddress.ip_address(host).is_global
-    except ValueError:
-        local = host in ("", "localhost") or host.endswith((".localhost", ".local", ".internal"))
-    if local:
+    addresses = _addresses(host)
+    if addresses is None:
+        raise refuse(
+            f"{name} names a URL whose host cannot be resolved; send a public URL or the file itself"
+        )
+    if not addresses or any(not a.is_global for a in addresses):
         raise refuse(
             f"{name} names a URL of a local or private address; send a public URL or the file itself"
         )
+
+
+def _addresses(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
+    """Every address ``host`` stands for, read as the C library reads it (``inet_aton``: short,
+    decimal, hex and octal forms), else resolved; [] for a local name, None where it does not
+    resolve."""
+    if host in ("", "localhost") or host.endswith((".localhost", ".local", ".internal")):
+        return []
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    try:
+        return [ipaddress.IPv4Address(socket.inet_aton(host))]
+    except OSError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return None
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in found]
 
 
 def _check_bounds(block: Any, name: str, value: Any) -> None:

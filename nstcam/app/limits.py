@@ -18,6 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from nstcam.app.quota import UploadQuota, client_of
 from nstcam.app.uploads import upload_files_of_this_request
 
 __all__ = [
@@ -89,10 +90,18 @@ class RequestLimits:
         app: the ASGI app (Gradio's FastAPI app).
         upload_bytes: the largest upload, one file (Gradio's ``max_file_size``).
         body_bytes: any other body but an MCP call.
+        quota: upload bytes per client per window (:class:`nstcam.app.quota.UploadQuota`); None: none.
     """
 
-    def __init__(self, app: Any, upload_bytes: int, body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: Any,
+        upload_bytes: int,
+        body_bytes: int = MAX_BODY_BYTES,
+        quota: UploadQuota | None = None,
+    ) -> None:
         self.app = app
+        self.quota = quota
         self.body_bytes = body_bytes
         self.upload_total = UPLOAD_FILES * upload_bytes + 64 * 1024  # + multipart headers
         self.mcp_bytes = MCP_IMAGES * (upload_bytes * 4 // 3) + body_bytes
@@ -115,7 +124,12 @@ class RequestLimits:
             await _answer(send, 413, f"{too_big}; this one declares {declared / 2**20:.3g} MB")
             return
         if scope["path"].rstrip("/").endswith("/upload"):
-            await self._stream(scope, receive, send, cap, too_big)
+            client = client_of(scope)
+            left = self.quota.left(client) if self.quota else cap
+            if declared is not None and declared > left:
+                await _answer(send, 429, self.quota.refusal((self.quota.max_bytes - left + declared) / 2**20))
+                return
+            await self._stream(scope, receive, send, cap, too_big, client, left)
             return
         try:
             body = await read_body(receive, cap)
@@ -128,23 +142,35 @@ class RequestLimits:
             return
         await self.app(scope, replay_body(body, receive), send)
 
-    async def _stream(self, scope: _Scope, receive: _Receive, send: _Send, cap: int, too_big: str) -> None:
-        """An upload passed on as it comes (not held in memory), cut at ``cap``; an upload not
-        answered 200 (cut, dropped by its client, refused) leaves none of its files behind."""
+    async def _stream(
+        self,
+        scope: _Scope,
+        receive: _Receive,
+        send: _Send,
+        cap: int,
+        too_big: str,
+        client: str = "-",
+        left: int | None = None,
+    ) -> None:
+        """An upload passed on as it comes (not held in memory), cut at ``cap`` (and at the client's
+        ``left`` bytes of its quota: HTTP 429); an upload not answered 200 (cut, dropped by its
+        client, refused) leaves none of its files behind; one answered 200 is counted to ``client``."""
         seen = 0
         over = gone = False
+        spent = False  # over the client's quota, not the request's cap
+        left = cap if left is None else left
         started = False
         status = 0
 
         async def counted() -> dict[str, Any]:
-            nonlocal seen, over, gone
+            nonlocal seen, over, gone, spent
             if over:
                 return {"type": "http.disconnect"}
             message = await receive()
             gone = gone or message["type"] == "http.disconnect"
             seen += len(message.get("body", b""))
-            if seen > cap:
-                over = True
+            if seen > min(cap, left):
+                over, spent = True, seen <= cap
                 return {"type": "http.disconnect"}
             return message
 
@@ -170,8 +196,13 @@ class RequestLimits:
                             "cut at the size cap" if over else "dropped by its client" if gone else "refused"
                         )
                         logger.info("upload %s: removed its %d unfinished file(s)", why, removed)
+        if status == 200 and self.quota is not None:
+            self.quota.spend(client, seen)
         if over and not started:
-            await _answer(send, 413, too_big)
+            if spent and self.quota is not None:
+                await _answer(send, 429, self.quota.refusal((self.quota.max_bytes - left + seen) / 2**20))
+            else:
+                await _answer(send, 413, too_big)
 
 
 def _content_length(scope: _Scope) -> int | None:

@@ -18,25 +18,30 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nstcam.app.owned import OWNED, others_files
+
 __all__ = ["remove_own_files", "stop_on_signals"]
 
 logger = logging.getLogger("nstcam.app")
 
 
 def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) -> int:
-    """Deletes the files Gradio made for ``demo`` in its upload folder (uploads, cached results),
-    the folders they leave empty there and empty folders made since ``since`` (a time); returns how
-    many files. Other processes' files stay."""
+    """Deletes the files this process made in ``demo``'s upload folder (uploads, cached results:
+    :data:`nstcam.app.owned.OWNED`, each still the inode it made), any other file Gradio lists for
+    ``demo`` made since ``since`` (a time) that no other live server's ledger claims, the folders
+    they leave empty there and empty folders made since ``since``; returns how many files. Other
+    processes' files stay, even where they have the same name."""
     root = Path(os.path.realpath(upload_folder))
     files = {f for temp_set in getattr(demo, "temp_file_sets", ()) for f in list(temp_set)}
-    removed = 0
+    files -= others_files(files)  # older than this process, or another live server's
+    removed = OWNED.remove_all()
     for name in files:
         path = Path(name)
         try:
+            if path.is_symlink() or path.stat().st_ctime < since:
+                continue
             path.unlink()
             removed += 1
-        except FileNotFoundError:
-            pass  # Gradio's own shutdown removed it first
         except OSError:
             continue
         _prune_empty(path.parent, root)

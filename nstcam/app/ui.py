@@ -18,6 +18,7 @@ from nstcam.app.config import AppConfig, Models
 from nstcam.app.gate import guard_requests
 from nstcam.app.limits import RequestLimits, validation_error_handler
 from nstcam.app.mcp import enable_mcp
+from nstcam.app.owned import keep_existing_uploads
 from nstcam.app.tabs import TABS
 from nstcam.app.widgets import CSS, RANDOM_BANNER
 
@@ -39,7 +40,10 @@ def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
         "css": CSS,
         "mcp_server": bool(mcp),
         "app_kwargs": {
-            "middleware": [Middleware(RequestLimits, upload_bytes=upload_bytes), Middleware(CancelAtOnce)],
+            "middleware": [
+                Middleware(RequestLimits, upload_bytes=upload_bytes, quota=config.upload_quota()),
+                Middleware(CancelAtOnce),
+            ],
             "exception_handlers": {RequestValidationError: validation_error_handler},
         },
     }
@@ -76,4 +80,5 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             with gr.Tab(title):
                 tab(config, models, runs, demo)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
+    keep_existing_uploads()  # an upload never replaces another server's file of the same name
     return track_cached_files(guard_requests(describe_api(demo, config)))

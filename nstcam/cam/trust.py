@@ -20,7 +20,7 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from nstcam._checks import whole
+from nstcam.cam._passes import PassWatch
 from nstcam.cam._sibling import sibling
 from nstcam.cam._stats import bootstrap_mean as _bootstrap
 from nstcam.cam._stats import interval_ranks as _ranks
@@ -203,7 +204,7 @@ def _image_metrics(
     cam: Any, engine: Any, method: str, x: torch.Tensor, target: int, region: torch.Tensor | None, kw: dict
 ) -> dict:
     maps = engine.compute(x, target)
-    model = cam.model
+    model = kw["model"]
     out = {
         "deletion": deletion_auc(model, x, maps, target, steps=kw["steps"]),
         "insertion": insertion_auc(model, x, maps, target, steps=kw["steps"]),
@@ -262,6 +263,8 @@ def trust(
     noise_samples: int = 3,
     bootstrap: int = 1000,
     seed: int = 0,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> TrustReport:
     """Every method of ``methods`` on every image, scored by every metric (see the module).
 
@@ -281,6 +284,9 @@ def trust(
         steps: deletion and insertion curve points, less one; samples: faithfulness correlation's
             subsets; noise_samples: max-sensitivity's noisy copies (:func:`trust_passes` counts them).
         bootstrap: resampling rounds of the 95 % intervals; seed: their generator's seed.
+        should_stop: asked before every forward pass (a cancel flag, a deadline): once true, the
+            report stops there with :class:`nstcam.cam.StoppedEarly`; None: it runs to the end.
+        progress: told the passes done so far after each (:func:`trust_passes` counts them all).
     """
     if not 1 <= len(images) <= MAX_IMAGES:
         raise ValueError(f"images must hold 1 to {MAX_IMAGES} images, got {len(images)}")
@@ -300,7 +306,9 @@ def trust(
     xs, regions = _inputs(cam, images, boxes, masks)
     random_model = randomised_copy(cam.model, randomisation_layers(cam.model)[:1])
     kw["subset"] = correlation_subset(xs[0])
-    targets = [_top1(cam, x) for x in xs]
+    watch = PassWatch(should_stop, progress, "the trust report")
+    kw["model"] = watch.model(cam.model)
+    targets = [_top1(kw["model"], x, cam.device) for x in xs]
     values: dict[str, dict[str, list[float]]] = {}
     seconds, peaks, failed = {}, {}, {}
     for method in methods:
@@ -309,7 +317,8 @@ def trust(
         except ValueError as e:
             failed[method] = str(e).splitlines()[0][:200]
             continue
-        kw["random_engines"][method] = _engine(cam, method, random_model)
+        engine = watch.engine(engine)
+        kw["random_engines"][method] = watch.engine(_engine(cam, method, random_model))
         seconds[method], peaks[method] = _cost(cam, engine, xs, targets)
         rows = [
             _image_metrics(cam, engine, method, *row, kw) for row in zip(xs, targets, regions, strict=True)
@@ -403,11 +412,11 @@ def _table(values: dict[str, dict[str, list[float]]], bootstrap: int, seed: int)
     return metrics, stats
 
 
-def _top1(cam: Any, x: torch.Tensor) -> int:
+def _top1(model: torch.nn.Module, x: torch.Tensor, device: torch.device) -> int:
     with torch.inference_mode(False), torch.no_grad():
         from nstcam.hooks import eval_view
 
-        return int(eval_view(cam.model)(x.to(cam.device)).argmax(1)[0])
+        return int(eval_view(model)(x.to(device)).argmax(1)[0])
 
 
 def _scaled_box(box: Any, img: Any, x: torch.Tensor) -> tuple[float, ...] | None:

@@ -100,8 +100,11 @@ def volume_header(path: str | os.PathLike, name: str = "volume") -> tuple[tuple[
                 np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
             )
             shape, _, dtype = header(f)
-        except ValueError as e:
-            raise ValueError(f"{name}: {label} is not a readable .npy file ({e})") from None
+        except ValueError:
+            raise ValueError(
+                f"{name}: {label} is not a readable .npy file (its header must be a plain dictionary of "
+                "descr, fortran_order and shape)"
+            ) from None
     _check_dtype(dtype, name, label)
     return tuple(shape), dtype
 

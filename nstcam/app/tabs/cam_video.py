@@ -19,6 +19,7 @@ from nstcam.app.files import SafeVideo
 from nstcam.app.listen import listen
 from nstcam.app.plots import scores_figure
 from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
+from nstcam.app.shapes import check_aspect
 from nstcam.app.tabs.video import limits_text
 from nstcam.app.tools import clip_methods, fill_doc
 from nstcam.video import VideoError, check_limits, probe_video
@@ -90,6 +91,7 @@ def cam_video_handler(
         name = Path(path).name  # Gradio keeps the upload's own name
         # refused before any model loads; the frames counted up to the limit, whatever their rate
         info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels, max_frames=cfg.max_video_frames)
+        check_aspect(name, (info.width, info.height), "a clip whose frames")
         seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
         frames = check_limits(  # the decoded frame count, before any model loads
             info, max_seconds=seconds, max_frames=cfg.max_video_frames, trim=bool(trim) or bool(max_seconds)
@@ -97,8 +99,15 @@ def cam_video_handler(
         cam = models.cam(model, "", method)
         window = cam.frames or 1
         request_cost(
-            "gradcam_video", cfg, name, frames, window, int(stride) or max(1, window // 2)
-        ).check()  # windows planned
+            "gradcam_video",
+            cfg,
+            name,
+            frames,
+            window,
+            int(stride) or max(1, window // 2),
+            model,
+            (info.width, info.height),
+        ).check()  # windows planned, each at its frame's pixels
         stem = Path(path).stem
         out = models.outbox
         result = cam.explain_video(

@@ -8,6 +8,7 @@ import gradio as gr
 from PIL import Image
 
 from nstcam._mark import tag_weights
+from nstcam.app.cam_limits import image_size
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
@@ -57,7 +58,8 @@ def features_handler(
             raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
         layer = layer or ("relu3_1" if model == "vgg16_bn" else default_layer(model))
         check_layer(model, layer, feature_layer_choices(model))
-        request_cost("features", models.config, top).check()
+        size = image_size(models, image, model) if model != "vgg16_bn" else None
+        request_cost("features", models.config, top, model, size).check()
         img = load_upload(image, "image")
         engine = models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")
         fm = gpu(feature_maps)(engine, img, layer, top=int(top))

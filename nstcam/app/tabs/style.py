@@ -273,6 +273,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 with gr.Row():
                     mask_a, mask_b = (
                         SafeEditor(
+                            config.max_frame_pixels,
                             label=f"Mask {k}",
                             sources=["upload", "clipboard"],
                             height=260,

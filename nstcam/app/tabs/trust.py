@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gradio as gr
 
-from nstcam.app.cam_limits import cam_model
-from nstcam.app.config import AppConfig, Models
+from nstcam.app.cam_limits import cam_model, image_size
+from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import MAX_TRUST_METHODS, request_cost, trust_settings
 from nstcam.app.errors import refuse
 from nstcam.app.files import load_upload
 from nstcam.app.listen import listen
-from nstcam.app.running import endpoint, fail, gpu, weights_note
+from nstcam.app.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
 from nstcam.app.tools import fill_doc, method_choices
 from nstcam.cam import METHODS, arch_kind
 from nstcam.cam.trust import TrustReport, trust_passes
@@ -78,10 +79,14 @@ def trust_handler(
     layer: str = "",
     methods: list[str] = list(APP_METHODS),  # noqa: B006 - read only: the API's and the page's default
     box: str = "",
+    stop: Any = None,
+    progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[dict[str, Any], list[str], str]:
     """The trust report of ``methods`` on one photo: (table, [CSV file, markdown file], verdict).
     Checked before any model is built: a classifier, the methods (at most
-    :data:`nstcam.app.cost.MAX_TRUST_METHODS`), the box, the cost (:func:`nstcam.app.cost.trust_cost`)."""
+    :data:`nstcam.app.cost.MAX_TRUST_METHODS`), the box, the cost (:func:`nstcam.app.cost.trust_cost`).
+    ``stop`` (a cancel flag with the request's deadline) is asked before every forward pass;
+    ``progress(done, total)`` told the passes done of the estimate."""
     cfg = models.config
     try:
         if arch_kind(model) != "classifier":
@@ -92,15 +97,21 @@ def trust_handler(
         chosen = _methods(methods)
         corners = _box(box)
         layer = cam_model(models, image, model, layer)
-        request_cost("trust", cfg, model, layer, chosen).check()
+        cost = request_cost("trust", cfg, model, layer, chosen, image_size(models, image, model)).check()
         img = load_upload(image, "image")
         if corners is not None and (
             corners[0] >= img.width or corners[1] >= img.height or min(corners[2:]) <= 0
         ):
             raise refuse(f"box {box.strip()[:40]!r} lies outside the photo ({img.width} x {img.height} px)")
         cam = models.cam(model, layer, "gradcam")
+        total = int(cost.units)
         report = gpu(cam.trust)(
-            [img], methods=chosen, boxes=None if corners is None else [corners], **trust_settings(cfg)
+            [img],
+            methods=chosen,
+            boxes=None if corners is None else [corners],
+            should_stop=None if stop is None else stop.is_set,
+            progress=None if progress is None else lambda done: progress(min(done, total), total),
+            **trust_settings(cfg),
         )
     except Exception as e:
         raise fail(e) from e
@@ -178,6 +189,7 @@ def verdict(report: TrustReport, model: str, layer: str) -> str:
 def panel(
     config: AppConfig,
     models: Models,
+    runs: Runs,
     image: gr.components.Component,
     arch: gr.components.Component,
     layer: gr.components.Component,
@@ -206,14 +218,29 @@ def panel(
                 max_length=MAX_BOX_CHARS,
                 elem_id="cam-trust-box",
             )
-        run = gr.Button("Compare methods", elem_id="cam-trust-run")
+        with gr.Row():
+            run = gr.Button("Compare methods", elem_id="cam-trust-run")
+            cancel = gr.Button("Cancel", variant="stop", elem_id="cam-trust-cancel")
         said = gr.Markdown(label="Verdict")
         table = gr.Dataframe(label="Trust", wrap=True, elem_id="cam-trust-table")
         files = gr.File(label="Download", file_count="multiple", elem_id="cam-trust-files")
 
-    @endpoint(trust_handler, _doc(config))
-    def trust(stop: None, **params: Any) -> tuple[dict[str, Any], list[str], str]:
-        return trust_handler(models, **params)
+    @endpoint(trust_handler, _doc(config), runs=(runs, "trust"), progress=True)
+    def trust(stop: threading.Event, progress: gr.Progress, **params: Any) -> Iterator[tuple[Any, ...]]:
+        progress(0.0, desc="starting: checking the request…")
+
+        def work(put: Any) -> Any:
+            return trust_handler(models, **params, stop=stop, progress=lambda done, total: put((done, total)))
+
+        yield gr.skip(), gr.skip(), gr.skip()
+        try:
+            for done, total in (result := Result(in_thread(work, stop))):
+                progress(done / total, desc=f"pass {done:,}/{total:,} (estimated)")
+                yield gr.skip(), gr.skip(), gr.skip()
+        except Exception as e:
+            raise fail(e) from e
+        yield result.value
 
     listen(run, trust, [image, arch, layer, methods, box], [table, files, said], said, api_name="trust")
+    cancel_on(cancel, runs, "trust")
     return table, files, said

@@ -1,0 +1,160 @@
+"""Disk (issue 61): a client's uploads capped per window, a crashed server's leftovers swept at the
+next start (only its own), and a server's SIGTERM never removing a file another server made with the
+same name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import _free_port, launch_app, pattern
+from test_security import upload
+
+from nstcam.app.limits import RequestLimits
+from nstcam.app.owned import Owned, claimed_by_others, sweep_leftovers
+from nstcam.app.quota import UploadQuota, client_of
+
+
+async def _fake_upload_app(scope, receive, send):
+    """Reads the whole body, answers 200 (Gradio's upload route as far as the middleware sees)."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"[]"})
+
+
+def _post(mw: RequestLimits, n: int, declared: bool, client: str = "203.0.113.7") -> int:
+    """Status of an upload of ``n`` bytes in 64 KB chunks (with or without its Content-Length)."""
+    chunks = [b"\0" * 65536] * (n // 65536)
+    headers = [(b"content-length", str(n).encode())] if declared else []
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "headers": headers}
+    scope["client"] = (client, 5000)
+    sent, status = iter(chunks), {}
+
+    async def receive():
+        chunk = next(sent, None)
+        return {"type": "http.request", "body": chunk or b"", "more_body": chunk is not None}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status["code"] = message["status"]
+
+    asyncio.run(mw(scope, receive, send))
+    return status["code"]
+
+
+def test_a_clients_uploads_are_capped_per_window_and_others_are_not_affected():
+    now = [0.0]
+    quota = UploadQuota(4 * 2**20, window_s=600, clock=lambda: now[0])
+    mw = RequestLimits(_fake_upload_app, upload_bytes=2 * 2**20, quota=quota)
+    mb = 2**20
+    assert [_post(mw, int(1.5 * mb), True) for _ in range(2)] == [200, 200]  # 3 MB of 4
+    assert _post(mw, int(1.5 * mb), True) == 429  # refused from its declared length, unread
+    assert _post(mw, int(1.5 * mb), False) == 429  # chunked: cut where it passes its share
+    assert quota.left("203.0.113.7") == 1 * mb  # the refused ones were not counted
+    assert _post(mw, int(1.5 * mb), True, client="198.51.100.2") == 200  # another client
+    now[0] = 601.0  # the window has moved on
+    assert _post(mw, int(1.5 * mb), True) == 200
+    assert "at most 4 MB in 10 minutes on this server" in quota.refusal(5.5)
+
+
+def test_the_client_is_the_address_the_nearest_proxy_saw():
+    scope = {"client": ("10.0.0.2", 1), "headers": [(b"x-forwarded-for", b"1.2.3.4, 198.51.100.9")]}
+    assert client_of(scope) == "198.51.100.9"  # the first entries are the client's own words
+    assert client_of({"client": ("10.0.0.2", 1), "headers": []}) == "10.0.0.2"
+
+
+def _ledger_of_another_process(folder: Path, files: list[Path]) -> subprocess.Popen:
+    """A live process whose ledger lists ``files`` (what another server would have recorded)."""
+    code = (
+        "import sys, time\n"
+        "from nstcam.app.owned import Owned\n"
+        "o = Owned(sys.argv[1])\n"
+        "[o.add(p) for p in sys.argv[2:]]\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder), *map(str, files)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_a_ledger_removes_only_its_own_files_and_a_dead_servers_are_swept(tmp_path):
+    folder = tmp_path / "uploads"
+    (folder / "abc").mkdir(parents=True)
+    mine, theirs = folder / "abc" / "mine.png", folder / "abc" / "theirs.png"
+    mine.write_bytes(b"1")
+    theirs.write_bytes(b"2")
+    other = _ledger_of_another_process(folder, [theirs])
+    try:
+        owned = Owned(folder)
+        owned.add(mine)
+        owned.add(theirs)  # the same name recorded by both: the other live server keeps it
+        assert theirs.stat().st_ino in claimed_by_others(folder)
+        assert owned.remove_all() == 1 and not mine.exists() and theirs.exists()
+        assert not owned.ledger.exists()
+    finally:
+        other.kill()
+        other.wait()
+    # the other server died without cleaning up: the next start sweeps what its ledger lists
+    outbox = tmp_path / f"nstcam-out-{other.pid}-x1"
+    outbox.mkdir()
+    (outbox / "result.png").write_bytes(b"3")
+    live_outbox = tmp_path / f"nstcam-out-{os.getpid()}-x2"
+    live_outbox.mkdir()
+    assert sweep_leftovers(folder, tmp_path) == 2
+    assert not theirs.exists() and not outbox.exists() and live_outbox.exists()
+    assert list(folder.glob(".nstcam-*.owned")) == []
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_second_servers_sigterm_leaves_the_first_servers_files(tmp_path):
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    photo = tmp_path / "c.png"
+    pattern(2, 96, 64).save(photo)
+    procs, urls, logs = [], [], []
+    try:
+        for k in range(2):
+            port = _free_port()
+            env = dict(
+                os.environ,
+                GRADIO_ANALYTICS_ENABLED="False",
+                GRADIO_SERVER_PORT=str(port),
+                GRADIO_SERVER_NAME="127.0.0.1",
+                GRADIO_TEMP_DIR=str(uploads),
+            )
+            logs.append(tmp_path / f"app{k}.log")
+            procs.append(launch_app(logs[-1], env))
+            urls.append(f"http://127.0.0.1:{port}/")
+            deadline = time.time() + 120
+            while "Running on" not in logs[-1].read_text():
+                assert procs[-1].poll() is None and time.time() < deadline, logs[-1].read_text()[-2000:]
+                time.sleep(0.3)
+        first = upload(urls[0], photo)["path"]
+        second = upload(urls[1], photo)["path"]  # the same content: the same name
+        assert first == second and Path(first).exists()
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(30) == 0
+        assert Path(first).exists()  # the first server's file stays
+        r = httpx.get(urls[0] + f"gradio_api/file={first}", timeout=10)
+        assert r.status_code == 200 and r.content == photo.read_bytes()
+        procs[0].send_signal(signal.SIGTERM)
+        assert procs[0].wait(30) == 0
+        assert not Path(first).exists()  # its maker removed it
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
