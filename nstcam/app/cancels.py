@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from nstcam.app.limits import MAX_BODY_BYTES, app_events, read_body, replay_body
+from nstcam.app.streams import close_session_streams
 
 __all__ = ["CancelAtOnce", "mark_run"]
 
@@ -88,6 +89,7 @@ class CancelAtOnce:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     _stop(scope, session, None, "a closed event stream")
+                    close_session_streams(scope, session)  # its webcam stream frees its place
                 return message
 
             await self.app(scope, watched, send)

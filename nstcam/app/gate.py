@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from nstcam.app.errors import refuse
 from nstcam.app.files import upload_path
 from nstcam.app.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
+from nstcam.app.streams import MAX_FRAME_CHARS
 
 __all__ = ["guard_requests", "input_names"]
 
@@ -75,6 +76,8 @@ def _check_contents(name: str, value: Any, key: str = "", depth: int = 0) -> Non
         raise refuse(f"{name} may be nested at most {MAX_DEPTH} levels deep on this server")
     if isinstance(value, str):
         cap = MAX_PATH if key in _PATH_KEYS else MAX_TEXT
+        if key == "url" and value.startswith("data:image/"):
+            cap = MAX_FRAME_CHARS  # a webcam frame: its header is checked before decoding (SafeFrame)
         path = key in _PATH_KEYS  # a path is never echoed
         if "\x00" in value:
             raise refuse(f"{name} must not hold a NUL character" + ("" if path else f", got {shown(value)}"))

@@ -265,7 +265,15 @@ def _bad_json(scope: _Scope, body: bytes) -> tuple[int, str] | None:
         return 422, "the request is nested too deeply"
     except ValueError:
         return None
-    return _unknown_event(scope, data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    unknown = _unknown_event(scope, data)
+    if unknown is None and scope["path"].rstrip("/").endswith("/queue/join"):
+        from nstcam.app.streams import stream_refusal  # the queue's stream events (no import cycle)
+
+        why = stream_refusal(scope, app_events(scope) or {}, data.get("fn_index"))
+        return (429, why) if why else None
+    return unknown
 
 
 _NAMED = re.compile(r"/(?:run|api|call)/([^/]+)$")

@@ -7,46 +7,68 @@ uploads over the last ``window_s`` seconds and refuses a request (HTTP 429, one 
 over, from its declared length before a byte is read, or as it streams past the rest of its share.
 
 A client is its address as the nearest proxy saw it: the last ``X-Forwarded-For`` entry where the
-server sits behind one (a Space), else the connection's own address.
+connection comes from a proxy on this machine or its private network (a Space's), else the
+connection's own address (a stranger's own ``X-Forwarded-For`` is not read: it could name anyone).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
 from collections import deque
 from typing import Any
 
-__all__ = ["UploadQuota", "client_of"]
+__all__ = ["UploadQuota", "WindowBudget", "client_of", "client_of_request"]
 
 
 def client_of(scope: dict[str, Any]) -> str:
     """The client an ASGI request comes from (see the module)."""
-    for key, value in scope.get("headers", ()):
-        if key == b"x-forwarded-for":
-            last = value.decode("latin-1").split(",")[-1].strip()
-            if last:
-                return last[:64]
     client = scope.get("client")
-    return str(client[0]) if client else "-"
+    peer = str(client[0]) if client else "-"
+    if _private(peer):
+        for key, value in scope.get("headers", ()):
+            if key == b"x-forwarded-for":
+                last = value.decode("latin-1").split(",")[-1].strip()
+                if last:
+                    return last[:64]
+    return peer
 
 
-class UploadQuota:
-    """Upload bytes per client per window.
+def client_of_request(request: Any) -> str:
+    """:func:`client_of` for a handler's ``gr.Request`` (its headers and peer address)."""
+    host = getattr(getattr(request, "client", None), "host", None) or "-"
+    headers = getattr(request, "headers", None) or {}
+    forwarded = headers.get("x-forwarded-for") if hasattr(headers, "get") else None
+    raw = [(b"x-forwarded-for", forwarded.encode("latin-1"))] if forwarded else []
+    return client_of({"client": (host, 0), "headers": raw})
+
+
+def _private(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_private or ip.is_loopback
+
+
+class WindowBudget:
+    """How much of something (bytes, seconds of work) each client may use over a sliding window: a
+    budget that starting again (a new request, a new stream) cannot reset.
 
     Args:
-        max_bytes: most bytes one client's accepted uploads may hold in a window.
+        limit: most one client may use in a window.
         window_s: the window, seconds.
         clock: the time (tests pass their own).
     """
 
-    def __init__(self, max_bytes: int, window_s: float = 600.0, clock: Any = time.monotonic) -> None:
-        self.max_bytes, self.window_s, self._clock = int(max_bytes), float(window_s), clock
+    def __init__(self, limit: float, window_s: float = 600.0, clock: Any = time.monotonic) -> None:
+        self.limit, self.window_s, self._clock = limit, float(window_s), clock
         self._lock = threading.Lock()
-        self._used: dict[str, deque[tuple[float, int]]] = {}
+        self._used: dict[str, deque[tuple[float, float]]] = {}
 
-    def left(self, client: str) -> int:
-        """Bytes ``client`` may still upload in this window."""
+    def left(self, client: str) -> float:
+        """What ``client`` may still use in this window."""
         now = self._clock()
         with self._lock:
             q = self._used.get(client)
@@ -54,14 +76,22 @@ class UploadQuota:
                 q.popleft()
             if q is not None and not q:
                 del self._used[client]
-            return self.max_bytes - sum(n for _, n in q or ())
+            return self.limit - sum(n for _, n in q or ())
 
-    def spend(self, client: str, n: int) -> None:
-        """Counts ``n`` bytes of an accepted upload against ``client``."""
+    def spend(self, client: str, n: float) -> None:
+        """Counts ``n`` against ``client``."""
         if n <= 0:
             return
         with self._lock:
-            self._used.setdefault(client, deque()).append((self._clock(), int(n)))
+            self._used.setdefault(client, deque()).append((self._clock(), n))
+
+
+class UploadQuota(WindowBudget):
+    """Upload bytes per client per window (:class:`WindowBudget` of ``max_bytes``)."""
+
+    def __init__(self, max_bytes: int, window_s: float = 600.0, clock: Any = time.monotonic) -> None:
+        super().__init__(int(max_bytes), window_s, clock)
+        self.max_bytes = int(max_bytes)
 
     def refusal(self, used_mb: float) -> str:
         """The one-line refusal (its words name the limit and when it frees up)."""

