@@ -5,6 +5,7 @@ model is built; the estimates are checked against counted runs."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -149,19 +150,22 @@ def test_kpca_cost_counts_its_eigensolve_by_the_layers_positions(monkeypatch):
     cfg = AppConfig(random_weights=True, device="cpu")
     assert kpca_passes("resnet18", "layer2", (320, 240)) == int(np.ceil((n / KPCA_POSITIONS_PER_PASS) ** 3))
     layer1 = cam_cost(cfg, "resnet18", "layer1", 1, "kpcacam", image_size=(320, 240))
-    assert layer1.units > cfg.scorecam_budget  # 4,200 positions: its eigensolve alone ~ a minute
+    assert layer1.check().units == 692  # 4,200 positions: the stranger's 40 s, as much as 692 masked images
+    wide = cam_cost(cfg, "resnet18", "layer1", 1, "kpcacam", image_size=(448, 224))
     with pytest.raises(
-        gr.Error, match=r"KPCA-CAM on resnet18 layer1 would cost [\d,]+ forward passes' worth"
+        gr.Error,
+        match=r"KPCA-CAM on resnet18 layer1 would cost 2,303 masked images' worth of work \(its eigensolve of 6,272",
     ):
-        layer1.check()
+        wide.check()  # 6,272 positions
     with pytest.raises(gr.Error, match="Leave out kpcacam"):
-        trust_cost(cfg, "resnet18", "layer1", ["kpcacam"], (320, 240)).check()
+        trust_cost(cfg, "resnet18", "layer1", ["kpcacam"], (320, 240)).check()  # 8 maps: 348 s before
     ok = request_cost("gradcam", cfg, "resnet18", "layer3", 1, "kpcacam", image_size=(320, 240)).check()
     assert ok.units == 1  # 266 positions
 
 
-def test_kpca_at_an_early_layer_is_refused_before_any_model_is_built(models):
-    said, seconds, _ = _refused(cam_handler, models, CAT, "resnet18", "layer1", "kpcacam", 1)
+def test_kpca_at_an_early_layer_is_refused_before_any_model_is_built(models, tmp_path):
+    wide = _png(tmp_path / "wide.png", 448, 224)
+    said, seconds, _ = _refused(cam_handler, models, wide, "resnet18", "layer1", "kpcacam", 1)
     assert said.startswith("KPCA-CAM on resnet18 layer1 would cost") and "Use a later layer" in said
     said, seconds, _ = _refused(trust_handler, models, CAT, "resnet18", "layer1", ["kpcacam"])
     assert "Leave out kpcacam" in said and seconds < 2 and models._cams == {}
@@ -268,3 +272,41 @@ def test_no_message_quotes_an_internal_object(tmp_path):
         volume_header(path, "volume")
     assert "object at 0x" not in str(e.value) and "evil.npy is not a readable .npy file" in str(e.value)
     assert "object at" not in refuse("bad: <ast.Call object at 0x7f00aa> here").message
+
+
+def test_a_cancelled_trust_request_frees_its_worker_within_one_pass(models):
+    """The page's Cancel, an API cancel and a closed stream all set the run's stop
+    (:class:`nstcam.app.cancels.CancelAtOnce` reaches the endpoint: it is a run of kind "trust");
+    measured here from the stop to the handler's return."""
+    from nstcam.app.ui import build_demo
+
+    demo = build_demo(models.config, models)
+    trust_fn = next(f for f in demo.fns.values() if f.api_name == "trust")
+    assert trust_fn.fn.nstcam_runs[1] == "trust"
+    stop, seen, out = RunStop(), [], {}
+
+    def progress(done: int, total: int) -> None:
+        seen.append((time.perf_counter(), done, total))
+        if done >= 30 and not stop.is_set():
+            out["set"] = time.perf_counter()
+            stop.set()
+
+    def work() -> None:
+        try:
+            trust_handler(
+                models, CAT, "resnet18", "layer4", ["gradcam", "gradcam++"], stop=stop, progress=progress
+            )
+        except gr.Error as e:
+            out["said"], out["end"] = e.message, time.perf_counter()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(120)
+    before = [e for e in seen if e[0] <= out["set"]]
+    pass_s = (before[-1][0] - before[2][0]) / (before[-1][1] - before[2][1])  # seconds per pass, measured
+    freed = out["end"] - out["set"]
+    assert (
+        out["said"].startswith("the trust report stopped after 3") and seen[-1][2] == 143
+    )  # the estimate, 71 per gradient method + 1
+    assert freed < max(1.0, 3 * pass_s), (freed, pass_s)
+    print(f"trust cancel: freed {freed * 1000:.0f} ms after the stop; one pass {pass_s * 1000:.0f} ms")

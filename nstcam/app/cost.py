@@ -33,7 +33,7 @@ from nstcam.app.config import AppConfig
 from nstcam.app.errors import refuse
 from nstcam.app.layers import meta_layers
 from nstcam.app.running import check
-from nstcam.app.shapes import kpca_passes, pass_factor, widest_factor
+from nstcam.app.shapes import kpca_passes, layer_positions, pass_factor, widest_factor
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
 from nstcam.cam.trust import CORRELATION_SAMPLES, maps_per_image, trust_passes
@@ -188,7 +188,8 @@ def _kpca_cost(
         f"KPCA-CAM on {arch} {layer}",
         math.ceil(eig + extra * factor),
         cfg.scorecam_budget,
-        f"forward passes' worth of work (its eigensolve: {eig:,}{f'; {extra} {extra_for}' if extra else ''})",
+        f"masked images' worth of work (its eigensolve of {layer_positions(arch, layer, image_size):,} "
+        f"positions: {eig:,}{f'; {extra} {extra_for}' if extra else ''})",
         f"Use {fit}another method (each costs about one forward pass).",
         _server(cfg),
     )
