@@ -96,3 +96,23 @@ def test_the_estimate_is_the_reports_passes_with_each_maps_own_cost():
     assert scorecam.units == trust_passes([2 + 256], 1, **settings)
     with pytest.raises(gr.Error, match="over this CPU server's limit of 1,024"):
         scorecam.check()
+
+
+def test_every_endpoint_documents_each_parameter_on_one_line():
+    """Issue 62: view_api() cut two /trust descriptions mid-sentence: Gradio reads one
+    "name: description" line per parameter, so a continued line was lost."""
+    from nstcam.app.api_info import parameter_docs
+    from nstcam.app.ui import build_demo
+
+    demo = build_demo(AppConfig(random_weights=True, device="cpu"))
+    checked = 0
+    for fn in demo.fns.values():
+        doc = getattr(fn.fn, "__doc__", None) or ""
+        if not fn.api_name or "Args:" not in doc:
+            continue
+        args = doc.split("Args:", 1)[1].split("Returns:", 1)[0]
+        continued = [line for line in args.splitlines() if line.startswith(" " * 8) and line.strip()]
+        assert not continued, (fn.api_name, continued[:2])
+        assert all(d.rstrip().endswith((".", ")", '"')) for d in parameter_docs(doc).values()), fn.api_name
+        checked += 1
+    assert checked >= 8

@@ -210,8 +210,18 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
                 "http://localhost/a.png",
                 "http://[::1]/a.png",
                 "http://169.254.169.254/x",
+                "http://0x7f000001/a.png",  # issue 61: hex, decimal, short and octal spellings
+                "http://2130706433/a.png",
+                "http://127.1/a.png",
+                "http://0177.0.0.1/a.png",
             )
         ],
+        (
+            "gradcam",
+            "i0",
+            {"path": "http://no-such-host.invalid/a.png", "meta": {"_type": "gradio.FileData"}},
+            "image names a URL whose host cannot be resolved",
+        ),
     ]
     for endpoint, where, value, said in cases:
         msg = call(server, *_event(live, endpoint, **{where: value}))

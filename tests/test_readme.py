@@ -121,3 +121,16 @@ def test_readme_python_snippet_runs(index, readme_files, capsys):
         assert "playlist.mp4 is not a video file nstcam opens" in capsys.readouterr().out
     if "feature_maps(" in code:
         assert (readme_files / "relu3_1.png").is_file() and scope["fm"].activations.shape[0] == 256
+
+
+def test_the_benchmark_commands_readme_quotes_read_only_the_repository():
+    """Issue 62: `bench_style_real.py --figure` read ../shared/samples, which a fresh clone lacks."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = set(re.findall(r"python (tests/benchmarks/\w+\.py)", (root / "README.md").read_text()))
+    assert "tests/benchmarks/bench_style_real.py" in scripts
+    for script in scripts:
+        text = (root / script).read_text()
+        assert "ROOT.parent" not in text and '"shared"' not in text, script

@@ -22,7 +22,7 @@ from nstcam import GradCAM
 from nstcam.app.config import AppConfig, Models, RunStop
 from nstcam.app.cost import cam_cost, clip_cost, features_cost, request_cost, trust_cost
 from nstcam.app.errors import refuse
-from nstcam.app.files import EDITOR_PARTS, check_editor_parts
+from nstcam.app.files import EDITOR_PARTS, SafeEditor, check_editor_parts
 from nstcam.app.gate import _check_url
 from nstcam.app.shapes import (
     KPCA_POSITIONS_PER_PASS,
@@ -154,7 +154,7 @@ def test_kpca_cost_counts_its_eigensolve_by_the_layers_positions(monkeypatch):
     wide = cam_cost(cfg, "resnet18", "layer1", 1, "kpcacam", image_size=(448, 224))
     with pytest.raises(
         gr.Error,
-        match=r"KPCA-CAM on resnet18 layer1 would cost 2,303 masked images' worth of work \(its eigensolve of 6,272",
+        match=r"layer1 would cost 2,303 masked images' worth of work \(its eigensolve of 6,272",
     ):
         wide.check()  # 6,272 positions
     with pytest.raises(gr.Error, match="Leave out kpcacam"):
@@ -188,6 +188,7 @@ def _editor(tmp_path: Path, sides: list[int]) -> SimpleNamespace:
     )
 
 
+@pytest.mark.slow
 def test_image_editor_layers_are_held_to_the_pixel_cap_before_decoding(tmp_path):
     cap = 3840 * 2160
     cases = [
@@ -204,6 +205,9 @@ def test_image_editor_layers_are_held_to_the_pixel_cap_before_decoding(tmp_path)
         assert said in e.value.message and "\n" not in e.value.message, e.value.message
         assert time.perf_counter() - start < 2 and rss_mb() - before < 300
     assert check_editor_parts(_editor(tmp_path, [2000, 2000, 2000]), cap) == 12_000_000  # fits
+    editor = SafeEditor(cap)  # what Gradio calls with the request's value, before it decodes any file
+    with pytest.raises(gr.Error, match="over the limit of 8.3 MP"):
+        editor.preprocess(_editor(tmp_path, [6300] * 22))  # background, composite and 20 layers
 
 
 def test_a_trust_report_stops_within_one_pass_when_told(monkeypatch):
@@ -310,3 +314,13 @@ def test_a_cancelled_trust_request_frees_its_worker_within_one_pass(models):
     )  # the estimate, 71 per gradient method + 1
     assert freed < max(1.0, 3 * pass_s), (freed, pass_s)
     print(f"trust cancel: freed {freed * 1000:.0f} ms after the stop; one pass {pass_s * 1000:.0f} ms")
+
+
+def test_the_faithfulness_measure_stops_at_the_request_deadline(models):
+    """Its curves' 126 passes each ask the run's stop first (it was not stoppable before)."""
+    models.cam("resnet18", "layer4", "gradcam")  # built first: the budget is the measure's
+    stop = RunStop(budget=0.3)
+    start = time.perf_counter()
+    said, _, _ = _refused(faithfulness_handler, models, CAT, "resnet18", "layer4", stop=stop)
+    assert said.startswith("the explanation stopped after") and stop.reason, said
+    assert time.perf_counter() - start - 0.3 < 2

@@ -19,7 +19,7 @@ from nstcam.app.gate import guard_requests
 from nstcam.app.limits import RequestLimits, validation_error_handler
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.owned import keep_existing_uploads
-from nstcam.app.tabs import TABS
+from nstcam.app.tabs import TABS, webcam
 from nstcam.app.widgets import CSS, RANDOM_BANNER
 
 __all__ = ["build_demo", "launch_kwargs"]
@@ -76,9 +76,12 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             + f" Style transfer runs on {config.style_network}."
         )
         gr.Markdown(limits, elem_id="limits")
+        others = []
         for title, tab in TABS:
-            with gr.Tab(title):
+            with gr.Tab(title) as t:
                 tab(config, models, runs, demo)
+            others += [] if tab is webcam.tab else [t]
+        webcam.stop_when_left(others)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     keep_existing_uploads()  # an upload never replaces another server's file of the same name
     return track_cached_files(guard_requests(describe_api(demo, config)))

@@ -75,6 +75,17 @@ class PassWatch:
         """``model`` as this run calls it: each forward pass watched."""
         return _Watched(model, self)
 
+    def progress_of(self, progress: Callable[[int, int], Any] | None) -> Callable[[int, int], Any]:
+        """``progress(done, total)`` (an engine's, after each masked pass) that first stops where
+        asked; None: only the check."""
+
+        def checked(done: int, total: int) -> None:
+            self.tick(0)
+            if progress is not None:
+                progress(done, total)
+
+        return checked
+
     def engine(self, engine: Any) -> _WatchedEngine:
         """``engine`` as this run calls it: each map watched."""
         return _WatchedEngine(engine, self)

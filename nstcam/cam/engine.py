@@ -26,6 +26,7 @@ from nstcam.cam._checks import method_options
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
+from nstcam.cam._passes import PassWatch
 from nstcam.cam._spacetime import SpaceTime, check_batch
 from nstcam.cam.auto_layer import LayerChoosing
 from nstcam.cam.hooks import eval_view
@@ -181,6 +182,7 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
         evaluate_steps: int = 20,
         aug_smooth: bool = False,
         eigen_smooth: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[CamResult]:
         """Explains one image: a classifier's top classes or ``target``; a detector's detections, each
         with its ``box`` (``score``: the detection's); a segmenter's classes present, largest first
@@ -206,6 +208,8 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             aug_smooth: average the maps of six augmentations of the input (horizontal flip x
                 brightness 0.9/1/1.1), de-augmented; the five extra run as one batch.
             eigen_smooth: the weighted activations' first principal component, not their sum.
+            should_stop: asked before each masked pass and each of ``evaluate``'s passes (a cancel
+                flag, a deadline): once true, :class:`nstcam.cam.StoppedEarly` there; None: never.
 
         Returns:
             One :class:`CamResult` per class, highest score first (or the single ``target``).
@@ -226,6 +230,9 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             )
         top_k = whole("top_k", 1 if top_k is None else top_k, minimum=1)
         target = _checked_target(target, evaluate)
+        watch = PassWatch(should_stop, what="the explanation")
+        if should_stop is not None:
+            progress = watch.progress_of(progress)
         img = _loaded(image, max_side)
         x = self.preprocess(img)
         evaluate_steps = whole("evaluate_steps", evaluate_steps, minimum=1)
@@ -240,7 +247,8 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             eigen_smooth=eigen_smooth,
         )
         chosen = [int(c) for c in classes[0]]
-        scores = evaluate_maps(self.model, x, raw, chosen, evaluate_steps) if evaluate else None
+        model = watch.model(self.model) if should_stop is not None else self.model
+        scores = evaluate_maps(model, x, raw, chosen, evaluate_steps) if evaluate else None
         return _results(self, img, target, maps, raw, probs, classes[0], scores)
 
     def compute(

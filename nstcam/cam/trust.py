@@ -16,6 +16,8 @@ Metrics (:mod:`nstcam.metrics`), each on the network's input, each image's top-1
 from __future__ import annotations
 
 import csv
+import ctypes
+import ctypes.util
 import io
 import logging
 import threading
@@ -160,13 +162,18 @@ class TrustReport:
 
 class _PeakMemory:
     """Peak memory above the start while the block runs, in MB: CUDA's allocator on a GPU, else the
-    process's resident set sampled every 2 ms (Linux's /proc; 0 where it cannot be read)."""
+    C heap's bytes in use (glibc's ``mallinfo2``: PyTorch's CPU tensors live there) sampled every
+    2 ms, else the process's resident set (Linux's /proc; 0 where neither can be read). The resident
+    set alone said 0 for every map: memory freed by the warm-up is reused, so it never grows."""
 
     def __init__(self, device: torch.device) -> None:
         self.device, self.peak, self._stop = device, 0.0, threading.Event()
 
     @staticmethod
-    def _rss() -> float:
+    def _used() -> float:
+        heap = _heap_in_use()
+        if heap is not None:
+            return heap
         try:
             with open("/proc/self/statm") as fh:
                 return int(fh.read().split()[1]) * 4096 / 2**20
@@ -178,14 +185,14 @@ class _PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device) / 2**20
         else:
-            self._base, self._top = self._rss(), self._rss()
+            self._base = self._top = self._used()
             self._thread = threading.Thread(target=self._watch, daemon=True)
             self._thread.start()
         return self
 
     def _watch(self) -> None:
         while not self._stop.wait(0.002):
-            self._top = max(self._top, self._rss())
+            self._top = max(self._top, self._used())
 
     def __exit__(self, *exc: Any) -> None:
         if self.device.type == "cuda":
@@ -193,7 +200,33 @@ class _PeakMemory:
         else:
             self._stop.set()
             self._thread.join()
-            self.peak = max(self._top, self._rss()) - self._base
+            self.peak = max(self._top, self._used()) - self._base
+
+
+class _MallInfo2(ctypes.Structure):
+    _FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(name, ctypes.c_size_t) for name in _FIELDS.split()]
+
+
+def _mallinfo2() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError, TypeError):
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_MALLINFO2 = _mallinfo2()
+
+
+def _heap_in_use() -> float | None:
+    """MB the C heap holds in use (small blocks and mmapped ones), or None off glibc 2.33+."""
+    if _MALLINFO2 is None:
+        return None
+    m = _MALLINFO2()
+    return (m.uordblks + m.hblkhd) / 2**20
 
 
 def _engine(cam: Any, method: str, model: torch.nn.Module | None = None) -> Any:

@@ -28,7 +28,7 @@ from _real_vgg import real_vgg16  # noqa: E402
 
 from nstcam import Preprocess, StyleTransfer  # noqa: E402
 
-SAMPLES = ROOT.parent / "shared" / "samples"
+SAMPLES = ROOT / "nstcam" / "assets" / "samples"  # bundled: a fresh clone has them
 INITS = ("content", "fast")
 PAIRS = (("chelsea.png", "gravel.png"), ("coffee.png", "hubble_deep_field.jpg"), ("rocket.jpg", "brick.png"))
 

@@ -36,7 +36,7 @@ from nstcam import Preprocess, StyleTransfer, load_image, save_image  # noqa: E4
 from nstcam.style import stylize_defaults  # noqa: E402
 from nstcam.style._balance import layer_grams  # noqa: E402
 
-SAMPLES = ROOT.parent / "shared" / "samples"
+SAMPLES = ROOT / "nstcam" / "assets" / "samples"  # bundled: a fresh clone has them
 PAIRS = (
     ("chelsea.png", "gravel.png"),
     ("chelsea.png", "brick.png"),

@@ -17,7 +17,7 @@ import torch
 from bench_randomisation import real_cam
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "samples"
+SHARED = ROOT / "nstcam" / "assets" / "samples"  # bundled: a fresh clone has them
 PHOTOS = (
     "chelsea.png",
     "coffee.png",

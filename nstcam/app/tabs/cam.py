@@ -267,7 +267,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     cancel_on(cam_cancel, runs, "gradcam")
     # a new explanation or model: no faithfulness figures of the previous map (the run clears the
     # Status itself, with its first step: no old warning under its progress bar)
-    figures = faithfulness_panel(config, models, cam_image, arch, layer, method, aug_smooth, eigen_smooth)
+    figures = faithfulness_panel(
+        config, models, runs, cam_image, arch, layer, method, aug_smooth, eigen_smooth
+    )
     report = trust_panel(config, models, runs, cam_image, arch, layer)
     for trigger in (explain.click, arch.change):  # in the browser, at once
         trigger(None, None, [*figures, *report], js="() => [null, null, '', null, null, '']", api_name=False)

@@ -4,22 +4,19 @@ random map on the map's grid and a centre blob (:func:`nstcam.metrics.faithfulne
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from nstcam.app.cam_limits import cam_request
-from nstcam.app.config import AppConfig, Models
+from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import faithfulness_curves, faithfulness_steps
 from nstcam.app.errors import refuse
 from nstcam.app.listen import listen
 from nstcam.app.plots import curves_figure
-from nstcam.app.running import (
-    endpoint,
-    fail,
-    gpu,
-    weights_note,
-)
+from nstcam.app.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
 from nstcam.app.tools import fill_doc
 from nstcam.cam import arch_kind
 
@@ -63,6 +60,7 @@ def faithfulness_handler(
     method: str = "gradcam",
     aug_smooth: bool = False,
     eigen_smooth: bool = False,
+    stop: Any = None,
 ) -> tuple[list[list[Any]], str, str]:
     """How faithful the top-1 class's map is: (table rows [metric, this map, random map, centre blob,
     better], curves figure file, verdict). Runs only on request: it costs about ``6 * steps + 66``
@@ -84,6 +82,7 @@ def faithfulness_handler(
             evaluate_steps=steps,
             aug_smooth=bool(aug_smooth),
             eigen_smooth=bool(eigen_smooth),
+            should_stop=None if stop is None else stop.is_set,
         )
     except Exception as e:
         raise fail(e) from e
@@ -106,7 +105,7 @@ def faithfulness_handler(
 
 
 def panel(
-    config: AppConfig, models: Models, *inputs: gr.components.Component
+    config: AppConfig, models: Models, runs: Runs, *inputs: gr.components.Component
 ) -> tuple[gr.components.Component, ...]:
     """The panel under the Grad-CAM tab and its ``/faithfulness`` endpoint; returns its outputs
     (figures, curves, verdict)."""
@@ -117,7 +116,9 @@ def panel(
             "a random map's figures (drawn on the map's grid) and a centre blob's "
             f"({cost}; computed only when you ask)."
         )
-        measure = gr.Button("Measure faithfulness", elem_id="cam-measure")
+        with gr.Row():
+            measure = gr.Button("Measure faithfulness", elem_id="cam-measure")
+            cancel = gr.Button("Cancel", variant="stop", elem_id="cam-measure-cancel")
         verdict = gr.Markdown(label="Verdict")
         figures = gr.Dataframe(
             headers=["metric", "this map", "random map", "centre blob", "better when"],
@@ -127,9 +128,20 @@ def panel(
         )
         curves = gr.Image(label="Curves", type="filepath", elem_id="cam-curves")  # deletion, insertion
 
-    @endpoint(faithfulness_handler, fill_doc(DOC, config))
-    def faithfulness(stop: None, **params: Any) -> tuple[list[list[Any]], str, str]:
-        return faithfulness_handler(models, **params)
+    @endpoint(faithfulness_handler, fill_doc(DOC, config), runs=(runs, "faithfulness"))
+    def faithfulness(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, ...]]:
+        yield gr.skip(), gr.skip(), gr.skip()
+        try:
+            for _ in (
+                result := Result(
+                    in_thread(lambda put: faithfulness_handler(models, **params, stop=stop), stop)
+                )
+            ):
+                pass
+        except Exception as e:
+            raise fail(e) from e
+        yield result.value
 
     listen(measure, faithfulness, list(inputs), [figures, curves, verdict], verdict, api_name="faithfulness")
+    cancel_on(cancel, runs, "faithfulness")
     return figures, curves, verdict

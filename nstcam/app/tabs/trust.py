@@ -41,14 +41,11 @@ Args:
     image: the photo: {image}.
     model: the classifier, one of {archs} (default resnet50).
     layer: the layer the maps are read at; empty (default): the model's default.
-    methods: 1 to {max_methods} of {methods} (default {app_methods}); Score-CAM and co. cost a
-        masked image per channel for each of their maps.
-    box: where the object is, "x1, y1, x2, y2" in the photo's pixels, for the localisation metrics;
-        empty (default): none.
+    methods: 1 to {max_methods} of {methods} (default {app_methods}); Score-CAM and co. cost a masked image per channel for each of their maps.
+    box: where the object is, "x1, y1, x2, y2" in the photo's pixels, for the localisation metrics; empty (default): none.
 
 Returns:
-    trust: a table, a method per row: each metric's value and rank (#1 is best), then seconds and
-        peak MB per map.
+    trust: a table, a method per row: each metric's value and rank (#1 is best), then seconds and peak MB per map.
     files: the table as CSV and as markdown.
     verdict: which methods lead, and which fail the randomisation sanity check.
 """

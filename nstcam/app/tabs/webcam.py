@@ -23,7 +23,7 @@ from nstcam.app.streams import SafeFrame, mark_stream
 from nstcam.fast import N_STYLES
 from nstcam.image import resize_long_side
 
-__all__ = ["MAX_SIDE", "PAINT_SECONDS", "Webcam", "tab", "webcam_handler"]
+__all__ = ["MAX_SIDE", "PAINT_SECONDS", "STOP_JS", "Webcam", "stop_when_left", "tab", "webcam_handler"]
 
 MAX_SIDE = 512
 """Largest long side a live frame is painted at: the fast network keeps up with a stream there."""
@@ -115,6 +115,20 @@ def webcam_handler(
         raise fail(e) from e
 
 
+STOP_JS = """() => {
+  const b = document.querySelector('#cam-live-in button.capture-button');
+  if (b && b.innerText.trim() === 'Stop') b.click();
+}"""
+"""Stops the page's webcam stream (its Stop button), if one runs."""
+
+
+def stop_when_left(tabs: list[gr.Tab]) -> None:
+    """Selecting any of ``tabs`` (every tab but the Webcam's) stops the webcam stream: it ran on
+    behind the other tabs before, painting frames nobody saw."""
+    for t in tabs:
+        t.select(None, None, None, js=STOP_JS, api_name=False, queue=False)
+
+
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Webcam" tab: the stream in, the painted stream out (no public API endpoint)."""
     gr.Markdown(
@@ -145,13 +159,17 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     webcam = Webcam()
 
     @mark_stream
-    def paint_frame(frame: Any, k: int, painting: Any, px: int, request: gr.Request) -> np.ndarray | None:
-        return webcam_handler(models, frame, k, painting, px, webcam, client_of_request(request))
+    def paint_frame(frame: Any, k: int, painting: Any, px: int, request: gr.Request) -> tuple[Any, str]:
+        """A frame painted, or why not in the Status (a toast per refused frame piled up, 10 a second)."""
+        try:
+            return webcam_handler(models, frame, k, painting, px, webcam, client_of_request(request)), ""
+        except gr.Error as e:
+            return gr.skip(), f"⚠️ {e.message}"
 
     camera.stream(
         paint_frame,
         [camera, style_index, style, size],
-        painted,
+        [painted, status],
         stream_every=STREAM_EVERY,
         time_limit=120,
         concurrency_limit=1,
