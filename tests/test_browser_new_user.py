@@ -1,10 +1,11 @@
-"""The Webcam tab as a person uses it (issue 62): Chromium's fake camera streams into the tab, the
-painted pane shows frame after frame, and leaving the tab stops the stream."""
+"""What a new user met (issue 62), in a browser: the Webcam tab paints Chromium's fake camera frame
+after frame and stops when the tab is left; the Style tab's Fast mode shows its own controls (strength,
+the 26 built-in styles) and hides the optimisation's."""
 
 from __future__ import annotations
 
 import pytest
-from test_server import CHROMIUM, open_app
+from test_server import CHROMIUM, images, open_app  # noqa: F401 - images: a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
@@ -67,5 +68,35 @@ def test_the_webcam_tab_paints_frames_and_stops_when_left(server, camera_browser
         last = _painted(page)
         page.wait_for_timeout(2000)
         assert _painted(page) == last  # no frame painted behind the other tab
+    finally:
+        context.close()
+
+
+def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, images, camera_browser):  # noqa: F811
+    c, _ = images
+    context = camera_browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        open_app(page, server)
+        steps = page.get_by_text("Steps (at most")
+        fast_row = page.locator("#st-fast-row")
+        assert steps.is_visible() and not fast_row.is_visible()  # Optimise: the optimisation's controls
+        page.locator("#st-mode").get_by_label("Fast", exact=True).check()
+        fast_row.wait_for(state="visible", timeout=10_000)
+        assert not steps.is_visible()
+        assert not page.get_by_text("Advanced").is_visible() and not page.get_by_text("Regions:").is_visible()
+        page.locator("#st-content input[type=file]").set_input_files(str(c))
+        page.locator("#st-content img").first.wait_for(timeout=30_000)
+        page.locator("#st-builtin-a input").click()
+        page.get_by_role("option", name="7", exact=True).click()
+        page.locator("#st-run").click()
+        status = page.locator("#st-status textarea")
+        page.wait_for_function(
+            "() => document.querySelector('#st-status textarea').value.startsWith('done')", timeout=60_000
+        )
+        assert "the 26-style network" in status.input_value() and "strength 1" in status.input_value()
+        page.locator("#st-mode").get_by_label("Optimise").check()
+        steps.wait_for(state="visible", timeout=10_000)
+        assert not fast_row.is_visible()
     finally:
         context.close()
