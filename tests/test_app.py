@@ -569,12 +569,30 @@ def test_video_handler_streams_frames_and_states_limits(models, files, tmp_path)
     err = status.split("warping error ")[1].split(" ")[0]
     assert err == f"{float(err):.3g}" and float(err) > 0  # significant digits, never 0.0000
     assert Path(path).name == "walk_stylized.mp4"
-    assert "10 s" in limits_text(models.config) and "1.5 million frame pixels" in limits_text(models.config)
-    assert "Clips up to 10 s and 600 frames, " in limits_text(models.config)  # whatever their rate
+    said = limits_text(models.config)
+    assert "Limits: 10 s and 600 frames a clip" in said  # whatever their rate
+    assert "128x72 px: 5.4 s (Optimise), 10 s (Fast)" in said  # what fits at each size, in each mode
     with pytest.raises(gr.Error, match=r"Bad video: garbage.png is not a video file nstcam opens"):
         list(video_handler(models, str(bad), str(s), 64, 2))
     with pytest.raises(gr.Error, match="steps must be between 1 and 20"):
         list(video_handler(models, str(clip), str(s), 64, 50))
+
+
+def test_a_clip_is_never_upscaled_and_fast_mode_takes_what_its_speed_allows(models, tmp_path):
+    """Issue 62: a 2.5 s clip of 224x160 was upscaled to the default 256 px and refused even in the
+    fast mode ("40 frames of 256x182 px are over the limit")."""
+    from _media import panning, write_clip
+
+    from nstcam.app.tabs.video import _plan_frames
+
+    small = write_clip(tmp_path / "small.mp4", panning(40, 2, w=224, h=160), fps=16)
+    for fast in (False, True):
+        info, n = _plan_frames(models.config, str(small), 256, 0.0, False, fast)
+        assert n == 40 and (info.width, info.height) == (224, 160)
+    longer = write_clip(tmp_path / "longer.mp4", panning(120, 1, w=256, h=144), fps=30)  # 4 s
+    with pytest.raises(gr.Error, match=r"longer.mp4: 120 frames of 256x144 px are over the limit"):
+        _plan_frames(models.config, str(longer), 256, 0.0, False, False)  # the optimisation: 1.33 s fit
+    assert _plan_frames(models.config, str(longer), 256, 0.0, False, True)[1] == 120  # one pass a frame
 
 
 def test_video_handler_fast_paints_each_frame_with_the_real_network(models, files, tmp_path):

@@ -667,7 +667,7 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         open_app(page, server)
         page.get_by_role("tab", name="Video").click()
         limits = page.locator("#vid-limits").inner_text()
-        assert "Clips up to 10 s" in limits and "Trim" in limits  # stated before any upload
+        assert "Limits: 10 s" in limits and "(Fast)" in limits and "Trim" in limits  # before any upload
         page.locator("#vid-input input[type=file]").set_input_files(str(clip))
         page.locator("#vid-style input[type=file]").set_input_files(str(c))
         page.locator("#vid-input video").first.wait_for(timeout=30_000)

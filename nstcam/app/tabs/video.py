@@ -12,7 +12,7 @@ from typing import Any
 import gradio as gr
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost, style_cost
+from nstcam.app.cost import FAST_VIDEO_FACTOR, request_cost, style_cost
 from nstcam.app.errors import refuse, sentence
 from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
@@ -70,19 +70,36 @@ Returns:
 """The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
 
 
+def frame_pixel_limit(cfg: AppConfig, fast: bool) -> int:
+    """Frames x width x height one clip may cost: the server's limit, :data:`FAST_VIDEO_FACTOR` times
+    it in the fast mode."""
+    return int(cfg.max_video_pixels * (FAST_VIDEO_FACTOR if fast else 1))
+
+
 def limits_text(cfg: AppConfig) -> str:
-    """The video limits, as the tab states them before any upload."""
+    """The video limits, as the tab states them before any upload: what fits at a few sizes, in
+    each mode (a clip is never upscaled: a smaller clip keeps its own size)."""
+    fits = []
+    for side in (128, 256, 512):
+        if side > cfg.max_size:
+            continue
+        w, h = side, side * 9 // 16  # a 16:9 clip
+        secs = [min(cfg.max_video_frames, frame_pixel_limit(cfg, f) // (w * h)) / 30 for f in (False, True)]
+        secs = [min(cfg.max_video_seconds, t) for t in secs]
+        fits.append(f"{w}x{h} px: {secs[0]:.3g} s (Optimise), {secs[1]:.3g} s (Fast)")
     return (
-        f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_frames:,} frames, "
-        f"{cfg.max_video_pixels / 1e6:g} million frame pixels "
-        f"(frames x width x height at the size asked: e.g. {cfg.max_video_pixels // (256 * 170)} frames at "
-        f"256x170 px), source frames up to {cfg.max_frame_pixels / 1e6:.1f} MP, uploads up to "
-        f"{cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its start if you tick Trim."
+        f"What fits at 30 frames/s: {'; '.join(fits)}. Limits: {cfg.max_video_seconds:g} s and "
+        f"{cfg.max_video_frames:,} frames a clip, source frames up to {cfg.max_frame_pixels / 1e6:.1f} MP, "
+        f"uploads up to {cfg.max_upload_mb:g} MB; a clip smaller than the size asked keeps its own. "
+        "A longer clip is refused with what fits, or cut to its start if you tick Trim."
     )
 
 
-def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim: bool) -> tuple[Any, int]:
-    """The probed clip and how many frames to stylise, or a refusal naming the file and the limit."""
+def _plan_frames(
+    cfg: AppConfig, path: str, size: int, max_seconds: float, trim: bool, fast: bool = False
+) -> tuple[Any, int]:
+    """The probed clip and how many frames to stylise (at ``size``, never above the clip's own long
+    side), or a refusal naming the file and the limit (the fast mode's: :func:`frame_pixel_limit`)."""
     name = Path(path).name  # Gradio keeps the upload's own name
     try:
         info = probe_video(path, name=name, max_pixels=cfg.max_frame_pixels, max_frames=cfg.max_video_frames)
@@ -90,11 +107,12 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
         raise refuse(f"Bad video: {sentence(str(e))}") from None
     seconds = cfg.max_video_seconds if not max_seconds else min(float(max_seconds), cfg.max_video_seconds)
     try:
-        dims = even_size(long_side_size((info.width, info.height), int(size)), "x.mp4")
+        side = min(int(size), max(info.width, info.height))  # never upscaled
+        dims = even_size(long_side_size((info.width, info.height), side), "x.mp4")
         n = check_limits(
             info,
             max_seconds=seconds,
-            max_frame_pixels=cfg.max_video_pixels,
+            max_frame_pixels=frame_pixel_limit(cfg, fast),
             frame_size=dims,
             max_frames=cfg.max_video_frames,
             trim=bool(trim) or bool(max_seconds),
@@ -102,7 +120,7 @@ def _plan_frames(cfg: AppConfig, path: str, size: int, max_seconds: float, trim:
     except VideoError as e:
         hint = " Tick Trim to stylise the start of the clip." if e.trimmable and not trim else ""
         raise refuse(f"Bad video: {sentence(str(e))}{hint}") from None
-    request_cost("stylize_video", cfg, name, n, *dims).check()  # within the limit once trimmed
+    request_cost("stylize_video", cfg, name, n, *dims, fast=fast).check()  # within the limit once trimmed
     return info, n
 
 
@@ -131,7 +149,7 @@ def video_handler(
         style_cost(cfg, size, steps).check()  # its size and steps, as a style request's
         check(temporal_weight, "temporal_weight", *TEMPORAL_WEIGHT_RANGE)
         check(max_seconds, "max_seconds", 0, 1e6)
-        info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim))
+        info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim), bool(fast))
         style_img = load_upload(style, "style")
         st = models.fast() if fast else models.style()
     except Exception as e:
