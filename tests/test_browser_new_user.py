@@ -5,36 +5,16 @@ the 26 built-in styles) and hides the optimisation's."""
 from __future__ import annotations
 
 import pytest
-from test_server import CHROMIUM, images, open_app  # noqa: F401 - images: a fixture
+from test_server import chromium, images, open_app  # noqa: F401 - images: a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
 
 @pytest.fixture(scope="module")
 def camera_browser():
-    if CHROMIUM is None:
-        pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--use-fake-device-for-media-stream",  # a moving test pattern as the camera
-                "--use-fake-ui-for-media-stream",  # no permission prompt
-            ],
-        )
-        try:
-            yield b
-        finally:
-            b.close()
+    # a moving test pattern as the camera, no permission prompt
+    with chromium("--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream") as b:
+        yield b
 
 
 def _painted(page) -> str:

@@ -404,3 +404,16 @@ def test_clips_replay_from_captured_graphs_and_equal_eager():
         )
     stats = graphed.graph_stats
     assert stats["captures"] == 1 and stats["replays"] >= 2 and stats["mismatches"] == 0
+
+
+def test_the_contact_sheet_has_its_eight_evenly_spread_frames_with_the_strongest_among_them():
+    """Issue 62: the sheet had 9 frames at uneven times (the peak added) where the docs say 8."""
+    from types import SimpleNamespace
+
+    from nstcam.cam.clips import SHEET_COLUMNS, _sheet_frames
+
+    for frames, peak in [(40, 17), (40, 0), (40, 39), (5, 3), (100, 50)]:
+        result = SimpleNamespace(frames=frames, classes=[SimpleNamespace(peak_frame=peak)])
+        picks = _sheet_frames(result)
+        assert len(picks) == min(SHEET_COLUMNS, frames) and peak in picks, (frames, peak, picks)
+        assert picks[0] in (0, peak) and picks == sorted(set(picks))

@@ -399,6 +399,8 @@ def test_weights_list_columns_line_up_and_the_warping_error_keeps_its_digits(tmp
     lines = [x for x in capsys.readouterr().out.splitlines()[1:] if x.strip()]
     states = {x.index(" absent") if " absent" in x else x.index(" present") for x in lines}
     assert len(states) == 1, lines  # the state column starts at one place for every name
+    fast = [x.split()[0] for x in lines if "fast/" in x]
+    assert fast == ["multistyle26", "arbitrary"], lines  # issue 62: the fast networks' weights listed too
     from _media import panning, write_clip
 
     clip = write_clip(tmp_path / "pan.mp4", panning(3, 1, w=48, h=32), fps=4)

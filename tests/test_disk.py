@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import _free_port, launch_app, pattern
+from conftest import _free_port, app_env, launch_app, pattern
 from test_security import upload
 
 from nstcam.app.limits import RequestLimits
@@ -131,13 +131,7 @@ def test_a_second_servers_sigterm_leaves_the_first_servers_files(tmp_path):
     try:
         for k in range(2):
             port = _free_port()
-            env = dict(
-                os.environ,
-                GRADIO_ANALYTICS_ENABLED="False",
-                GRADIO_SERVER_PORT=str(port),
-                GRADIO_SERVER_NAME="127.0.0.1",
-                GRADIO_TEMP_DIR=str(uploads),
-            )
+            env = app_env(port, uploads)
             logs.append(tmp_path / f"app{k}.log")
             procs.append(launch_app(logs[-1], env))
             urls.append(f"http://127.0.0.1:{port}/")

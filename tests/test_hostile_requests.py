@@ -7,7 +7,6 @@ leaves none of the process's files behind."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _media import write_clip
-from conftest import _free_port, launch_app, pattern
+from conftest import _free_port, app_env, launch_app, pattern
 from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
 
@@ -307,14 +306,7 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
     uploads.mkdir()
     (uploads / "someone_else.txt").write_text("another process's file stays")
     port = _free_port()
-    env = dict(
-        os.environ,
-        GRADIO_ANALYTICS_ENABLED="False",
-        GRADIO_SERVER_PORT=str(port),
-        GRADIO_SERVER_NAME="127.0.0.1",
-        GRADIO_TEMP_DIR=str(uploads),
-        NSTCAM_MAX_STEPS="300",
-    )
+    env = app_env(port, uploads, NSTCAM_MAX_STEPS="300")
     log = tmp_path / "app.log"
     proc = launch_app(log, env)
     url = f"http://127.0.0.1:{port}/"

@@ -134,3 +134,40 @@ def test_the_benchmark_commands_readme_quotes_read_only_the_repository():
     for script in scripts:
         text = (root / script).read_text()
         assert "ROOT.parent" not in text and '"shared"' not in text, script
+
+
+def test_readme_counts_the_endpoints_mcp_serves():
+    """Issue 62: README said "the seven endpoints" where eight are served."""
+    import re
+    from pathlib import Path
+
+    from nstcam.app import AppConfig, build_demo
+
+    words = "one two three four five six seven eight nine ten eleven twelve".split()
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    said = re.search(r"serves the (\w+) endpoints as Model Context Protocol tools", text)[1]
+    demo = build_demo(AppConfig(random_weights=True, device="cpu"))
+    public = {f.api_name for f in demo.fns.values() if f.api_name and f.api_visibility == "public"}
+    assert words.index(said) + 1 == len(public), sorted(public)
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_readme_says_how_many_tests_there_are():
+    """Issue 62: README said 649 tests where 799 were collected."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    said = int(re.search(r"as CI does: ([\d,]+) tests", (root / "README.md").read_text())[1].replace(",", ""))
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    collected = int(re.search(r"(\d+) tests? collected", out)[1])
+    assert said == collected, f"README says {said} tests; {collected} are collected"

@@ -17,6 +17,7 @@ import torch
 from _media import write_clip
 from conftest import rss_mb
 from PIL import Image
+from test_request_costs import _refused  # the one-line refusal, its seconds and +MB
 
 from nstcam import GradCAM
 from nstcam.app.config import AppConfig, Models, RunStop
@@ -60,15 +61,6 @@ def _rotated_jpeg(path: Path, w: int, h: int) -> str:
     exif[0x0112] = 6
     Image.new("RGB", (w, h), (200, 40, 40)).save(path, exif=exif)
     return str(path)
-
-
-def _refused(fn, *args, **kwargs) -> tuple[str, float, float]:
-    before, start = rss_mb(), time.perf_counter()
-    with pytest.raises(gr.Error) as e:
-        out = fn(*args, **kwargs)
-        if hasattr(out, "__next__"):
-            next(out)
-    return e.value.message, time.perf_counter() - start, rss_mb() - before
 
 
 THIN = [(100000, 16), (60000, 20), (3000, 16), (1000, 16), (300, 32)]

@@ -431,30 +431,44 @@ def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"requests still pending after {timeout_s:g} s: {[r.url for r in pending][:5]}")
 
 
+def chromium(*flags: str):
+    """Debian's Chromium, headless, driven by Playwright (a context manager); ``flags`` added to the
+    ones every browser test needs on this closed network."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def launched():
+        if CHROMIUM is None:
+            pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            b = p.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    "--disable-quic",
+                    *flags,
+                ],
+            )
+            try:
+                yield b
+            finally:
+                b.close()
+
+    return launched()
+
+
 @pytest.fixture(scope="module")
 def browser():
-    if CHROMIUM is None:
-        pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 def open_cam_tab(page, server: str, image: Path) -> None:
@@ -763,6 +777,7 @@ def test_browser_explains_a_volume_and_its_slider_walks_the_slices(server, brows
     try:
         open_app(page, server)
         page.get_by_role("tab", name="Explain a volume").click()
+        assert not page.locator("#camvol-index").is_visible()  # issue 62: no 0-32767 before any volume
         upload = page.locator("#camvol-input input[type=file]")
         upload.set_input_files(str(tmp_path / "objects.npy"))
         page.locator("#camvol-input").get_by_text("objects.npy").first.wait_for(timeout=30_000)

@@ -475,10 +475,14 @@ def _frame_overlay(cam, img: Image.Image, c: ClipClass, i: int) -> Image.Image:
 
 
 def _sheet_frames(result: VideoCamResult) -> list[int]:
+    """:data:`SHEET_COLUMNS` frames evenly over the clip, the one nearest the first class's strongest
+    frame moved onto it (the sheet had a ninth, unevenly timed column before)."""
     n = min(SHEET_COLUMNS, result.frames)
-    picks = {round(float(v)) for v in np.linspace(0, result.frames - 1, n)}
-    picks.add(result.classes[0].peak_frame)
-    return sorted(picks)[: SHEET_COLUMNS + 1]
+    picks = sorted({round(float(v)) for v in np.linspace(0, result.frames - 1, n)})
+    peak = result.classes[0].peak_frame
+    if peak not in picks:
+        picks[min(range(len(picks)), key=lambda k: abs(picks[k] - peak))] = peak
+    return sorted(set(picks))
 
 
 def _sheet(result: VideoCamResult, cells: dict[int, list[Image.Image]], picks: list[int]) -> Image.Image:

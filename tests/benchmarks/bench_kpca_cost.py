@@ -13,25 +13,14 @@ that estimate, the one before it the measured ratio.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from bench_cam_methods import timeit  # the median of a few timed calls after a warm-up
 from PIL import Image
 
 from nstcam import GradCAM
 from nstcam.app.shapes import KPCA_POSITIONS_PER_PASS
 from nstcam.cam.methods.activation import kernel_pca
-
-
-def _median(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -41,14 +30,14 @@ def main() -> None:
     torch.manual_seed(0)
     cam = GradCAM("resnet18", weights="random", target_layer="layer4", method="scorecam")
     photo = Image.new("RGB", (320, 240), (120, 90, 60))
-    masked = _median(lambda: cam.explain(photo, top_k=1), args.repeat) / 512  # 512 channels
+    masked = timeit(lambda: cam.explain(photo, top_k=1), args.repeat) / 512  # 512 channels
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"one Score-CAM masked image (resnet18 layer4, 299x224): {masked * 1000:.1f} ms\n")
     print("| positions | eigensolve (s) | x a masked image | estimate |")
     print("| --- | --- | --- | --- |")
     for n in (150, 250, 475, 700, 1000, 1400, 2000):
         a = torch.randn(1, 64, 1, n)
-        s = _median(lambda a=a: kernel_pca(a), args.repeat)
+        s = timeit(lambda a=a: kernel_pca(a), args.repeat)
         print(f"| {n:,} | {s:.3f} | {s / masked:.2f} | {max(1.0, (n / KPCA_POSITIONS_PER_PASS) ** 3):.2f} |")
 
 

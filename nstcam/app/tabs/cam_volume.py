@@ -143,7 +143,7 @@ def volume_handler(
     )
     mark = " (random weights)" if results[0].weights and results[0].weights.is_random else ""
     rows = [[i + 1, r.index, r.label + mark, round(r.score, 4)] for i, r in enumerate(results)]
-    slider = gr.update(minimum=0, maximum=depth - 1, value=middle, interactive=True)
+    slider = gr.update(minimum=0, maximum=depth - 1, value=middle, interactive=True, visible=True)
     return slice_view(models, viewed, middle), grid, slider, rows, viewed
 
 
@@ -166,7 +166,7 @@ def along(models: Models, viewed: Viewed | None, axis: str) -> tuple[Any, Any, A
     turned = Viewed(viewed.result, AXES[axis])
     depth = turned.result.depths[turned.axis]
     grid = _enlarged(turned.result.slices(axis=turned.axis), SHOWN["grid"])
-    slider = gr.update(minimum=0, maximum=depth - 1, value=depth // 2, interactive=True)
+    slider = gr.update(minimum=0, maximum=depth - 1, value=depth // 2, interactive=True, visible=True)
     shown = slice_view(models, turned, depth // 2)
     return shown, models.outbox.save(grid, f"slices_{axis.split()[0]}.png"), slider, turned
 
@@ -214,7 +214,14 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             # an explained volume narrows it to its own slices, which slice_view checks
             most = config.max_volume_values // MIN_SIDE**2 - 1
             index = gr.Slider(
-                0, most, value=0, step=1, label="Slice", interactive=False, elem_id="camvol-index"
+                0,
+                most,
+                value=0,
+                step=1,
+                label="Slice",
+                interactive=False,
+                visible=False,  # shown with an explained volume's own range (not 0-32767 before any)
+                elem_id="camvol-index",
             )
             grid = gr.Image(label="Slice grid", type="filepath", interactive=False, elem_id="camvol-grid")
             table = gr.Dataframe(headers=["rank", "class", "label", "probability"], label="Top classes")
