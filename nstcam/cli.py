@@ -96,7 +96,7 @@ def _cmd_weights_list(args: argparse.Namespace) -> int:
     for arch, f in zip(archs, files, strict=True):
         state = f"present ({f.stat().st_size / 1e6:.0f} MB)" if f.is_file() else "absent"
         print(f"  {arch:<{wa}}  {f.name:<{wf}}  {state}")
-    from nstcam.fast._import import FAST_NETS, fast_file  # the fast networks: imported from their wheel
+    from nstcam.fast import FAST_NETS, fast_file  # the fast networks: imported from their wheel
 
     for name, net in FAST_NETS.items():
         f = fast_file(name)

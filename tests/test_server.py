@@ -136,7 +136,7 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
-            "mask_a", "mask_b", "mode",
+            "mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b",
         ],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",

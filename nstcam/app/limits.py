@@ -31,6 +31,7 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_TEXT",
     "RequestLimits",
+    "answer",
     "app_events",
     "read_body",
     "replay_body",
@@ -265,15 +266,7 @@ def _bad_json(scope: _Scope, body: bytes) -> tuple[int, str] | None:
         return 422, "the request is nested too deeply"
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    unknown = _unknown_event(scope, data)
-    if unknown is None and scope["path"].rstrip("/").endswith("/queue/join"):
-        from nstcam.app.streams import stream_refusal  # the queue's stream events (no import cycle)
-
-        why = stream_refusal(scope, app_events(scope) or {}, data.get("fn_index"))
-        return (429, why) if why else None
-    return unknown
+    return _unknown_event(scope, data) if isinstance(data, dict) else None
 
 
 _NAMED = re.compile(r"/(?:run|api|call)/([^/]+)$")
@@ -303,6 +296,11 @@ def _unknown_event(scope: _Scope, data: dict[str, Any]) -> tuple[int, str] | Non
     public = (f.api_name for f in fns.values() if getattr(f, "api_visibility", "public") == "public")
     names = ", ".join(sorted({n for n in public if isinstance(n, str)}))
     return 404, f"this app has no endpoint named {shown(named.group(1))}; its endpoints: {names}"
+
+
+async def answer(send: _Send, status: int, message: str) -> None:
+    """Answers a request with ``status`` and one line (JSON ``{"detail": message}``), logged once."""
+    await _answer(send, status, message)
 
 
 async def _answer(send: _Send, status: int, message: str) -> None:

@@ -7,9 +7,9 @@ HTTP 503 "Queue is full" to everyone, and a disconnected stream kept the one web
 120 s. And a frame is a ``data:`` URL that Gradio decodes whole: a 492 KB PNG of 13000 x 13000 px
 sent as a frame took +2.25 GB before the handler's size check.
 
-- :func:`stream_refusal`: a queue request for a stream event is refused (HTTP 429, one line) where
-  :data:`MAX_STREAMS` streams are already queued or running, or its client already has
-  :data:`MAX_STREAMS_PER_CLIENT`; the rest of the queue stays free for the other endpoints.
+- :class:`StreamLimits` (:func:`stream_refusal`): a queue request for a stream event is refused
+  (HTTP 429, one line) where :data:`MAX_STREAMS` streams are already queued or running, or its client
+  already has :data:`MAX_STREAMS_PER_CLIENT`; the rest of the queue stays free for the other endpoints.
 - :func:`close_session_streams`: when a session's event stream closes (a closed tab, a client gone),
   its streams end at once (running: as Gradio's own ``/stream/<id>/close`` ends them; waiting: taken
   out of the queue).
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 import logging
 import warnings
 from typing import Any
@@ -32,6 +33,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from nstcam.app.errors import refuse
+from nstcam.app.limits import MAX_BODY_BYTES, answer, app_events, read_body, replay_body
 from nstcam.app.quota import client_of
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "MAX_STREAMS",
     "MAX_STREAMS_PER_CLIENT",
     "SafeFrame",
+    "StreamLimits",
     "close_session_streams",
     "frame_size",
     "mark_stream",
@@ -98,6 +101,33 @@ def stream_refusal(scope: dict[str, Any], fns: dict[int, Any], fn_index: Any) ->
             "try again soon"
         )
     return None
+
+
+class StreamLimits:
+    """ASGI middleware: a queue request (``/queue/join``) for a stream event past
+    :func:`stream_refusal`'s caps is answered HTTP 429 with one line; everything else passes on
+    unchanged (behind :class:`nstcam.app.limits.RequestLimits`, which has capped the body)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "").rstrip("/") if scope["type"] == "http" else ""
+        if scope.get("method") != "POST" or not path.endswith("/queue/join"):
+            await self.app(scope, receive, send)
+            return
+        body = await read_body(receive, MAX_BODY_BYTES)
+        why = None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            why = stream_refusal(scope, app_events(scope) or {}, data.get("fn_index"))
+        if why:
+            await answer(send, 429, why)
+            return
+        await self.app(scope, replay_body(body, receive), send)
 
 
 def close_session_streams(scope: dict[str, Any], session: str) -> int:

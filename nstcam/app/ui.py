@@ -19,6 +19,7 @@ from nstcam.app.gate import guard_requests
 from nstcam.app.limits import RequestLimits, validation_error_handler
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.owned import keep_existing_uploads
+from nstcam.app.streams import StreamLimits
 from nstcam.app.tabs import TABS, webcam
 from nstcam.app.widgets import CSS, RANDOM_BANNER
 
@@ -42,6 +43,7 @@ def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
         "app_kwargs": {
             "middleware": [
                 Middleware(RequestLimits, upload_bytes=upload_bytes, quota=config.upload_quota()),
+                Middleware(StreamLimits),
                 Middleware(CancelAtOnce),
             ],
             "exception_handlers": {RequestValidationError: validation_error_handler},

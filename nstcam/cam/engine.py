@@ -230,26 +230,19 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             )
         top_k = whole("top_k", 1 if top_k is None else top_k, minimum=1)
         target = _checked_target(target, evaluate)
-        watch = PassWatch(should_stop, what="the explanation")
-        if should_stop is not None:
-            progress = watch.progress_of(progress)
         img = _loaded(image, max_side)
-        x = self.preprocess(img)
-        evaluate_steps = whole("evaluate_steps", evaluate_steps, minimum=1)
-        maps, raw, probs, classes = _run(
+        steps = whole("evaluate_steps", evaluate_steps, minimum=1)
+        return _explained(
             self,
-            x,
-            targets=target,
-            top_k=top_k,
-            out_size=(img.height, img.width),
-            progress=progress,
-            aug_smooth=aug_smooth,
-            eigen_smooth=eigen_smooth,
+            img,
+            target,
+            top_k,
+            progress,
+            steps if evaluate else None,
+            aug_smooth,
+            eigen_smooth,
+            should_stop,
         )
-        chosen = [int(c) for c in classes[0]]
-        model = watch.model(self.model) if should_stop is not None else self.model
-        scores = evaluate_maps(model, x, raw, chosen, evaluate_steps) if evaluate else None
-        return _results(self, img, target, maps, raw, probs, classes[0], scores)
 
     def compute(
         self,
@@ -311,6 +304,39 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             f"{type(self).__name__}(arch={self.arch!r}, target_layer={self.target_layer!r}, "
             f"method={self.method!r}, device={str(self.device)!r})"
         )
+
+
+def _explained(
+    cam: GradCAM,
+    img: Image.Image,
+    target: Any,
+    top_k: int,
+    progress: Callable[[int, int], None] | None,
+    evaluate_steps: int | None,
+    aug_smooth: bool,
+    eigen_smooth: bool,
+    should_stop: Callable[[], bool] | None,
+) -> list[CamResult]:
+    """A classifier's (or a target's) explanation of one loaded image (:meth:`GradCAM.explain`); with
+    ``evaluate_steps``, its faithfulness too; every pass first asks ``should_stop``."""
+    watch = PassWatch(should_stop, what="the explanation")
+    if should_stop is not None:
+        progress = watch.progress_of(progress)
+    x = cam.preprocess(img)
+    maps, raw, probs, classes = _run(
+        cam,
+        x,
+        targets=target,
+        top_k=top_k,
+        out_size=(img.height, img.width),
+        progress=progress,
+        aug_smooth=aug_smooth,
+        eigen_smooth=eigen_smooth,
+    )
+    chosen = [int(c) for c in classes[0]]
+    model = watch.model(cam.model) if should_stop is not None else cam.model
+    scores = evaluate_maps(model, x, raw, chosen, evaluate_steps) if evaluate_steps else None
+    return _results(cam, img, target, maps, raw, probs, classes[0], scores)
 
 
 def _run(
