@@ -122,3 +122,49 @@ def test_idle_streams_never_fill_the_queue_and_a_gone_clients_stream_is_freed(se
             break
         time.sleep(0.2)
     assert status == 200, text
+
+
+@pytest.mark.subprocess
+def test_frames_are_dropped_not_queued_when_the_server_is_behind(server, live):  # noqa: F811
+    """Gradio keeps a stream's latest frame only (each one sent replaces the last): a burst of 4K
+    frames, faster than they are painted, is painted in part, never queued up behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fn_index = next(i for i, _ in live["endpoints"]["paint_frame"])
+    big = {
+        "url": _data_url(Image.new("RGB", (3840, 2160), (90, 40, 20)), "JPEG"),
+        "meta": {"_type": "gradio.FileData"},
+    }
+    data = [big, 0, None, 64]
+    status, text, session = _join(server, fn_index, data, "198.51.100.77")
+    assert status == 200, text
+    event_id = json.loads(text)["event_id"]
+    painted, done = [], threading.Event()
+
+    def listen() -> None:
+        with httpx.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:"):
+                    msg = json.loads(line[5:]).get("msg")
+                    painted.append(msg)
+                    if msg == "process_completed":
+                        break
+        done.set()
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    time.sleep(2)
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None}
+    sent = 40
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda _: httpx.post(server + f"gradio_api/stream/{event_id}", json=body, timeout=60),
+                range(sent),
+            )
+        )
+    time.sleep(3)
+    httpx.post(server + f"gradio_api/stream/{event_id}/close", timeout=30)
+    listener.join(60)
+    frames = painted.count("process_streaming")
+    assert 1 <= frames < sent, (frames, sent)  # the burst's frames mostly dropped, the latest painted
