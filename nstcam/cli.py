@@ -109,6 +109,21 @@ def _cmd_weights_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _frame_logger() -> Callable[[Any], None] | None:
+    """Where no person watches (a log file, a pipe: no progress bar), each frame done as a log line,
+    so a long run says where it is; None in a terminal (the bar says it)."""
+    from nstcam._terminal import watching
+
+    if watching():
+        return None
+
+    def logged(info: Any) -> None:
+        if info.done:
+            logger.info("frame %d/%d done · %.1f s", info.frame, info.frames, info.elapsed)
+
+    return logged
+
+
 def _floats(text: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",")]
@@ -426,7 +441,9 @@ def _cmd_video(args: argparse.Namespace) -> int:
     try:
         st = StyleTransfer(args.weights, device=args.device)
         _warn_random(st.weights)
-        res = st.stylize_video(args.video, args.style, args.output, fps=args.fps, **_video_params(args))
+        res = st.stylize_video(
+            args.video, args.style, args.output, fps=args.fps, progress=_frame_logger(), **_video_params(args)
+        )
     except (WeightsUnavailableError, VideoError, ValueError, FileNotFoundError) as e:
         _error(e)
         return 1

@@ -57,13 +57,15 @@ def test_style_vectors_equal_onnxruntime(fast, painting, tmp_path):
     # measured: max 1.2e-6 (the same weights, the same float computation)
     bound("max |vector - onnxruntime, float activations|", np.abs(got - want).max(), "<", 1e-4)
     int8 = _ort("arbitrary_predict.onnx").run(None, {"style_image": nhwc})[0].reshape(1, 100)
-    # measured: 1.2 % of the vector's mean size (int8 activations in the reference)
-    bound(
-        "mean |vector - onnxruntime int8| / mean |vector|",
-        np.abs(got - int8).mean() / np.abs(int8).mean(),
-        "<",
-        0.05,
-    )
+    err = np.abs(got - int8).mean() / np.abs(int8).mean()
+    own = np.abs(want - int8).mean() / np.abs(int8).mean()  # the int8 kernels' own error on this CPU
+    # onnxruntime's u8s8 kernels are exact enough only where the CPU has VNNI: measured 1.2 % of the
+    # vector's mean size there, 23 % on an AVX2-only AMD EPYC (its float graph as far, to 1e-6): so the
+    # vector is held to the int8 reference as closely as the reference's own float graph is, and to
+    # 5 % where that graph is itself within 5 %
+    bound("|vector's int8 error - the float graph's| / mean |vector|", abs(err - own), "<", 1e-3)
+    if own < 0.05:
+        bound("mean |vector - onnxruntime int8| / mean |vector|", err, "<", 0.05)
 
 
 def test_the_transformer_equals_onnxruntime(fast, photo, painting, tmp_path):
