@@ -19,12 +19,11 @@ from nstcam.app.files import SafeVideo
 from nstcam.app.listen import listen
 from nstcam.app.plots import scores_figure
 from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
-from nstcam.app.shapes import check_aspect
-from nstcam.app.tabs.video import limits_text
+from nstcam.app.shapes import MAX_ASPECT, check_aspect
 from nstcam.app.tools import clip_methods, fill_doc
 from nstcam.video import VideoError, check_limits, probe_video
 
-__all__ = ["CLIP_METHODS", "DOC", "cam_video_handler", "tab"]
+__all__ = ["CLIP_METHODS", "DOC", "cam_video_handler", "clip_limits_text", "tab"]
 
 CLIP_METHODS = clip_methods()
 """Methods the tab offers on clips (:func:`nstcam.app.tools.clip_methods`)."""
@@ -56,6 +55,15 @@ Returns:
 
 HEADERS = ("rank", "class", "label", "probability", "peak frames")
 """The table's columns (short: the table fits beside the clip at a 1400 px viewport)."""
+
+
+def clip_limits_text(cfg: AppConfig) -> str:
+    """The limits of a clip to explain, as the tab states them before any upload."""
+    return (
+        f"Clips up to {cfg.max_video_seconds:g} s and {cfg.max_video_frames:,} frames, whatever their rate; "
+        f"source frames up to {cfg.max_frame_pixels / 1e6:.1f} MP and at most {MAX_ASPECT:g}:1; uploads up to "
+        f"{cfg.max_upload_mb:g} MB. A longer clip is refused, or cut to its start if you tick Trim."
+    )
 
 
 def cam_video_handler(
@@ -138,7 +146,7 @@ def cam_video_handler(
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Explain a clip" tab and its ``/gradcam_video`` endpoint."""
-    gr.Markdown(limits_text(config), elem_id="camv-limits")
+    gr.Markdown(clip_limits_text(config), elem_id="camv-limits")
     with gr.Row():
         with gr.Column(scale=1):
             video = SafeVideo(label="Clip", sources=["upload"], include_audio=True, elem_id="camv-input")
