@@ -12,8 +12,8 @@ from typing import Any
 
 from nstcam._cli_fast import add_fast_arguments, add_import_fast_parser, cmd_stylize_fast, cmd_video_fast
 from nstcam._cli_trust import add_trust_arguments, cmd_cam_trust
+from nstcam._commands import command, top_parser
 from nstcam._mark import tag_weights
-from nstcam._version import __version__
 from nstcam.cam.registry import METHODS, REGISTRY
 from nstcam.style import STYLE_LOSSES, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSS_REGISTRY
@@ -462,9 +462,7 @@ def _cmd_video(args: argparse.Namespace) -> int:
 
 
 def _add_video_parser(sub: Any) -> None:
-    v = sub.add_parser(
-        "video", help="stylise a clip without flicker (temporal consistency, Ruder et al. 2016)"
-    )
+    v = command(sub, "video")
     v.add_argument(
         "video",
         metavar="VIDEO",
@@ -742,10 +740,7 @@ def _cmd_features(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``nstcam`` command: one ``_add_<command>_parser`` per command."""
-    p = argparse.ArgumentParser(prog="nstcam", description="Neural style transfer and Grad-CAM.")
-    p.add_argument("--version", action="version", version=f"nstcam {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    sub = p.add_subparsers(dest="command", required=True)
+    p, sub = top_parser()
     for add in (
         _add_weights_parser,
         _add_stylize_parser,
@@ -759,7 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_weights_parser(sub: Any) -> None:
     """``nstcam weights download|list``."""
-    w = sub.add_parser("weights", help="manage pretrained weight files")
+    w = command(sub, "weights")
     wsub = w.add_subparsers(dest="weights_command", required=True)
     d = wsub.add_parser("download", help="download official ImageNet weights into the weights directory")
     d.add_argument(
@@ -779,7 +774,7 @@ def _add_weights_parser(sub: Any) -> None:
 
 def _add_stylize_parser(sub: Any) -> None:
     """``nstcam stylize``."""
-    s = sub.add_parser("stylize", help="stylise images (files, folders or globs) with one or more styles")
+    s = command(sub, "stylize")
     s.add_argument("content", nargs="+", metavar="CONTENT", help="content images, a folder, or a glob")
     s.add_argument("--style", action="append", metavar="S", help="style image (repeat to blend)")
     s.add_argument("--style-weights", type=_floats, metavar="W1,W2", help="blend weights of the styles")
@@ -880,7 +875,7 @@ def _add_stylize_parser(sub: Any) -> None:
 
 def _add_cam_parser(sub: Any) -> None:
     """``nstcam cam``."""
-    c = sub.add_parser("cam", help="Grad-CAM saliency overlays and top classes")
+    c = command(sub, "cam")
     c.add_argument("images", nargs="+", metavar="IMAGE", help="images, or clips (explained over time)")
     c.add_argument("-o", "--output", required=True, metavar="OUTDIR")
     c.add_argument(
@@ -983,7 +978,7 @@ def _add_cam_parser(sub: Any) -> None:
 
 def _add_features_parser(sub: Any) -> None:
     """``nstcam features``."""
-    f = sub.add_parser("features", help="a grid of the most active channels of one layer")
+    f = command(sub, "features")
     f.add_argument("image", metavar="IMAGE")
     f.add_argument("--layer", required=True, help="relu3_1 (vgg16_bn) or layer3, layer4.1 (ResNets)")
     f.add_argument("-o", "--output", required=True, metavar="OUT.png")

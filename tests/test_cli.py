@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import assert_marked, marked
 from PIL import Image
 
@@ -529,3 +530,28 @@ def test_cli_outputs_of_random_weights_say_so_in_metadata_and_visibly(tmp_path):
     heat = Image.open(next(out.glob("a_cam1_*_heatmap.png")))
     assert heat.text.get("nstcam:random_weights") == "true" and heat.mode == "L"
     assert_marked(heat)  # below the data, which stays as computed
+
+
+@pytest.mark.subprocess
+def test_the_top_level_help_loads_no_torch_and_is_the_full_parsers():
+    """Issue 62: `nstcam --help` took 18-28 s on a busy machine, 14 s of it imports (torch first)."""
+    import io
+    from contextlib import redirect_stdout
+
+    from nstcam.cli import build_parser
+
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nstcam", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0 and "manage pretrained weight files" in run.stdout
+    imported = [line.split("|")[-1].strip() for line in run.stderr.splitlines() if "|" in line]
+    assert not [m for m in imported if m.split(".")[0] in ("torch", "torchvision", "numpy", "gradio")], (
+        imported
+    )
+    full = io.StringIO()
+    with redirect_stdout(full), pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert run.stdout == full.getvalue()  # the same words as the whole parser's: one place for both
