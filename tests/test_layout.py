@@ -33,6 +33,7 @@ TOP = {
     "nstcam",
     "nstcam.__main__",
     "nstcam._entry",
+    "nstcam._commands",
     "nstcam.cli",
     "nstcam._cli_fast",
     "nstcam._cli_trust",
