@@ -64,7 +64,7 @@ def test_a_clients_uploads_are_capped_per_window_and_others_are_not_affected():
     assert _post(mw, int(1.5 * mb), True, client="198.51.100.2") == 200  # another client
     now[0] = 601.0  # the window has moved on
     assert _post(mw, int(1.5 * mb), True) == 200
-    assert "at most 4 MB in 10 minutes on this server" in quota.refusal(5.5)
+    assert "at most 4 MB in 10 minutes on this server (5 MB would go over it)" in quota.refusal(mb, 2 * mb)
 
 
 def test_the_client_is_the_address_the_nearest_proxy_saw():

@@ -35,7 +35,7 @@ def cam_model(
     return layer
 
 
-def image_size(models: Models, image: Any, model: str) -> tuple[int, int]:
+def image_size(image: Any, model: str) -> tuple[int, int]:
     """The upload's size from its header (nothing decoded), its shape held to
     :data:`nstcam.app.shapes.MAX_ASPECT` where ``model`` scales its short side (a classifier, a
     segmenter; a detector bounds its long side itself)."""
@@ -65,7 +65,7 @@ def cam_request(
     if method not in METHODS:
         raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     layer = cam_model(models, image, model, layer, archs)
-    size = image_size(models, image, model)
+    size = image_size(image, model)
     request_cost(
         endpoint, models.config, model, layer, int(top_k), method, bool(aug_smooth), image_size=size
     ).check()

@@ -238,8 +238,8 @@ def faithfulness_cost(
 
 
 FAST_VIDEO_FACTOR = 20
-"""How many times the frame pixels a clip may cost in the fast mode: one forward pass a frame (0.1 s
-at 256 px on 2 CPU cores) against the optimisation's 50 steps of a forward and a backward."""
+"""How many times the frame pixels a clip may cost in the fast mode: one forward pass a frame, against
+the optimisation's steps (50 by default) of a forward and a backward each."""
 
 MAX_TRUST_METHODS = 8
 """Most methods one trust report may compare."""

@@ -224,16 +224,15 @@ def load_upload(path: Any, what: str) -> Image.Image:
         raise refuse(f"Bad image ({what}): {e}") from None
 
 
-def upload_size(path: Any, what: str, max_pixels: int | None = None) -> tuple[int, int]:
-    """An upload's ``(width, height)`` from its header alone (nothing decoded), within ``max_pixels``
-    (default :data:`nstcam.image.DEFAULT_MAX_PIXELS`); errors name it by its own file name."""
+def upload_size(path: Any, what: str) -> tuple[int, int]:
+    """An upload's ``(width, height)`` from its header alone (nothing decoded), within
+    :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes it; errors name it by its
+    own file name."""
     if path is None:
         raise refuse(f"Upload {what}.")
     name = Path(str(path)).name
     try:
-        if max_pixels is None:
-            return probe_image(path, name=name)
-        return probe_image(path, name=name, max_pixels=max_pixels)
+        return probe_image(path, name=name)
     except (ImageError, FileNotFoundError) as e:
         raise refuse(f"Bad image ({what}): {e}") from None
 

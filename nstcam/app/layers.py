@@ -11,13 +11,21 @@ from nstcam.app.errors import refuse
 from nstcam.cam import CAM_ARCHS, arch_kind, candidate_layers
 from nstcam.cam.layers import layers
 
-__all__ = ["check_layer", "default_layer", "feature_layer_choices", "layer_choices", "meta_layers"]
+__all__ = [
+    "check_layer",
+    "default_layer",
+    "feature_layer_choices",
+    "layer_choices",
+    "meta_grid",
+    "meta_layers",
+    "meta_side",
+]
 
 
 @functools.cache
-def meta_layers(arch: str) -> dict[str, int]:
-    """Valid target layers of a known classifier and their channels, read from an untrained skeleton
-    (the meta device where it builds there: no weights, no memory)."""
+def _skeleton_shapes(arch: str) -> tuple[int, dict[str, tuple[int, ...]]]:
+    """The side a known classifier's untrained skeleton is run at (the meta device where it builds
+    there: no weights, no memory) and its candidate layers' output shapes."""
     from nstcam.cam.layers import arch_spec, skeleton
     from nstcam.hooks import HookManager
 
@@ -26,22 +34,44 @@ def meta_layers(arch: str) -> dict[str, int]:
     device = next(net.parameters()).device
     with torch.no_grad(), HookManager(net, names, detach=True) as hooks:
         rec = hooks.run(torch.empty(1, 3, side, side, device=device))
-    out = {}
-    for name in names:
-        t = rec.get(name)
-        if isinstance(t, torch.Tensor) and t.ndim in (3, 4):
-            out[name] = int(t.shape[-1]) if t.ndim == 3 else _channels(t, side)  # tokens: (N, T, C)
-    return out
+    return side, {n: tuple(t.shape) for n in names if isinstance(t := rec.get(n), torch.Tensor)}
 
 
-def _channels(t: torch.Tensor, side: int) -> int:
-    """Channels of a 4-D activation: (N, C, h, w), or (N, h, w, C) when only that reads as a grid."""
+@functools.cache
+def meta_layers(arch: str) -> dict[str, int]:
+    """Valid target layers of a known classifier and their channels, read from an untrained skeleton."""
+    side, shapes = _skeleton_shapes(arch)
+    return {
+        name: shape[-1] if len(shape) == 3 else shape[_channel_axis(shape, side)]  # tokens: (N, T, C)
+        for name, shape in shapes.items()
+        if len(shape) in (3, 4)
+    }
+
+
+def meta_grid(arch: str, layer: str) -> tuple[int, int] | None:
+    """``layer``'s grid (h, w) at the skeleton's side (:func:`meta_side`), or None for tokens or a
+    layer that is not one of the model's candidates."""
+    side, shapes = _skeleton_shapes(arch)
+    shape = shapes.get(layer)
+    if shape is None or len(shape) != 4:
+        return None
+    return (shape[1], shape[2]) if _channel_axis(shape, side) == 3 else (shape[2], shape[3])
+
+
+def meta_side(arch: str) -> int:
+    """The side :func:`meta_layers` and :func:`meta_grid` read the skeleton at."""
+    return _skeleton_shapes(arch)[0]
+
+
+def _channel_axis(shape: tuple[int, ...], side: int) -> int:
+    """Where a 4-D activation keeps its channels: 1 (N, C, h, w), or 3 (N, h, w, C) when only that
+    reads as a grid."""
     from nstcam.layouts import LayoutError, detect_layout
 
     try:
-        return int(t.shape[3] if detect_layout(tuple(t.shape), side, side) == "nhwc" else t.shape[1])
+        return 3 if detect_layout(shape, side, side) == "nhwc" else 1
     except LayoutError:
-        return int(t.shape[1])
+        return 1
 
 
 def default_layer(arch: str) -> str:

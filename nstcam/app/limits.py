@@ -122,24 +122,24 @@ class RequestLimits:
         too_big = f"{what} may hold at most {cap / 2**20:.3g} MB on this server"
         declared = _content_length(scope)
         if declared is not None and declared > cap:
-            await _answer(send, 413, f"{too_big}; this one declares {declared / 2**20:.3g} MB")
+            await answer(send, 413, f"{too_big}; this one declares {declared / 2**20:.3g} MB")
             return
         if scope["path"].rstrip("/").endswith("/upload"):
             client = client_of(scope)
             left = self.quota.left(client) if self.quota else cap
             if declared is not None and declared > left:
-                await _answer(send, 429, self.quota.refusal((self.quota.max_bytes - left + declared) / 2**20))
+                await answer(send, 429, self.quota.refusal(left, declared))
                 return
             await self._stream(scope, receive, send, cap, too_big, client, left)
             return
         try:
             body = await read_body(receive, cap)
         except BodyTooLargeError:
-            await _answer(send, 413, too_big)
+            await answer(send, 413, too_big)
             return
         bad = _bad_json(scope, body)
         if bad:
-            await _answer(send, *bad)
+            await answer(send, *bad)
             return
         await self.app(scope, replay_body(body, receive), send)
 
@@ -150,8 +150,8 @@ class RequestLimits:
         send: _Send,
         cap: int,
         too_big: str,
-        client: str = "-",
-        left: int | None = None,
+        client: str,
+        left: int,
     ) -> None:
         """An upload passed on as it comes (not held in memory), cut at ``cap`` (and at the client's
         ``left`` bytes of its quota: HTTP 429); an upload not answered 200 (cut, dropped by its
@@ -159,7 +159,6 @@ class RequestLimits:
         seen = 0
         over = gone = False
         spent = False  # over the client's quota, not the request's cap
-        left = cap if left is None else left
         started = False
         status = 0
 
@@ -201,9 +200,9 @@ class RequestLimits:
             self.quota.spend(client, seen)
         if over and not started:
             if spent and self.quota is not None:
-                await _answer(send, 429, self.quota.refusal((self.quota.max_bytes - left + seen) / 2**20))
+                await answer(send, 429, self.quota.refusal(left, seen))
             else:
-                await _answer(send, 413, too_big)
+                await answer(send, 413, too_big)
 
 
 def _content_length(scope: _Scope) -> int | None:
@@ -300,10 +299,6 @@ def _unknown_event(scope: _Scope, data: dict[str, Any]) -> tuple[int, str] | Non
 
 async def answer(send: _Send, status: int, message: str) -> None:
     """Answers a request with ``status`` and one line (JSON ``{"detail": message}``), logged once."""
-    await _answer(send, status, message)
-
-
-async def _answer(send: _Send, status: int, message: str) -> None:
     logger.info("request refused (HTTP %d): %s", status, message)
     body = json.dumps({"detail": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

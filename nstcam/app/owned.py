@@ -35,6 +35,7 @@ __all__ = [
     "keep_existing_uploads",
     "others_files",
     "pid_alive",
+    "prune_empty",
     "sweep_leftovers",
 ]
 
@@ -122,11 +123,12 @@ def _remove_listed(files: dict[str, int], root: Path) -> int:
             removed += 1
         except OSError:
             continue
-        _prune_empty(path.parent, root)
+        prune_empty(path.parent, root)
     return removed
 
 
-def _prune_empty(folder: Path, root: Path) -> None:
+def prune_empty(folder: Path, root: Path) -> None:
+    """Removes ``folder`` and its parents up to ``root`` (excluded) while they are empty."""
     root = Path(os.path.realpath(root))
     while Path(os.path.realpath(folder)) != root and Path(os.path.realpath(folder)).is_relative_to(root):
         try:

@@ -93,8 +93,10 @@ class UploadQuota(WindowBudget):
         super().__init__(int(max_bytes), window_s, clock)
         self.max_bytes = int(max_bytes)
 
-    def refusal(self, used_mb: float) -> str:
-        """The one-line refusal (its words name the limit and when it frees up)."""
+    def refusal(self, left: float, more: float) -> str:
+        """The one-line refusal of ``more`` bytes from a client with ``left`` of its share (its words
+        name the limit and when it frees up)."""
+        used_mb = (self.max_bytes - left + more) / 2**20
         return (
             f"uploads from one client may hold at most {self.max_bytes / 2**20:.0f} MB in "
             f"{self.window_s / 60:g} minutes on this server ({used_mb:.0f} MB would go over it); "

@@ -20,8 +20,6 @@ from __future__ import annotations
 import functools
 import math
 
-import torch
-
 from nstcam.app.errors import refuse
 
 __all__ = [
@@ -46,9 +44,9 @@ px at 224): a camera's shapes (4:3, 3:2, 16:9) are one pass, a thinner image its
 KPCA_POSITIONS_PER_PASS = 475
 """Positions whose KPCA-CAM eigensolve is counted as one masked image of Score-CAM (the unit of
 ``NSTCAM_SCORECAM_BUDGET``), its cost growing as the cube of the positions: fitted where it matters,
-on large layers (``python tests/benchmarks/bench_kpca_cost.py``: 1,400 positions took 25.6 masked
-images' time, 2,000 about 78; the stranger's 4,200 took 40 s, about 680), and over-counted below
-(the eigensolve of a small layer costs less than a pass, counted as one)."""
+on large layers (``python tests/benchmarks/bench_kpca_cost.py``: 1,400 positions took 24.5 masked
+images' time, 2,000 took 78.3), and over-counted below (the eigensolve of a small layer costs less
+than a pass, counted as one)."""
 
 
 @functools.cache
@@ -110,27 +108,13 @@ def check_aspect(name: str, size: tuple[int, int], what: str = "an image") -> No
         )
 
 
-@functools.cache
 def _layer_stride(arch: str, layer: str) -> float | None:
-    """How many input pixels one position of ``layer`` spans, read from the untrained skeleton at its
-    side (None: a layer of tokens or of no grid)."""
-    from nstcam.cam.layers import skeleton
-    from nstcam.hooks import HookManager
+    """How many input pixels one position of ``layer`` spans (None: a layer of tokens or of no
+    grid), read from the skeleton :func:`nstcam.app.layers.meta_layers` reads."""
+    from nstcam.app.layers import meta_grid, meta_side
 
-    net = skeleton(arch)
-    side, _ = network_side(arch)
-    device = next(net.parameters()).device
-    with torch.no_grad(), HookManager(net, [layer], detach=True) as hooks:
-        t = hooks.run(torch.empty(1, 3, side, side, device=device)).get(layer)
-    if not isinstance(t, torch.Tensor) or t.ndim != 4:
-        return None
-    from nstcam.layouts import LayoutError, detect_layout
-
-    try:
-        nhwc = detect_layout(tuple(t.shape), side, side) == "nhwc"
-    except LayoutError:
-        nhwc = False
-    return side / max(1, int(t.shape[2] if nhwc else t.shape[-1]))
+    grid = meta_grid(arch, layer)
+    return None if grid is None else meta_side(arch) / max(1, grid[1])
 
 
 def layer_positions(arch: str, layer: str, size: tuple[int, int] | None) -> int:

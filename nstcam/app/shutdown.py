@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nstcam.app.owned import OWNED, others_files
+from nstcam.app.owned import OWNED, others_files, prune_empty
 
 __all__ = ["remove_own_files", "stop_on_signals"]
 
@@ -44,7 +44,7 @@ def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) 
             removed += 1
         except OSError:
             continue
-        _prune_empty(path.parent, root)
+        prune_empty(path.parent, root)
     for folder in root.iterdir() if root.is_dir() else ():
         try:
             if folder.is_dir() and not folder.is_symlink() and folder.stat().st_ctime >= since:
@@ -52,15 +52,6 @@ def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) 
         except OSError:
             continue
     return removed
-
-
-def _prune_empty(folder: Path, root: Path) -> None:
-    while folder != root and Path(os.path.realpath(folder)).is_relative_to(root):
-        try:
-            folder.rmdir()  # only if empty
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def stop_on_signals(

@@ -94,7 +94,7 @@ def trust_handler(
         chosen = _methods(methods)
         corners = _box(box)
         layer = cam_model(models, image, model, layer)
-        cost = request_cost("trust", cfg, model, layer, chosen, image_size(models, image, model)).check()
+        cost = request_cost("trust", cfg, model, layer, chosen, image_size(image, model)).check()
         img = load_upload(image, "image")
         if corners is not None and (
             corners[0] >= img.width or corners[1] >= img.height or min(corners[2:]) <= 0
