@@ -215,24 +215,22 @@ def warn_bad_uploads(images: list[tuple[gr.Image, str]], status: gr.components.C
 
 def load_upload(path: Any, what: str) -> Image.Image:
     """Decodes an upload; errors name it by its own file name and say which input it was."""
-    if path is None:
-        raise refuse(f"Upload {what}.")
-    name = Path(str(path)).name
-    try:
-        return load_image(path, name=name)
-    except (ImageError, FileNotFoundError) as e:
-        raise refuse(f"Bad image ({what}): {e}") from None
+    return _read_upload(load_image, path, what)
 
 
 def upload_size(path: Any, what: str) -> tuple[int, int]:
     """An upload's ``(width, height)`` from its header alone (nothing decoded), within
-    :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes it; errors name it by its
-    own file name."""
+    :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes it; errors as its."""
+    return _read_upload(probe_image, path, what)
+
+
+def _read_upload(read: Any, path: Any, what: str) -> Any:
+    """``read(path, name=...)`` of an upload, its errors one refusal naming its own file name and the
+    input it was."""
     if path is None:
         raise refuse(f"Upload {what}.")
-    name = Path(str(path)).name
     try:
-        return probe_image(path, name=name)
+        return read(path, name=Path(str(path)).name)
     except (ImageError, FileNotFoundError) as e:
         raise refuse(f"Bad image ({what}): {e}") from None
 
