@@ -60,7 +60,8 @@ def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, im
         open_app(page, server)
         steps = page.get_by_text("Steps (at most")
         fast_row = page.locator("#st-fast-row")
-        assert steps.is_visible() and not fast_row.is_visible()  # Optimise: the optimisation's controls
+        steps.wait_for(state="visible", timeout=30_000)  # Optimise: the optimisation's controls
+        assert not fast_row.is_visible()
         page.locator("#st-mode").get_by_label("Fast", exact=True).check()
         fast_row.wait_for(state="visible", timeout=10_000)
         assert not steps.is_visible()

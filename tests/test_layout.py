@@ -17,6 +17,7 @@ BASE = {
     "nstcam._files",
     "nstcam._terminal",
     "nstcam._lapack",
+    "nstcam._threads",
     "nstcam._mark",
     "nstcam._capture",
     "nstcam.preprocess",

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam.fast._norm import instance_norm
+
 __all__ = ["N_STYLES", "MultiStyleNet"]
 
 N_STYLES = 26
@@ -29,10 +31,8 @@ class CondInstanceNorm(nn.Module):
         self.beta = nn.Parameter(torch.zeros(n_styles, channels))
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        mean = x.mean((2, 3), keepdim=True)
-        var = (x - mean).pow(2).mean((2, 3), keepdim=True)
         scale, shift = (weights @ self.gamma)[..., None, None], (weights @ self.beta)[..., None, None]
-        return (x - mean) * torch.rsqrt(var + _EPS) * scale + shift
+        return instance_norm(x, scale, shift, _EPS)
 
 
 class ConvNorm(nn.Module):
@@ -65,11 +65,11 @@ class MultiStyleNet(nn.Module):
         )
 
     def forward(self, images: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        x = images
+        x = images.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout: 1.6x (bench_fast.py)
         for layer in self.contract:
-            x = F.relu(layer(x, weights))
+            x = layer(x, weights).relu_()
         for first, second in self.res:
-            x = x + second(F.relu(first(x, weights)), weights)
-        x = F.relu(self.expand[0](x, weights))
-        x = F.relu(self.expand[1](x, weights))
-        return torch.sigmoid(self.expand[2](x, weights))
+            x = x + second(first(x, weights).relu_(), weights)
+        x = self.expand[0](x, weights).relu_()
+        x = self.expand[1](x, weights).relu_()
+        return torch.sigmoid(self.expand[2](x, weights)).contiguous()

