@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "Cancelled": "nstcam.style",
     "InsufficientMemoryError": "nstcam.style",
     "StepInfo": "nstcam.style",
+    "StyleOptions": "nstcam.style",
     "StyleTransfer": "nstcam.style",
     "FastStyle": "nstcam.fast",
     "HookManager": "nstcam.hooks",
@@ -72,6 +73,7 @@ __all__ = [
     "Cancelled",
     "InsufficientMemoryError",
     "StepInfo",
+    "StyleOptions",
     "StyleTransfer",
     "FastStyle",
     "HookManager",
@@ -129,6 +131,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         Cancelled,
         InsufficientMemoryError,
         StepInfo,
+        StyleOptions,
         StyleTransfer,
     )
     from nstcam.subject import (

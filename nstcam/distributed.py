@@ -27,7 +27,7 @@ from typing import Any
 from nstcam._files import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, expand_contents, output_names, unique_names
 from nstcam.cam.files import folder_csv, sidecar_names, write_csv
 from nstcam.image import ImageSource, load_image, save_image
-from nstcam.style import BatchResult
+from nstcam.style import BatchResult, StyleOptions
 from nstcam.weights import DETECTORS
 
 __all__ = ["explain_dataset", "stylize_dataset"]
@@ -175,7 +175,9 @@ def _map(ray: Any, rows: list[dict], worker: type, kwargs: dict, n: int, gpus: f
 class _StyleWorker:
     """One actor: one engine, one plan and one style-target cache for all its images."""
 
-    def __init__(self, styles: list[bytes], weights: str, params: dict, threads: int, gpu: bool) -> None:
+    def __init__(
+        self, styles: list[bytes], weights: str, params: StyleOptions, threads: int, gpu: bool
+    ) -> None:
         import torch
 
         from nstcam.style import StyleTransfer
@@ -183,7 +185,7 @@ class _StyleWorker:
         torch.set_num_threads(max(1, threads))
         self.st = StyleTransfer(weights, device="cuda" if gpu else "cpu")
         self.styles = [load_image(s) for s in styles]
-        self.plan = self.st.plan(len(self.styles), **params)
+        self.plan = self.st.plan(len(self.styles), params)  # the options the driver checked
         self.cache: dict = {}
 
     def __call__(self, batch: dict) -> dict:
@@ -350,6 +352,8 @@ def stylize_dataset(
             raise ValueError(f"{key} is not supported by stylize_dataset (Ray Data shows progress)")
     if video_ext.lower() not in (".mp4", ".webm", ".mov", ".mkv", ".gif"):
         raise ValueError(f"video_ext must be '.mp4', '.webm', '.mov', '.mkv' or '.gif', got {video_ext!r}")
+    if not fast:  # the images' options checked before any work (a clip's keywords are its own)
+        options = StyleOptions.of(**{k: v for k, v in stylize_params.items() if k not in _video_only()})
     items = _inputs(inputs)
     videos = [i for i in items if Path(i).suffix.lower() in VIDEO_EXTENSIONS]
     images = [i for i in items if i not in set(videos)]
@@ -369,10 +373,8 @@ def stylize_dataset(
             image_rows, video_rows, style_bytes, stylize_params, result, address, num_workers, gpus_per_worker
         )
     _check_weights("vgg16_bn", weights, address)
-    video_only = _video_only()
-    image_params = {k: v for k, v in stylize_params.items() if k not in video_only}
     for rows, worker, params in (
-        (image_rows, _StyleWorker, image_params),
+        (image_rows, _StyleWorker, options),
         (video_rows, _VideoWorker, stylize_params),
     ):
         if not rows:

@@ -207,7 +207,7 @@ def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
     (tmp_path / "bad.mp4").write_bytes(b"not a video")
     args = ["cam", str(clip), str(tmp_path / "bad.mp4"), "--trust", "--trust-methods", "gradcam"]
     opts = ["--arch", "r3d_18", "--weights", "random", "--input-size", "32", "-o", str(tmp_path / "t")]
-    with caplog.at_level("ERROR", logger="nstcam._cli_trust"):
+    with caplog.at_level("ERROR", logger="nstcam.cli.trust"):
         assert main([*args, *opts]) == 0
     assert any(r.getMessage().startswith("bad.mp4") for r in caplog.records), caplog.text
     rows = list(csv.DictReader((tmp_path / "t" / "trust.csv").open()))
@@ -216,12 +216,12 @@ def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
 
 def test_cli_trust_reads_no_source_past_the_reports_cap(monkeypatch, caplog):
     import nstcam.cam.trust as trust_module
-    from nstcam._cli_trust import _inputs
+    from nstcam.cli.trust import _inputs
 
     monkeypatch.setattr(trust_module, "MAX_IMAGES", 2)
     cam = GradCAM("resnet18", weights="random", device="cpu", input_size=64)
     sources = [str(p) for p in PHOTOS[:2]] + ["missing.png"]  # never opened: no error about it
-    with caplog.at_level("WARNING", logger="nstcam._cli_trust"):
+    with caplog.at_level("WARNING", logger="nstcam.cli.trust"):
         got = _inputs(cam, sources)
     assert len(got) == 2 and "missing.png" not in caplog.text
     assert "the report takes 2 inputs: 1 sources left unread" in caplog.text

@@ -409,8 +409,9 @@ def test_weights_list_columns_line_up_and_the_warping_error_keeps_its_digits(tmp
     caplog.set_level("INFO", logger="nstcam")
     assert main(["video", str(clip), "--style", str(style), "-o", str(tmp_path / "v.mp4"), "--size", "48",
                  "--steps", "1", "--weights", "random"]) == 0  # fmt: skip
-    line = next(r.getMessage() for r in caplog.records if r.name == "nstcam.cli" and "warping" in r.message)
-    frames = [r.getMessage() for r in caplog.records if r.name == "nstcam.cli" and "done ·" in r.message]
+    said = [(r.name, r.getMessage()) for r in caplog.records]
+    line = next(m for name, m in said if name == "nstcam.cli.video" and "warping" in m)
+    frames = [m for name, m in said if name == "nstcam.cli._common" and "done ·" in m]
     assert [f.split(" ·")[0] for f in frames] == [f"frame {k}/3 done" for k in (1, 2, 3)]  # issue 62: no tty
     err = line.split("warping error ")[1].split(" ")[0]
     assert float(err) > 0 and err == f"{float(err):.3g}"  # three significant digits, never 0.00000

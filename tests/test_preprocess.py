@@ -162,7 +162,8 @@ def test_timm_names_and_weights_are_checked():
 
 
 def test_the_cli_takes_mean_std_and_timm_names():
-    from nstcam.cli import _stats, build_parser
+    from nstcam.cli import build_parser
+    from nstcam.cli.cam import _stats
 
     args = build_parser().parse_args(
         [

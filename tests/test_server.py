@@ -561,14 +561,19 @@ def run_and_watch(page, tab: str, last: str, timeout: int = 120_000) -> list[str
     return page.evaluate("() => window.seen")
 
 
+def _upload_content_and_style(page, image) -> None:
+    """The Style tab's content and style A, both ``image``, waited for until the content shows."""
+    page.locator("#st-content input[type=file]").set_input_files(str(image))
+    page.locator("#st-style input[type=file]").set_input_files(str(image))
+    page.locator("#st-content img").first.wait_for(timeout=30_000)
+
+
 def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, browser):
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         open_app(page, server)
-        page.locator("#st-content input[type=file]").set_input_files(str(c))
-        page.locator("#st-style input[type=file]").set_input_files(str(c))
-        page.locator("#st-content img").first.wait_for(timeout=30_000)
+        _upload_content_and_style(page, c)
         page.locator("#st-style img").first.wait_for(timeout=30_000)
         record_statuses(page, "#st-status textarea")
         assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
@@ -911,9 +916,7 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         open_app(page, server)
-        page.locator("#st-content input[type=file]").set_input_files(str(c))
-        page.locator("#st-style input[type=file]").set_input_files(str(c))
-        page.locator("#st-content img").first.wait_for(timeout=30_000)
+        _upload_content_and_style(page, c)
         assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
         page.locator("#st-run").click()
         page.wait_for_function(

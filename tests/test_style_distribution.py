@@ -181,6 +181,7 @@ def test_wasserstein_with_a_mask_two_styles_tiles_and_a_batch(st):
 
 
 def test_style_stats_init_starts_with_the_styles_channel_means():
+    from nstcam.style import StyleOptions
     from nstcam.style._optimize import init_image
     from nstcam.style._plan import make_plan
 
@@ -188,7 +189,7 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
         (np.stack([np.full((40, 40), v) for v in (0.8, 0.3, 0.5)], -1) * 255
          + np.random.default_rng(0).normal(0, 20, (40, 40, 3))).clip(0, 255).astype(np.uint8)
     )  # fmt: skip
-    plan = make_plan(**{**_defaults(), "init": "style_stats", "size": 64, "steps": 1, "seed": 3})
+    plan = make_plan(StyleOptions(init="style_stats", size=64, steps=1, seed=3), n_styles=1)
 
     class _Rt:
         device = torch.device("cpu")
@@ -205,19 +206,14 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
     assert torch.equal(x, again)  # seeded
     batch = init_image(_Rt(), None, torch.zeros(3, 3, 48, 64), [style], plan)  # the style's moments once
     assert batch.shape == (3, 3, 48, 64) and all(torch.equal(batch[i : i + 1], x) for i in range(3))
-    recolour = make_plan(**{**_defaults(), "init": "style_stats", "size": 64, "steps": 1, "seed": 3,
-                            "preserve_color": "histogram"})  # fmt: skip
+    recolour = make_plan(
+        StyleOptions(init="style_stats", size=64, steps=1, seed=3, preserve_color="histogram"), n_styles=1
+    )
     contents = torch.stack([torch.full((3, 48, 64), 0.2), torch.full((3, 48, 64), 0.2)])
     contents[1, 0] = 0.9  # a red content: its noise is the style recoloured to it
     each = init_image(_Rt(), None, contents, [style], recolour)
     means = each.detach().mean((2, 3))
     assert float(means[1, 0] - means[0, 0]) > 0.3 and torch.allclose(means[:, 1:], means[:1, 1:], atol=0.02)
-
-
-def _defaults() -> dict:
-    from nstcam.style import stylize_defaults
-
-    return {**stylize_defaults(), "n_styles": 1}
 
 
 def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):

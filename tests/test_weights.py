@@ -228,7 +228,7 @@ def test_weights_dir_override(monkeypatch, tmp_path):
 def test_weights_readme_lists_every_file_the_registry_knows(capsys):
     """weights/README.md once listed 6 files where `nstcam weights list` shows 70: its table is
     the command's Markdown output, and each row names a file the registry downloads."""
-    from nstcam.cli import weights_table
+    from nstcam.cli.weights import weights_table
 
     readme = (Path(__file__).resolve().parent.parent / "weights" / "README.md").read_text()
     assert weights_table() in readme

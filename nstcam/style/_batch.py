@@ -23,6 +23,7 @@ from nstcam.style._regions import load_regions
 from nstcam.style._run import run_many, sizes_at_scales
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
+from nstcam.style.options import StyleOptions
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -65,11 +66,12 @@ def many_call(
     if params.pop("style_mask", None) is not None:
         raise ValueError("stylize_many takes no style_mask; call stylize for a masked image")
     regions = _regions(params, len(style_imgs))
-    if params.get("init") == "image" or not isinstance(params.get("init", ""), str):
+    opts = StyleOptions.of(params.pop("options", None), **params)
+    if not isinstance(opts.init, str):
         raise ValueError("stylize_many takes its start images as inits=[...], one per content")
     given = next((i for i in starts if i is not None), None)
-    start = given or params.get("init", "content")
-    plan = make_plan(n_styles=len(style_imgs), **{**params, "init": start}, **rt.planning())
+    opts = opts if given is None else StyleOptions.of(opts, init=given)
+    plan = make_plan(opts, n_styles=len(style_imgs), **rt.planning())
     if n > 1 and plan.optimizer != "adam":
         raise ValueError("stylize_many needs optimizer='adam' for more than one image (L-BFGS couples them)")
     if len({sizes_at_scales(c, plan) for c in images}) != 1:
@@ -99,23 +101,24 @@ def batch_call(
     ext: str,
     progress_bar: bool | None,
     batch_size: int,
-    defaults: dict[str, Any],
     **params: Any,
 ) -> BatchResult:
     """:meth:`StyleTransfer.stylize_batch`: checks, loads the styles, plans, runs :func:`run_batch`."""
     if ext.lower() not in (".png", ".jpg", ".jpeg"):
         raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {ext!r}")
-    if not isinstance(params.get("init", ""), str) or params.pop("anchors", None):
+    callback = params.pop("progress", None)
+    params.pop("progress_bar", None)
+    style_mask = params.pop("style_mask", None)
+    anchors, masks = params.pop("anchors", None), params.pop("style_masks", None)
+    opts = StyleOptions.of(params.pop("options", None), **params)
+    if not isinstance(opts.init, str) or anchors:
         raise ValueError("stylize_batch takes no init image or anchors; call stylize for each image")
     items = expand_contents(contents)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     style_imgs = load_styles(style)
-    callback = params.pop("progress", None)
-    params.pop("progress_bar", None)
-    style_mask = params.pop("style_mask", None)
-    regions = _regions(params, len(style_imgs))
-    plan = make_plan(n_styles=len(style_imgs), **{**defaults, **params}, **rt.planning())
+    regions = None if masks is None else load_regions(masks, len(style_imgs))
+    plan = make_plan(opts, n_styles=len(style_imgs), **rt.planning())
     return run_batch(
         rt,
         items,

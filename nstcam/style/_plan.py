@@ -8,17 +8,21 @@ from typing import Any
 
 import torch
 
-from nstcam._checks import finite, whole
+from nstcam._checks import finite
 from nstcam.style._balance import balanced_weights
-from nstcam.style.losses import style_loss_named
+from nstcam.style.options import (
+    StyleOptions,
+    auto_scales,
+    preserve_color_mode,
+    scales_and_steps,
+    tile_overlap,
+)
 from nstcam.style.vgg import VGG_LAYERS, layer_index
 
 __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scales", "make_plan"]
 
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
-OPTIMIZERS = ("lbfgs", "adam")
-INITS = ("content", "noise", "style", "style_stats", "fast")
 
 
 @dataclass
@@ -69,55 +73,6 @@ class Plan:
         return d
 
 
-def auto_scales(size: int) -> list[int]:
-    """``size`` alone up to 512 px; above, halving down to 256 px (coarse to fine)."""
-    scales = [size]
-    if size > 512:
-        while scales[0] // 2 >= 256:
-            scales.insert(0, scales[0] // 2)
-    return scales
-
-
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-
-
-def _preserve_color(value: bool | str | None) -> str | bool:
-    """``True`` keeps meaning luminance; ``False``/``None`` and ``"off"`` mean no preservation."""
-    if value is True or value == "luminance":
-        return "luminance"
-    if value == "histogram":
-        return "histogram"
-    if value in (False, None, "off", "none"):
-        return False
-    raise ValueError(f"preserve_color must be 'luminance', 'histogram' or False, got {value!r}")
-
-
-def _check_weights(**weights: float) -> None:
-    for name, v in weights.items():
-        finite(name, v, minimum=0)
-
-
-def _scales_and_steps(
-    size: int, scales: Sequence[int] | None, steps: int | Sequence[int]
-) -> tuple[list[int], list[int]]:
-    size = whole("size", size, minimum=16)
-    if scales:
-        scales = [whole("scales", s, minimum=16) for s in scales]
-        if scales != sorted(scales):
-            raise ValueError(f"scales must be increasing long sides of at least 16 px, got {scales}")
-    else:
-        scales = auto_scales(size)
-    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
-        steps_list = [whole("steps", steps, minimum=1)] * len(scales)
-    else:
-        steps_list = [whole("steps", s, minimum=1) for s in steps]
-        if len(steps_list) != len(scales):
-            raise ValueError(f"steps must be one count or one count per scale {scales}, got {steps!r}")
-    return scales, steps_list
-
-
 def _blend(n_styles: int, style_weights: Sequence[float] | None) -> list[float]:
     if style_weights is None:
         return [1.0 / n_styles] * n_styles
@@ -149,67 +104,29 @@ def _layers(
 
 
 def make_plan(
+    options: StyleOptions,
     *,
     n_styles: int,
-    size: int,
-    steps: int | Sequence[int],
-    style_weight: float,
-    content_weight: float,
-    tv_weight: float,
-    optimizer: str,
-    init: str | object,
-    style_weights: Sequence[float] | None,
-    style_layers: Sequence[str] | Mapping[str, float] | None,
-    content_layers: Sequence[str] | None,
-    style_scale: float,
-    preserve_color: bool | str,
-    mask_mode: str,
-    scales: Sequence[int] | None,
-    seed: int | None,
-    lr: float | None,
-    history_size: int,
-    preview_every: int,
-    on_memory: str,
-    progress_every: int | None = None,
-    tile: int | None = None,
-    tile_overlap: int | None = None,
-    style_loss: str = "gram",
-    average: float | bool = False,
-    layer_balance: bool = True,
     known_layers: Mapping[str, int] = VGG_LAYERS,
     balance: Mapping[str, float] | None = None,
 ) -> Plan:
-    """Checks the keywords of :meth:`StyleTransfer.stylize` and resolves their defaults;
-    ``known_layers``: the network's layer names (:func:`~nstcam.style.vgg.vgg_layers`); ``balance``:
-    its layer balance (:func:`~nstcam.style._balance.layer_balance`), applied with ``layer_balance``.
+    """``options`` (checked when made) resolved for a run on a network with ``n_styles`` style
+    images: the scales and their steps, the layers (``known_layers``: the network's names,
+    :func:`~nstcam.style.vgg.vgg_layers`) weighted by the network's ``balance``
+    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance``), the blend, a
+    drawn seed where none was given, the optimiser's learning rate.
 
     Raises:
-        ValueError: a parameter is out of range; the message names it and what it accepts.
+        ValueError: what depends on the network or the styles is out of range (a layer's name,
+            ``style_weights``' length); the message names it and what it accepts.
     """
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
-    if isinstance(init, str):
-        _check_choice("init", init, INITS)
-    else:  # an image, given to the run itself
-        init = "image"
-    _check_choice("on_memory", on_memory, ("error", "reduce"))
-    style_loss_named(style_loss)  # an unknown loss refused, listing the registry's
-    _check_choice("mask_mode", mask_mode, ("optimize", "blend"))
-    scales_list, steps_list = _scales_and_steps(size, scales, steps)
-    _check_weights(style_weight=style_weight, content_weight=content_weight, tv_weight=tv_weight)
-    if not finite("style_scale", style_scale) > 0:
-        raise ValueError(f"style_scale must be > 0, got {style_scale!r}")
-    layers, content = _layers(style_layers, content_layers, known_layers)
-    if not isinstance(layer_balance, bool):
-        raise ValueError(f"layer_balance must be True or False, got {layer_balance!r}")
-    if layer_balance and balance:
+    o = options
+    scales_list, steps_list = scales_and_steps(o.size, o.scales, o.steps)
+    layers, content = _layers(o.style_layers, o.content_layers, known_layers)
+    style_weight = o.style_weight
+    if o.layer_balance and balance:
         layers, style_weight = balanced_weights(layers, style_weight, balance)
-    seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if seed is None else whole("seed", seed, minimum=0)
-    preview_every = whole("preview_every", preview_every, minimum=0)
-    history_size = whole("history_size", history_size, minimum=1)
-    if lr is not None:
-        lr = finite("lr", lr)
-        if lr <= 0:
-            raise ValueError(f"lr must be > 0, got {lr:g}")
+    seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if o.seed is None else int(o.seed)
     plan = Plan(
         size=scales_list[-1],
         scales=scales_list,
@@ -217,36 +134,24 @@ def make_plan(
         style_layers=layers,
         content_layers=content,
         style_weight=float(style_weight),
-        content_weight=float(content_weight),
-        tv_weight=float(tv_weight),
-        optimizer=optimizer,
-        init=init,
-        blend=_blend(n_styles, style_weights),
-        style_scale=float(style_scale),
-        preserve_color=_preserve_color(preserve_color),
-        seed=int(seed),
-        lr=float(lr if lr is not None else (1.0 if optimizer == "lbfgs" else 0.02)),
-        history_size=int(history_size),
-        preview_every=int(preview_every),
+        content_weight=float(o.content_weight),
+        tv_weight=float(o.tv_weight),
+        optimizer=o.optimizer,
+        init=o.init if isinstance(o.init, str) else "image",  # an image is given to the run itself
+        blend=_blend(n_styles, o.style_weights),
+        style_scale=float(o.style_scale),
+        preserve_color=preserve_color_mode(o.preserve_color),
+        seed=seed,
+        lr=float(o.lr if o.lr is not None else (1.0 if o.optimizer == "lbfgs" else 0.02)),
+        history_size=int(o.history_size),
+        preview_every=int(o.preview_every),
+        tile=None if o.tile is None else int(o.tile),
+        tile_overlap=tile_overlap(o.tile, o.tile_overlap),
+        style_loss=o.style_loss,
+        average=None if o.average is False or o.average is None else float(o.average),
     )
-    if tile is not None:
-        plan.tile = whole("tile", tile, minimum=64)
-        default = min(64, plan.tile // 4)
-        plan.tile_overlap = whole(
-            "tile_overlap",
-            default if tile_overlap is None else tile_overlap,
-            minimum=0,
-            maximum=plan.tile // 4,
-        )
-    elif tile_overlap is not None:
-        plan.tile_overlap = whole("tile_overlap", tile_overlap, minimum=0)
-    plan.extra["on_memory"] = on_memory
-    if progress_every is not None:
-        plan.extra["progress_every"] = whole("progress_every", progress_every, minimum=1)
-    plan.extra["mask_mode"] = mask_mode
-    plan.style_loss = style_loss
-    if average is not False and average is not None:
-        plan.average = finite("average", average)
-        if not 0 < plan.average < 1:
-            raise ValueError(f"average must be a decay in (0, 1) such as 0.99, or False; got {average!r}")
+    plan.extra["on_memory"] = o.on_memory
+    if o.progress_every is not None:
+        plan.extra["progress_every"] = int(o.progress_every)
+    plan.extra["mask_mode"] = o.mask_mode
     return plan

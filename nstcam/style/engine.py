@@ -13,10 +13,9 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from nstcam.style._regions import load_regions
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import StepInfo
+from nstcam.style.options import StyleOptions, stylize_defaults
 
 if TYPE_CHECKING:
     from nstcam.video import VideoResult
@@ -87,99 +87,33 @@ class StyleTransfer(StyleEngine):
         self,
         content: ImageSource,
         style: ImageSource | Sequence[ImageSource],
+        options: StyleOptions | None = None,
         *,
-        size: int = 512,
-        steps: int | Sequence[int] = 300,
-        style_weight: float = 0.5,
-        content_weight: float = 1.0,
-        tv_weight: float = 5.0,
-        optimizer: str = "lbfgs",
-        init: str | ImageSource = "content",
-        anchors: Sequence[PixelAnchor] | None = None,
-        style_weights: Sequence[float] | None = None,
-        style_layers: Sequence[str] | Mapping[str, float] | None = None,
-        content_layers: Sequence[str] | None = None,
-        layer_balance: bool = True,
-        style_scale: float = 1.0,
-        preserve_color: bool | str = False,
         style_mask: MaskSource | None = None,
-        mask_mode: str = "optimize",
-        scales: Sequence[int] | None = None,
-        seed: int | None = None,
-        lr: float | None = None,
-        history_size: int = 50,
-        progress: Callable[[StepInfo], bool | None] | None = None,
-        preview_every: int = 0,
-        progress_bar: bool | None = None,
-        on_memory: str = "error",
-        progress_every: int | None = None,
-        tile: int | None = None,
-        tile_overlap: int | None = None,
-        style_loss: str = "gram",
-        average: float | bool = False,
         style_masks: Sequence[MaskSource | None] | None = None,
+        anchors: Sequence[PixelAnchor] | None = None,
+        progress: Callable[[StepInfo], bool | None] | None = None,
+        progress_bar: bool | None = None,
+        **changes: Any,
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
         Args:
             content: the content image (anything :func:`nstcam.load_image` takes).
-            style: one style image, or a list of them to blend.
-            size: long side of the output, in pixels.
-            steps: evaluations of the network (forward + backward) per scale, whatever the
-                optimiser; or one count per scale.
-            style_weight, content_weight, tv_weight: the weights of the style, content and
-                smoothness losses; the defaults keep the subject on a real VGG16 (docs/style.md).
-            optimizer: ``"lbfgs"`` or ``"adam"``.
-            init: start from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's
-                RGB mean and covariance (``"style_stats"``), a pretrained network's painting
-                (``"fast"``: Magenta's arbitrary network, real weights; ``style/_fast_init.py``), or
-                an image (anything :func:`nstcam.load_image` takes; resized to each image's size).
-            anchors: extra pixel-space loss terms (:class:`nstcam.PixelAnchor`): each pulls the
-                result towards its image where its mask says (video: the warped previous frame).
-            style_weights: blend weights of several style images (normalised to sum to 1).
-            style_layers: style layers, or a mapping layer -> weight (default: relu1_1 ... relu5_1,
-                equal weights).
-            content_layers: content layers (default: relu4_2).
-            layer_balance: each style layer's weight divided by how far apart that layer finds a
-                reference photo and painting on this network (measured once per engine,
-                ``style/_balance.py``), so layers count alike whatever the network's activation
-                scale (random or real, BatchNorm or caffe weights); False: the weights as given.
-            style_scale: size of the style image relative to the output (1 = same long side).
-            preserve_color: keep the content's colours: ``"luminance"`` (or True) transfers the
-                luminance only and puts the content's chroma back; ``"histogram"`` recolours the
-                style images to the content's RGB mean and covariance first, then transfers
-                normally (Gatys et al. 2016); False: the style's colours.
+            style: one style image, or a list of them to blend (``style_weights``).
+            options: how it runs (:class:`~nstcam.style.StyleOptions`: size, steps, loss weights,
+                optimiser, init, layers, tiles...); default: the defaults.
             style_mask: H x W values in [0, 1] (any size; array, tensor, image or path): 1 where the
-                style goes, 0 where the content is kept.
-            mask_mode: ``"optimize"`` weights the losses by the mask (masked style Grams, content
-                loss 10x stronger and a pixel-space anchor where the mask is 0); ``"blend"``
-                stylises everything, then blends ``mask * stylised + (1 - mask) * content``.
-            scales: long sides to optimise at, coarse to fine; each starts from the previous result
-                upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
-            seed: seed of the noise initialisation (recorded in the result either way).
-            lr: learning rate (default 1 for L-BFGS, 0.02 for Adam).
-            history_size: L-BFGS history size.
-            progress: called after every step with a :class:`StepInfo`; return False to cancel.
-            preview_every: put a preview image in the :class:`StepInfo` every N steps (0: never).
-            progress_bar: a tqdm bar of the steps; None: only where a person watches (a terminal).
-            on_memory: if the run would not fit in free memory, ``"error"`` raises
-                :class:`InsufficientMemoryError`; ``"reduce"`` optimises in tiles (the largest of
-                2048, 1024, ..., 128 px that fits, when ``tile`` is not given), else lowers ``size``
-                until it fits.
-            progress_every: call ``progress`` every N steps (and on preview steps); reading the
-                losses waits for the device, so the default is 1 on CPU and 10 elsewhere.
-            tile: optimise scales above this many px window by window, so peak memory follows
-                the tile (``nstcam/style/_tiles.py``: whole-image style Grams, ``steps`` per window,
-                row-major, blended overlaps). Not with a ``style_mask`` in ``mask_mode="optimize"``.
-            tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
-            style_loss: ``"gram"`` (Gatys), ``"wasserstein"`` (the squared W2 distance of Gaussians
-                fitted to each layer's features) or ``"sliced"`` (of their distributions along random
-                directions, fresh each step from ``seed``). ``style/losses/``.
-            average: the result is the bias-corrected moving average of the iterates with this decay
-                (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
+                style goes, 0 where the content is kept (``mask_mode`` says how).
             style_masks: a style per region: one mask per style (as ``style_mask`` takes them; one may
                 be None: the rest). Each style's loss reads its own region; where no mask reaches, the
                 content is kept. ``style_weights`` weigh the regions' losses. ``style/_regions.py``.
+            anchors: extra pixel-space loss terms (:class:`nstcam.PixelAnchor`): each pulls the
+                result towards its image where its mask says (video: the warped previous frame).
+            progress: called after every step with a :class:`StepInfo`; return False to cancel.
+            progress_bar: a tqdm bar of the steps; None: only where a person watches (a terminal).
+            **changes: any option of :class:`~nstcam.style.StyleOptions` by name, over ``options``:
+                ``st.stylize(c, s, size=256, steps=100, style_loss="wasserstein")``.
 
         Returns:
             The stylised RGB image. ``image.info["nstcam"]`` holds the parameters used (``params``),
@@ -189,17 +123,14 @@ class StyleTransfer(StyleEngine):
             Cancelled: the progress callback returned False; holds the partial result.
             ImageError: an input is not a usable image.
             InsufficientMemoryError: the run does not fit in memory and ``on_memory="error"``.
-            ValueError: a parameter is out of range.
+            TypeError: a keyword names no option.
+            ValueError: an option is out of range.
         """
-        params = {k: v for k, v in locals().items() if k not in _NOT_PLANNED}
+        opts = StyleOptions.of(options, **changes)
         content_img, style_imgs = load_image(content), load_styles(style)
         mask = load_mask(style_mask) if style_mask is not None else None
-        start = None if isinstance(init, str) else load_image(init)
-        plan = make_plan(
-            n_styles=len(style_imgs),
-            **{**params, "init": init if start is None else start},
-            **self._rt.planning(),
-        )
+        start = None if isinstance(opts.init, str) else load_image(opts.init)
+        plan = make_plan(opts, n_styles=len(style_imgs), **self._rt.planning())
         regions = None if style_masks is None else load_regions(style_masks, len(style_imgs))
         extra = {"init": start, "anchors": list(anchors or []), "regions": regions}
         return self._rt.call(
@@ -245,7 +176,6 @@ class StyleTransfer(StyleEngine):
             ext=ext,
             progress_bar=progress_bar,
             batch_size=batch_size,
-            defaults=stylize_defaults(),
             **params,
         )
 
@@ -262,8 +192,7 @@ class StyleTransfer(StyleEngine):
         each image with its own targets, losses, start image (``inits``) and ``anchors``; the same
         results as one at a time up to float noise. Needs ``optimizer="adam"`` for more than one
         image (L-BFGS's line search would couple them). ``params``: as :meth:`stylize`."""
-        kw = {**stylize_defaults(), **params}
-        return self._rt.call(many_call, self._rt, contents, style, inits, anchors, kw)
+        return self._rt.call(many_call, self._rt, contents, style, inits, anchors, params)
 
     def stylize_video(
         self, video: str | Path, style: ImageSource | Sequence[ImageSource], output: str | Path, **params: Any
@@ -274,10 +203,10 @@ class StyleTransfer(StyleEngine):
 
         return stylize_video(self, video, style, output, **params)
 
-    def plan(self, n_styles: int = 1, **params: Any) -> Plan:
-        """:meth:`stylize`'s keywords ``params`` checked once into a plan for ``n_styles`` style images,
-        to stylise many contents with (:meth:`run_plan`)."""
-        return make_plan(n_styles=n_styles, **{**stylize_defaults(), **params}, **self._rt.planning())
+    def plan(self, n_styles: int = 1, options: StyleOptions | None = None, **changes: Any) -> Plan:
+        """``options`` (with ``changes``, as :meth:`stylize` takes them) resolved once into a plan for
+        ``n_styles`` style images, to stylise many contents with (:meth:`run_plan`)."""
+        return make_plan(StyleOptions.of(options, **changes), n_styles=n_styles, **self._rt.planning())
 
     def run_plan(
         self, content: ImageSource, styles: Sequence[ImageSource], plan: Plan, cache: dict | None = None
@@ -293,26 +222,6 @@ class StyleTransfer(StyleEngine):
         returns the seconds it took (see :func:`warmup`)."""
         return self._rt.call(warmup, self._rt, width, height, **params)
 
-
-_NOT_PLANNED = (
-    "self",
-    "content",
-    "style",
-    "progress",
-    "progress_bar",
-    "style_mask",
-    "anchors",
-    "style_masks",
-)
-
-
-def stylize_defaults() -> dict[str, Any]:
-    sig = inspect.signature(StyleTransfer.stylize)
-    return {
-        k: p.default
-        for k, p in sig.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in _NOT_PLANNED
-    }
 
 
 def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
@@ -331,6 +240,6 @@ def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     photo = load_image(SAMPLES / "chelsea.png").resize(size, Image.Resampling.BILINEAR)
     photo = Image.eval(photo, lambda v: 64 + v // 2)  # mid-tones: the check's noise is never clamped flat
     texture = load_image(SAMPLES / "brick.png")
-    kw = {**stylize_defaults(), "size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params}
-    run(rt, photo, [texture], make_plan(n_styles=1, **kw, **rt.planning()), None, False, {})
+    opts = StyleOptions.of(**{"size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params})
+    run(rt, photo, [texture], make_plan(opts, n_styles=1, **rt.planning()), None, False, {})
     return time.perf_counter() - t

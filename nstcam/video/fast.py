@@ -15,21 +15,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from nstcam._checks import finite, whole
+from nstcam._checks import finite
 from nstcam._terminal import watching
-from nstcam.image import long_side_size
 from nstcam.video.flow import FlowEstimator
-from nstcam.video.sink import VideoWriter, even_size
-from nstcam.video.source import VideoInfo, probe_video, read_frames, to_image
-from nstcam.video.stylize import FrameInfo, VideoResult
+from nstcam.video.sink import VideoWriter
+from nstcam.video.source import VideoInfo, read_frames, to_image
+from nstcam.video.stylize import FrameInfo, VideoResult, opened_clip
 from nstcam.video.warping import certainty, pair_error, warp
 
 __all__ = ["DEFAULT_TEMPORAL_BLEND", "stylize_video_fast"]
@@ -49,6 +47,29 @@ def steady(
     m = (blend * mask)[..., None]
     out = m * np.clip(warp(prev_out, back), 0, 255) + (1 - m) * styled.astype(np.float32)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+
+
+def _steadied(
+    paint: Callable[[Image.Image], Image.Image],
+    frames: Iterator[Image.Image],
+    est: FlowEstimator,
+    blend: float,
+    flicker: list[float],
+) -> Iterator[np.ndarray]:
+    """Each frame painted, then (from the second) blended with the previous painting warped along
+    the flow where the flow is certain; each pair's warping error is appended to ``flicker``."""
+    prev = None
+    for frame in frames:
+        cur = np.asarray(frame)
+        out = np.asarray(paint(frame))
+        if prev is not None:
+            fwd, back = est.pair(prev[0], cur)
+            mask = certainty(back, fwd)
+            if blend > 0:
+                out = steady(out, prev[1], back, mask, blend)
+            flicker.append(pair_error(prev[1], out, back, mask))
+        prev = (cur, out)
+        yield out
 
 
 def stylize_video_fast(
@@ -92,11 +113,7 @@ def stylize_video_fast(
     blend = finite("temporal_blend", temporal_blend, minimum=0)
     if blend > 0.95:
         raise ValueError(f"temporal_blend must be 0 to 0.95, got {blend:g}")
-    info = video if isinstance(video, VideoInfo) else probe_video(video, name=name, fps=fps)
-    if Path(output).resolve() == info.path.resolve():
-        raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
-    n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
-    dims = even_size(long_side_size((info.width, info.height), whole("size", size, minimum=16)), output)
+    info, n, dims = opened_clip(video, output, name=name, fps=fps, max_frames=max_frames, size=size)
     style = fast.read_style(style, strength=strength, preserve_color=preserve_color)  # once, not per frame
     est = (
         flow if isinstance(flow, FlowEstimator) else FlowEstimator(flow, device=getattr(fast, "device", None))
@@ -111,20 +128,13 @@ def stylize_video_fast(
         disable=not (watching() if progress_bar is None else progress_bar),
     )
     flicker: list[float] = []
-    cancelled, prev = False, None
+    cancelled = False
+    frames = (to_image(f, dims) for f in read_frames(info, n))
+    painted = _steadied(lambda f: fast.stylize(f, style, **kw), frames, est, blend, flicker)
     try:
-        for i, frame in enumerate(to_image(f, dims) for f in read_frames(info, n)):
-            cur = np.asarray(frame)
-            out = np.asarray(fast.stylize(frame, style, **kw))
-            if prev is not None:
-                fwd, back = est.pair(prev[0], cur)
-                mask = certainty(back, fwd)
-                if blend > 0:
-                    out = steady(out, prev[1], back, mask, blend)
-                flicker.append(pair_error(prev[1], out, back, mask))
+        for i, out in enumerate(painted):
             writer.write(out)
             bar.update(1)
-            prev = (cur, out)
             shown = FrameInfo(i + 1, n, 1, 1, 1, {}, Image.fromarray(out), True, time.perf_counter() - t0)
             if progress is not None and progress(shown) is False:
                 cancelled = True

@@ -213,28 +213,9 @@ def stylize_video(
         ValueError: a parameter is out of range.
     """
     t0 = time.perf_counter()
-    _check(passes, temporal_weight, params)
-    batch = whole("batch_frames", batch_frames, minimum=1)
-    back_to = tuple(sorted({1, *(whole("long_term", j, minimum=1) for j in long_term)}))
-    if back_to != (1,) and (passes > 1 or batch > 1):
-        raise ValueError("long_term applies to one pass frame by frame (passes=1, batch_frames=1)")
-    if batch > 1 and params.get("optimizer", "lbfgs") != "adam":
-        raise ValueError("batch_frames > 1 needs optimizer='adam' (L-BFGS's line search couples the frames)")
-    if batch > 1 and passes == 1 and temporal_weight > 0:
-        raise ValueError(
-            "batch_frames > 1 needs passes >= 2 (or temporal_weight=0): one pass goes frame by frame, "
-            "each from the one before"
-        )
-    info = video if isinstance(video, VideoInfo) else probe_video(video, name=name, fps=fps)
-    if Path(output).resolve() == info.path.resolve():
-        raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
-    n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
-    size = whole("size", size, minimum=16)
-    dims = even_size(long_side_size((info.width, info.height), size), output)
-    est = flow
-    if not isinstance(flow, FlowEstimator):  # RAFT beside the engine, on random weights where it is
-        raft_weights = "random" if engine.weights.is_random else "official"
-        est = FlowEstimator(flow, weights=raft_weights, device=getattr(engine, "device", None))
+    batch, back_to = _schedule(passes, temporal_weight, batch_frames, long_term, params)
+    info, n, dims = opened_clip(video, output, name=name, fps=fps, max_frames=max_frames, size=size)
+    est = _estimator(flow, engine)
     per_pass = max(1, whole("steps", steps, minimum=1) // passes)
     call = {**params, "size": max(dims), "steps": per_pass, "seed": seed, "progress_bar": False}
     run = _Run(engine, style, call, info, n, temporal_weight, est, progress, t0)
@@ -249,8 +230,52 @@ def stylize_video(
     )
     shown = watching() if progress_bar is None else bool(progress_bar)
     bar = tqdm(total=n * passes, desc="frames", unit="frame", disable=not shown, leave=False)
+    _write_frames(run, writer, bar, dims, passes, batch, back_to)
+    used = {k: v for k, v in call.items() if k != "progress_bar"}
+    used.update(steps=steps, temporal_weight=temporal_weight, flow=est.method, passes=passes)
+    used.update(batch_frames=batch, long_term=back_to, frames=n)
+    result = _result(run, writer, info, dims, est, marked, used, time.perf_counter() - t0)
+    path = result.path
+    logger.info(
+        "%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error_text
+    )
+    return result
+
+
+def opened_clip(
+    video: str | os.PathLike | VideoInfo,
+    output: str | os.PathLike,
+    *,
+    name: str | None,
+    fps: float | None,
+    max_frames: int | None,
+    size: int,
+) -> tuple[VideoInfo, int, tuple[int, int]]:
+    """A clip to stylise, checked: its probe (``video`` itself where it is one), how many frames to
+    stylise, and the output's frame size (long side ``size``, even where the format needs it).
+    Refuses an ``output`` that is the input itself."""
+    info = video if isinstance(video, VideoInfo) else probe_video(video, name=name, fps=fps)
+    if Path(output).resolve() == info.path.resolve():
+        raise ValueError(f"output: {Path(output).name} is the input itself; write the result elsewhere")
+    n = info.frames if max_frames is None else min(info.frames, whole("max_frames", max_frames, minimum=1))
+    dims = even_size(long_side_size((info.width, info.height), whole("size", size, minimum=16)), output)
+    return info, n, dims
+
+
+def _write_frames(
+    run: _Run,
+    writer: VideoWriter,
+    bar: Any,
+    dims: tuple[int, int],
+    passes: int,
+    batch: int,
+    back_to: tuple[int, ...],
+) -> None:
+    """The clip's frames stylised into ``writer``: one pass frame by frame, or several passes over
+    the frames held in memory. A stop keeps the frames done (``run.cancelled``); an error, or a stop
+    before the first frame, writes nothing."""
     try:
-        frames = (to_image(f, dims) for f in read_frames(info, n))
+        frames = (to_image(f, dims) for f in read_frames(run.info, run.n))
         if passes == 1 and batch == 1:
             run.sequential(frames, writer, bar, back_to)
         else:
@@ -264,38 +289,64 @@ def stylize_video(
         bar.close()
     if writer.frames == 0:
         writer.abort()
-        raise ValueError(f"{info.name}: cancelled before the first frame was done; nothing was written")
+        raise ValueError(f"{run.info.name}: cancelled before the first frame was done; nothing was written")
+
+
+def _schedule(
+    passes: int, temporal_weight: float, batch_frames: int, long_term: Sequence[int], params: dict
+) -> tuple[int, tuple[int, ...]]:
+    """The checked schedule: frames per network step, and the earlier frames each frame is held to."""
+    _check(passes, temporal_weight, params)
+    batch = whole("batch_frames", batch_frames, minimum=1)
+    back_to = tuple(sorted({1, *(whole("long_term", j, minimum=1) for j in long_term)}))
+    if back_to != (1,) and (passes > 1 or batch > 1):
+        raise ValueError("long_term applies to one pass frame by frame (passes=1, batch_frames=1)")
+    if batch > 1 and params.get("optimizer", "lbfgs") != "adam":
+        raise ValueError("batch_frames > 1 needs optimizer='adam' (L-BFGS's line search couples the frames)")
+    if batch > 1 and passes == 1 and temporal_weight > 0:
+        raise ValueError(
+            "batch_frames > 1 needs passes >= 2 (or temporal_weight=0): one pass goes frame by frame, "
+            "each from the one before"
+        )
+    return batch, back_to
+
+
+def _estimator(flow: str | FlowEstimator, engine: _Engine) -> FlowEstimator:
+    """``flow`` as an estimator: RAFT beside the engine, on random weights where the engine's are."""
+    if isinstance(flow, FlowEstimator):
+        return flow
+    raft_weights = "random" if engine.weights.is_random else "official"
+    return FlowEstimator(flow, weights=raft_weights, device=getattr(engine, "device", None))
+
+
+def _result(
+    run: _Run,
+    writer: VideoWriter,
+    info: VideoInfo,
+    dims: tuple[int, int],
+    est: FlowEstimator,
+    marked: bool,
+    used: dict,
+    seconds: float,
+) -> VideoResult:
+    """The written clip's result: its frames, the mean warping error (none on random flow), the
+    per-frame histories and the parameters used."""
     path = writer.close()
-    random = marked
-    used = {k: v for k, v in call.items() if k != "progress_bar"}
-    used.update(
-        steps=steps,
-        temporal_weight=temporal_weight,
-        flow=est.method,
-        passes=passes,
-        batch_frames=batch,
-        long_term=back_to,
-        frames=n,
-    )
     flicker = float(np.mean(run.flicker)) if run.flicker and not est.is_random else None
-    result = VideoResult(
+    return VideoResult(
         path,
         writer.frames,
         info.fps,
         dims,
         flicker,
         run.histories,
-        time.perf_counter() - t0,
+        seconds,
         run.cancelled,
-        random,
-        engine.weights.notice,
+        marked,
+        run.engine.weights.notice,
         used,
         flow_random=est.is_random,
     )
-    logger.info(
-        "%s: %d frames -> %s, warping error %s", info.name, result.frames, path, result.warping_error_text
-    )
-    return result
 
 
 def _columns(history: list[dict[str, float]]) -> dict[str, np.ndarray]:

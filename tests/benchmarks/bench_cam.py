@@ -16,11 +16,10 @@ otherwise run inside nstcam's capture and force the eager path.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from dataclasses import dataclass, field
 
 import torch
+from _timing import median_seconds
 
 from nstcam import GradCAM, build_model
 
@@ -28,18 +27,7 @@ GRAPH_TOLERANCE = 1e-5  # graphed maps against eager ones, max |difference|
 
 
 def timeit(fn, repeat, device):
-    fn()  # warm-up (and, on CUDA, the graph's capture)
-    fn()
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median_seconds(fn, device, repeat, warmups=2)  # the second: after a CUDA graph's capture
 
 
 def pgc_available() -> bool:

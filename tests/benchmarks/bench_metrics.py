@@ -18,6 +18,7 @@ import argparse
 import time
 
 import torch
+from _timing import median_seconds
 
 from nstcam import GradCAM, load_image
 from nstcam.cam import METHODS
@@ -103,14 +104,7 @@ def main():
     cls = int(base.model(x).argmax())
 
     def timed(fn):
-        fn()  # warm-up
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t
+        return median_seconds(fn, device)
 
     costs = {
         "Grad-CAM map itself": (lambda: base.compute(x), 2),

@@ -102,11 +102,11 @@ def average_rows(st, judge, content, style, size, steps, device, loss: str = "gr
 
 
 def init_row(content, style) -> dict:
-    from nstcam.style import stylize_defaults
+    from nstcam.style import StyleOptions
     from nstcam.style._optimize import init_image
     from nstcam.style._plan import make_plan
 
-    plan = make_plan(**{**stylize_defaults(), "n_styles": 1, "init": "style_stats", "seed": 0})
+    plan = make_plan(StyleOptions(init="style_stats", seed=0), n_styles=1)
 
     class _Cpu:
         device = torch.device("cpu")

@@ -141,75 +141,108 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Grad-CAM" tab, its ``/gradcam`` endpoint, the faithfulness and the trust panels."""
     with gr.Row():
         with gr.Column(scale=1):
-            cam_image = SafeImage(
-                label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
-            )
-            arch = gr.Dropdown(
-                list(config.explain_archs),
-                value="resnet50",
-                label="Model",
-                elem_id="cam-model",
-                info="classifiers, then detectors (a map per box) and segmenters (a map per class)",
-            )
-            layer = gr.Dropdown(  # empty (an API caller's default): the model's default layer
-                layer_choices("resnet50"),
-                value="",
-                label="Layer (empty: the model's default)",
-                allow_custom_value=True,
-                elem_id="cam-layer",
-            )
-            method = gr.Dropdown(
-                method_choices(),
-                value="gradcam",
-                label="Method",
-                info=method_note("gradcam"),
-                elem_id="cam-method",
-            )
-            with gr.Row():
-                aug_smooth = gr.Checkbox(False, label="Smooth: 6 augmentations (6x cost)", elem_id="cam-aug")
-                eigen_smooth = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
-            top_k = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
-            classes = gr.Dropdown(  # all offered models' names (for the API and MCP); one model's once picked
-                _all_classes(config),
-                value=[],
-                multiselect=True,
-                allow_custom_value=True,
-                visible=False,
-                elem_id="cam-classes",
-                label="Classes (empty: all found)",
-            )
-            with gr.Row(visible=False) as detection_row:
-                score_threshold = gr.Slider(0, 1, value=0.5, step=0.05, label="Score threshold")
-                max_detections = gr.Slider(1, 10, value=5, step=1, label="Max detections")
-            with gr.Row():
-                explain = gr.Button("Explain", variant="primary", elem_id="cam-run")
-                cam_cancel = gr.Button("Cancel", variant="stop", elem_id="cam-cancel")
-            cam_status = gr.Markdown(elem_id="cam-status")  # the model, layer and method used, or why not
+            ui = _picks(config)
         with gr.Column(scale=2):
-            overlays = gallery("Overlays", "cam-overlays")  # captions: class · probability
-            with gr.Row():
-                heatmap = gr.Image(
-                    label="Heatmap", type="filepath", height=220, scale=1, elem_id="cam-heatmap"
-                )
-                table = gr.Dataframe(
-                    headers=["rank", "class", "label", "probability"],
-                    label="Top classes",
-                    wrap=True,
-                    column_widths=["12%", "14%", "50%", "24%"],
-                    elem_id="cam-table",
-                    scale=2,
-                )
+            ui.update(_shown())
+    cam_image, arch, layer, method = ui["cam_image"], ui["arch"], ui["layer"], ui["method"]
     gr.Examples([[sample("chelsea.png")], [sample("coffee.png")], [sample("rocket.jpg")]], inputs=[cam_image])
     arch.change(
         _model_options,
         arch,
-        [layer, top_k, classes, detection_row],
+        [layer, ui["top_k"], ui["classes"], ui["detection_row"]],
         api_name=False,
         show_progress="hidden",
     )
     method.change(lambda m: gr.Dropdown(info=method_note(m)), method, method, api_name=False)
     # the page shows the layer used; the API's default stays "" (any model's own default layer)
     demo.load(lambda: gr.Dropdown(value=default_layer("resnet50")), None, layer, api_name=False)
+    _explain(config, models, runs, ui)
+    # a new explanation or model: no faithfulness figures of the previous map (the run clears the
+    # Status itself, with its first step: no old warning under its progress bar)
+    figures = faithfulness_panel(
+        config, models, runs, cam_image, arch, layer, method, ui["aug_smooth"], ui["eigen_smooth"]
+    )
+    report = trust_panel(config, models, runs, cam_image, arch, layer)
+    for trigger in (ui["explain"].click, arch.change):  # in the browser, at once
+        trigger(None, None, [*figures, *report], js="() => [null, null, '', null, null, '']", api_name=False)
+
+
+def _picks(config: AppConfig) -> dict[str, Any]:
+    """The left column: the image, the model, its layer and method, what to explain, the buttons."""
+    ui: dict[str, Any] = dict(
+        cam_image=SafeImage(
+            label="Image", sources=["upload", "clipboard", "webcam"], elem_id="cam-input", height=240
+        ),
+        arch=gr.Dropdown(
+            list(config.explain_archs),
+            value="resnet50",
+            label="Model",
+            elem_id="cam-model",
+            info="classifiers, then detectors (a map per box) and segmenters (a map per class)",
+        ),
+        layer=gr.Dropdown(  # empty (an API caller's default): the model's default layer
+            layer_choices("resnet50"),
+            value="",
+            label="Layer (empty: the model's default)",
+            allow_custom_value=True,
+            elem_id="cam-layer",
+        ),
+        method=gr.Dropdown(
+            method_choices(),
+            value="gradcam",
+            label="Method",
+            info=method_note("gradcam"),
+            elem_id="cam-method",
+        ),
+    )
+    with gr.Row():
+        ui["aug_smooth"] = gr.Checkbox(False, label="Smooth: 6 augmentations (6x cost)", elem_id="cam-aug")
+        ui["eigen_smooth"] = gr.Checkbox(False, label="Smooth: principal component", elem_id="cam-eigen")
+    ui["top_k"] = gr.Slider(1, 10, value=3, step=1, label="Top-k classes")
+    ui["classes"] = gr.Dropdown(  # all offered models' names (for the API and MCP); one model's once picked
+        _all_classes(config),
+        value=[],
+        multiselect=True,
+        allow_custom_value=True,
+        visible=False,
+        elem_id="cam-classes",
+        label="Classes (empty: all found)",
+    )
+    with gr.Row(visible=False) as ui["detection_row"]:
+        ui["score_threshold"] = gr.Slider(0, 1, value=0.5, step=0.05, label="Score threshold")
+        ui["max_detections"] = gr.Slider(1, 10, value=5, step=1, label="Max detections")
+    with gr.Row():
+        ui["explain"] = gr.Button("Explain", variant="primary", elem_id="cam-run")
+        ui["cancel"] = gr.Button("Cancel", variant="stop", elem_id="cam-cancel")
+    ui["status"] = gr.Markdown(elem_id="cam-status")  # the model, layer and method used, or why not
+    return ui
+
+
+def _shown() -> dict[str, Any]:
+    """The right column: the overlays, the heatmap and the top classes."""
+    overlays = gallery("Overlays", "cam-overlays")  # captions: class · probability
+    with gr.Row():
+        heatmap = gr.Image(label="Heatmap", type="filepath", height=220, scale=1, elem_id="cam-heatmap")
+        table = gr.Dataframe(
+            headers=["rank", "class", "label", "probability"],
+            label="Top classes",
+            wrap=True,
+            column_widths=["12%", "14%", "50%", "24%"],
+            elem_id="cam-table",
+            scale=2,
+        )
+    return dict(overlays=overlays, heatmap=heatmap, table=table)
+
+
+_INPUTS = (
+    *("cam_image", "arch", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes"),
+    *("score_threshold", "max_detections"),
+)
+"""The ``/gradcam`` endpoint's inputs, in its parameters' order."""
+
+
+def _explain(config: AppConfig, models: Models, runs: Runs, ui: dict[str, Any]) -> None:
+    """Explain and Cancel: the ``/gradcam`` endpoint, its progress by masked images, its Status."""
 
     @endpoint(cam_handler, fill_doc(DOC, config), runs=(runs, "gradcam"), progress=True)
     def gradcam(
@@ -240,39 +273,19 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         score = "score" if arch_kind(params["model"]) == "detector" else "probability"  # as the captions say
         yield gallery, heat, {"headers": ["rank", "class", "label", score], "data": rows}
 
-    warn_bad_uploads([(cam_image, "image")], cam_status)
+    warn_bad_uploads([(ui["cam_image"], "image")], ui["status"])
     listen(
-        explain,
+        ui["explain"],
         gradcam,
-        [
-            cam_image,
-            arch,
-            layer,
-            method,
-            top_k,
-            aug_smooth,
-            eigen_smooth,
-            classes,
-            score_threshold,
-            max_detections,
-        ],
-        [overlays, heatmap, table],
-        cam_status,
+        [ui[name] for name in _INPUTS],
+        [ui["overlays"], ui["heatmap"], ui["table"]],
+        ui["status"],
         api_name="gradcam",
         done=lambda image, model, layer, method, *_: (
             f"Explained with {model}, layer {layer or default_layer(model)}, method {method}."
         ),
     )
-
-    cancel_on(cam_cancel, runs, "gradcam")
-    # a new explanation or model: no faithfulness figures of the previous map (the run clears the
-    # Status itself, with its first step: no old warning under its progress bar)
-    figures = faithfulness_panel(
-        config, models, runs, cam_image, arch, layer, method, aug_smooth, eigen_smooth
-    )
-    report = trust_panel(config, models, runs, cam_image, arch, layer)
-    for trigger in (explain.click, arch.change):  # in the browser, at once
-        trigger(None, None, [*figures, *report], js="() => [null, null, '', null, null, '']", api_name=False)
+    cancel_on(ui["cancel"], runs, "gradcam")
 
 
 def _all_classes(config: AppConfig) -> list[str]:

@@ -209,22 +209,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 cancel = gr.Button("Cancel", variant="stop", elem_id="camvol-cancel")
             status = gr.Markdown(elem_id="camvol-status")
         with gr.Column(scale=2):
-            view = gr.Image(label="Slice", type="filepath", interactive=False, elem_id="camvol-slice")
-            # its range here is the largest any volume may need (the request gate checks against it);
-            # an explained volume narrows it to its own slices, which slice_view checks
-            most = config.max_volume_values // MIN_SIDE**2 - 1
-            index = gr.Slider(
-                0,
-                most,
-                value=0,
-                step=1,
-                label="Slice",
-                interactive=False,
-                visible=False,  # shown with an explained volume's own range (not 0-32767 before any)
-                elem_id="camvol-index",
-            )
-            grid = gr.Image(label="Slice grid", type="filepath", interactive=False, elem_id="camvol-grid")
-            table = gr.Dataframe(headers=["rank", "class", "label", "probability"], label="Top classes")
+            view, index, grid, table = _viewer(config)
     viewed = gr.State(None, time_to_live=1800)  # an explained volume, kept 30 minutes at most
 
     def explain(
@@ -289,3 +274,24 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         [view, grid, index, viewed],
         api_name=False,
     )
+
+
+def _viewer(config: AppConfig) -> tuple[Any, Any, Any, Any]:
+    """The right column: a slice, the slider through the slices, the slice grid, the top classes."""
+    view = gr.Image(label="Slice", type="filepath", interactive=False, elem_id="camvol-slice")
+    # its range here is the largest any volume may need (the request gate checks against it);
+    # an explained volume narrows it to its own slices, which slice_view checks
+    most = config.max_volume_values // MIN_SIDE**2 - 1
+    index = gr.Slider(
+        0,
+        most,
+        value=0,
+        step=1,
+        label="Slice",
+        interactive=False,
+        visible=False,  # shown with an explained volume's own range (not 0-32767 before any)
+        elem_id="camvol-index",
+    )
+    grid = gr.Image(label="Slice grid", type="filepath", interactive=False, elem_id="camvol-grid")
+    table = gr.Dataframe(headers=["rank", "class", "label", "probability"], label="Top classes")
+    return view, index, grid, table

@@ -31,7 +31,7 @@ from nstcam.app.running import (
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, pickers, sample, size_steps
 from nstcam.fast import N_STYLES
-from nstcam.style import Cancelled, stylize_defaults
+from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 
 __all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
@@ -149,17 +149,23 @@ def stylize_handler(
         if tile:
             check(tile, "tile", 64, cfg.max_size)
         content_img = load_upload(content, "content")
-        styles, weights = [load_upload(style, "style")], [1.0]
-        masks = {"style_masks": [editor_mask(mask_a, "mask A"), editor_mask(mask_b, "mask B")]}
-        if all(m is None for m in masks["style_masks"]):
-            masks = {}
-        elif style_b is None:
-            if masks["style_masks"][1] is not None:
-                raise refuse("Mask B is style B's region: upload style B too, or clear mask B.")
-            masks = {"style_mask": masks["style_masks"][0]}
-        if style_b is not None and (blend > 0 or "style_masks" in masks):
-            styles.append(load_upload(style_b, "style B"))
-            weights = [1.0 - blend, blend] if "style_masks" not in masks else [0.5, 0.5]
+        styles, weights, masks = _styles_and_regions(style, style_b, blend, mask_a, mask_b)
+        options = StyleOptions.of(
+            style_weights=weights,
+            size=int(size),
+            steps=int(steps),
+            style_weight=float(style_weight),
+            content_weight=float(content_weight),
+            tv_weight=float(tv_weight),
+            preserve_color=_color_mode(preserve_color),
+            seed=int(seed),
+            optimizer=optimizer,
+            tile=int(tile) if tile else None,
+            style_loss=style_loss,
+            init=init,
+            average=float(average) if average else False,
+            preview_every=max(1, int(preview_every)),
+        )
         st = models.style()
     except Exception as e:
         raise fail(e) from e
@@ -174,26 +180,7 @@ def stylize_handler(
             return report(info)
 
         try:
-            return st.stylize(
-                content_img,
-                styles,
-                style_weights=weights,
-                size=int(size),
-                steps=int(steps),
-                style_weight=float(style_weight),
-                content_weight=float(content_weight),
-                tv_weight=float(tv_weight),
-                preserve_color=_color_mode(preserve_color),
-                seed=int(seed),
-                optimizer=optimizer,
-                tile=int(tile) if tile else None,
-                style_loss=style_loss,
-                init=init,
-                average=float(average) if average else False,
-                progress=on_step,
-                **masks,
-                preview_every=max(1, int(preview_every)),
-            )
+            return st.stylize(content_img, styles, options, progress=on_step, **masks)
         except Cancelled as c:
             return c
 
@@ -203,20 +190,44 @@ def stylize_handler(
             yield preview, status + note, None
     except Exception as e:
         raise fail(e) from e
-    if isinstance(result.value, Cancelled):
-        img = result.value.image
+    yield _outcome(models, result.value, f"{halted(stop)} at step", total[0], note)
+
+
+def _styles_and_regions(
+    style: Any, style_b: Any, blend: float, mask_a: Any, mask_b: Any
+) -> tuple[list[Image.Image], list[float], dict[str, Any]]:
+    """The styles read, their blend weights, and the regions as ``stylize`` takes them: each style's
+    mask (``style_masks``: ``blend`` is then not used), or style A's alone (``style_mask``)."""
+    styles, weights = [load_upload(style, "style")], [1.0]
+    masks = {"style_masks": [editor_mask(mask_a, "mask A"), editor_mask(mask_b, "mask B")]}
+    if all(m is None for m in masks["style_masks"]):
+        masks = {}
+    elif style_b is None:
+        if masks["style_masks"][1] is not None:
+            raise refuse("Mask B is style B's region: upload style B too, or clear mask B.")
+        masks = {"style_mask": masks["style_masks"][0]}
+    if style_b is not None and (blend > 0 or "style_masks" in masks):
+        styles.append(load_upload(style_b, "style B"))
+        weights = [1.0 - blend, blend] if "style_masks" not in masks else [0.5, 0.5]
+    return styles, weights, masks
+
+
+def _outcome(
+    models: Models, value: Image.Image | Cancelled, halted_at: str, total: int, note: str
+) -> tuple[Image.Image | None, str, str | None]:
+    """The run's last item: the picture, its status and its PNG (a cancelled run's partial one)."""
+    if isinstance(value, Cancelled):
+        img = value.image
         path = models.outbox.save(img, "stylized_partial.png") if img is not None else None
-        yield img, f"{halted(stop)} at step {len(result.value.history)}/{total[0]}" + note, path
-        return
-    img = result.value
-    meta = img.info["nstcam"]
+        return img, f"{halted_at} {len(value.history)}/{total}" + note, path
+    meta = value.info["nstcam"]
     status = (
-        f"done: {img.width}x{img.height}, {count(len(meta['history']), 'step')} in {meta['seconds']:.1f} s, "
-        f"seed {meta['params']['seed']}"
+        f"done: {value.width}x{value.height}, {count(len(meta['history']), 'step')} in "
+        f"{meta['seconds']:.1f} s, seed {meta['params']['seed']}"
         + (", a style per region" if meta["params"].get("style_masks") else "")
         + note
     )
-    yield img, status, models.outbox.save(img, "stylized.png")
+    return value, status, models.outbox.save(value, "stylized.png")
 
 
 def fast_handler(
@@ -303,123 +314,176 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     """The "Style transfer" tab and its ``/stylize`` endpoint."""
     with gr.Row():
         with gr.Column():
-            with gr.Row():
-                content, style_a = pickers("st", "Style A")
-                style_b = SafeImage(
-                    label="Style B (optional)",
-                    sources=["upload", "clipboard"],
-                    height=200,
-                    elem_id="st-style-b",
-                )
-            mode = gr.Radio(
-                [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
-                value="optimise",  # the API's default too: a client that sends no mode keeps its results
-                label="Mode",
-                info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "
-                "on VGG16_bn, minutes on a CPU, any style and every setting below",
-                elem_id="st-mode",
-            )
-            with gr.Row():
-                run = gr.Button("Stylise", variant="primary", elem_id="st-run")
-                cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
-            blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
-            preserve = gr.Dropdown(
-                ["off", "luminance", "histogram"],
-                value="off",
-                allow_custom_value=True,  # API clients of the checkbox era may still send true/false
-                label="Preserve content colours",
-                info="luminance: the content's chroma back; histogram: the style recoloured first",
-            )
-            with gr.Row(visible=False, elem_id="st-fast-row") as fast_row:  # Fast mode's own controls
-                strength = gr.Slider(
-                    0,
-                    1,
-                    value=1.0,
-                    step=0.05,
-                    label="Strength (0: the photo, 1: the whole style)",
-                    elem_id="st-strength",
-                )
-                builtin_a = gr.Dropdown(
-                    BUILTIN_CHOICES,
-                    value=-1,
-                    label="Built-in style A (instead of the image)",
-                    elem_id="st-builtin-a",
-                )
-                builtin_b = gr.Dropdown(
-                    BUILTIN_CHOICES, value=-1, label="Built-in style B (blended in)", elem_id="st-builtin-b"
-                )
-            with gr.Accordion("Regions: a mask per style (optional)", open=False) as regions:
-                gr.Markdown(
-                    "Paint where each style goes, or upload a black and white mask (white = styled). "
-                    "With style B, each style keeps its own region (blend is not used) and a style "
-                    "without a mask takes the rest; where no mask reaches, the content is kept."
-                )
-                with gr.Row():
-                    mask_a, mask_b = (
-                        SafeEditor(
-                            config.max_frame_pixels,
-                            label=f"Mask {k}",
-                            sources=["upload", "clipboard"],
-                            height=260,
-                            elem_id=f"st-mask-{k.lower()}",
-                            brush=gr.Brush(colors=["#ffffff"]),
-                        )
-                        for k in "AB"
-                    )
-            size, steps = size_steps(config)
-            with gr.Accordion("Advanced", open=False) as advanced:
-                style_strength = gr.Number(DEFAULTS["style_weight"], label="Style strength", minimum=0)
-                content_strength = gr.Number(DEFAULTS["content_weight"], label="Content strength", minimum=0)
-                smoothness = gr.Number(DEFAULTS["tv_weight"], label="Smoothness (total variation)", minimum=0)
-                seed = gr.Number(0, label="Seed", precision=0, minimum=0)
-                tile = gr.Number(
-                    0,
-                    label="Tile (px; 0 = whole image)",
-                    info="optimise big outputs window by window: memory follows the tile",
-                    precision=0,
-                    minimum=0,
-                )
-                optimizer = gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser")
-                style_loss = gr.Radio(
-                    list(STYLE_LOSSES),
-                    value="gram",
-                    label="Style loss",
-                    info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
-                )
-                init = gr.Dropdown(
-                    ["content", "noise", "style", "style_stats", "fast"],
-                    value="content",
-                    label="Start from",
-                    info="style_stats: noise with the style's colour mean and covariance; fast: the "
-                    "pretrained network's painting",
-                )
-                average = gr.Number(
-                    0,
-                    label="Average the steps (decay; 0 = off)",
-                    minimum=0,
-                    maximum=0.9999,
-                    info="e.g. 0.99: the result is the moving average of the steps' images",
-                )
+            ui = _choices(config)
         with gr.Column():
-            result = SafeImage(  # read by the slider's step (an input there): checked as uploads are
-                label="Result", format="png", elem_id="st-result", interactive=False
-            )
-            status = gr.Textbox(label="Status", interactive=False, elem_id="st-status")
-            download = gr.File(label="Download PNG", elem_id="st-download")
-            slider = gr.ImageSlider(
-                label="Before / after (drag)", type="filepath", elem_id="st-slider", max_height=420
-            )
+            ui.update(_results())
     gr.Examples(
         [
             [sample("chelsea.png"), sample("hubble_deep_field.jpg")],
             [sample("astronaut.png"), sample("brick.png")],
         ],
-        inputs=[content, style_a],
+        inputs=[ui["content"], ui["style_a"]],
+    )
+    _wire(config, models, runs, ui)
+
+
+def _choices(config: AppConfig) -> dict[str, Any]:
+    """The left column: the pictures, the mode, what every mode takes, then each mode's own controls."""
+    with gr.Row():
+        content, style_a = pickers("st", "Style A")
+        style_b = SafeImage(
+            label="Style B (optional)",
+            sources=["upload", "clipboard"],
+            height=200,
+            elem_id="st-style-b",
+        )
+    mode = gr.Radio(
+        [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
+        value="optimise",  # the API's default too: a client that sends no mode keeps its results
+        label="Mode",
+        info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "
+        "on VGG16_bn, minutes on a CPU, any style and every setting below",
+        elem_id="st-mode",
+    )
+    with gr.Row():
+        run = gr.Button("Stylise", variant="primary", elem_id="st-run")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
+    blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
+    preserve = gr.Dropdown(
+        ["off", "luminance", "histogram"],
+        value="off",
+        allow_custom_value=True,  # API clients of the checkbox era may still send true/false
+        label="Preserve content colours",
+        info="luminance: the content's chroma back; histogram: the style recoloured first",
+    )
+    ui = dict(content=content, style_a=style_a, style_b=style_b, mode=mode, run=run, cancel=cancel)
+    ui.update(blend=blend, preserve=preserve, **_fast_controls(), **_regions(config))
+    ui["size"], ui["steps"] = size_steps(config)
+    ui.update(_advanced())
+    return ui
+
+
+def _fast_controls() -> dict[str, Any]:
+    """Fast mode's own row (hidden in the others): the strength and the built-in styles."""
+    with gr.Row(visible=False, elem_id="st-fast-row") as fast_row:
+        strength = gr.Slider(
+            0,
+            1,
+            value=1.0,
+            step=0.05,
+            label="Strength (0: the photo, 1: the whole style)",
+            elem_id="st-strength",
+        )
+        builtin_a = gr.Dropdown(
+            BUILTIN_CHOICES,
+            value=-1,
+            label="Built-in style A (instead of the image)",
+            elem_id="st-builtin-a",
+        )
+        builtin_b = gr.Dropdown(
+            BUILTIN_CHOICES, value=-1, label="Built-in style B (blended in)", elem_id="st-builtin-b"
+        )
+    return dict(fast_row=fast_row, strength=strength, builtin_a=builtin_a, builtin_b=builtin_b)
+
+
+def _regions(config: AppConfig) -> dict[str, Any]:
+    """The optimisation's regions: a mask per style, painted or uploaded."""
+    with gr.Accordion("Regions: a mask per style (optional)", open=False) as regions:
+        gr.Markdown(
+            "Paint where each style goes, or upload a black and white mask (white = styled). "
+            "With style B, each style keeps its own region (blend is not used) and a style "
+            "without a mask takes the rest; where no mask reaches, the content is kept."
+        )
+        with gr.Row():
+            mask_a, mask_b = (
+                SafeEditor(
+                    config.max_frame_pixels,
+                    label=f"Mask {k}",
+                    sources=["upload", "clipboard"],
+                    height=260,
+                    elem_id=f"st-mask-{k.lower()}",
+                    brush=gr.Brush(colors=["#ffffff"]),
+                )
+                for k in "AB"
+            )
+    return dict(regions=regions, mask_a=mask_a, mask_b=mask_b)
+
+
+def _advanced() -> dict[str, Any]:
+    """The optimisation's settings, folded: loss weights, seed, tile, optimiser, loss, start, average."""
+    with gr.Accordion("Advanced", open=False) as advanced:
+        ui = dict(
+            advanced=advanced,
+            style_strength=gr.Number(DEFAULTS["style_weight"], label="Style strength", minimum=0),
+            content_strength=gr.Number(DEFAULTS["content_weight"], label="Content strength", minimum=0),
+            smoothness=gr.Number(DEFAULTS["tv_weight"], label="Smoothness (total variation)", minimum=0),
+            seed=gr.Number(0, label="Seed", precision=0, minimum=0),
+            tile=gr.Number(
+                0,
+                label="Tile (px; 0 = whole image)",
+                info="optimise big outputs window by window: memory follows the tile",
+                precision=0,
+                minimum=0,
+            ),
+            optimizer=gr.Radio(["lbfgs", "adam"], value="lbfgs", label="Optimiser"),
+            style_loss=gr.Radio(
+                list(STYLE_LOSSES),
+                value="gram",
+                label="Style loss",
+                info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
+            ),
+            init=gr.Dropdown(
+                ["content", "noise", "style", "style_stats", "fast"],
+                value="content",
+                label="Start from",
+                info="style_stats: noise with the style's colour mean and covariance; fast: the "
+                "pretrained network's painting",
+            ),
+            average=gr.Number(
+                0,
+                label="Average the steps (decay; 0 = off)",
+                minimum=0,
+                maximum=0.9999,
+                info="e.g. 0.99: the result is the moving average of the steps' images",
+            ),
+        )
+    return ui
+
+
+def _results() -> dict[str, Any]:
+    """The right column: the result, its status, its PNG and the before/after slider."""
+    return dict(
+        result=SafeImage(  # read by the slider's step (an input there): checked as uploads are
+            label="Result", format="png", elem_id="st-result", interactive=False
+        ),
+        status=gr.Textbox(label="Status", interactive=False, elem_id="st-status"),
+        download=gr.File(label="Download PNG", elem_id="st-download"),
+        slider=gr.ImageSlider(
+            label="Before / after (drag)", type="filepath", elem_id="st-slider", max_height=420
+        ),
     )
 
-    warn_bad_uploads([(content, "content"), (style_a, "style A"), (style_b, "style B")], status)
-    mode.change(
-        _mode_controls, mode, [fast_row, steps, advanced, regions], api_name=False, show_progress="hidden"
+
+_INPUTS = (
+    *("content", "style_a", "style_b", "blend", "size", "steps", "style_strength", "content_strength"),
+    *("smoothness", "preserve", "seed", "optimizer", "tile", "style_loss", "init", "average"),
+    *("mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b"),
+)
+"""The ``/stylize`` endpoint's inputs, in its parameters' order (new ones only ever at the end)."""
+
+
+def _wire(config: AppConfig, models: Models, runs: Runs, ui: dict[str, Any]) -> None:
+    """The tab's events: the uploads checked, the mode's controls shown, Stylise and Cancel."""
+    status = ui["status"]
+    warn_bad_uploads(
+        [(ui["content"], "content"), (ui["style_a"], "style A"), (ui["style_b"], "style B")], status
+    )
+    ui["mode"].change(
+        _mode_controls,
+        ui["mode"],
+        [ui["fast_row"], ui["steps"], ui["advanced"], ui["regions"]],
+        api_name=False,
+        show_progress="hidden",
     )
 
     @endpoint(stylize_handler, fill_doc(DOC, config), runs=(runs, "stylize"))
@@ -428,24 +492,19 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
         for image, status, png in stylize_handler(models, **params, stop=stop):  # the result's PNG as is
             yield png or as_files(models.outbox, image, saved), status, png
 
-    inputs = [content, style_a, style_b, blend, size, steps, style_strength, content_strength, smoothness]
     listen(
-        run,
+        ui["run"],
         stylize,
-        [
-            *inputs,
-            *[preserve, seed, optimizer, tile, style_loss, init, average, mask_a, mask_b, mode],
-            *[strength, builtin_a, builtin_b],
-        ],
-        [result, status, download],
+        [ui[name] for name in _INPUTS],
+        [ui["result"], status, ui["download"]],
         status,
         api_name="stylize",
         trigger_mode="always_last",  # a click while the cancelled run winds down starts right after
     ).then(
         lambda content, result: before_after(models.outbox, content, result),
-        [content, result],
-        slider,
+        [ui["content"], ui["result"]],
+        ui["slider"],
         api_name=False,
     )
 
-    cancel_on(cancel, runs, "stylize")
+    cancel_on(ui["cancel"], runs, "stylize")

@@ -1,10 +1,13 @@
-"""The CLI's fast style transfer: ``nstcam stylize --fast`` and ``nstcam weights import-fast``."""
+"""The CLI's fast style transfer: ``nstcam stylize --fast``, ``nstcam video --fast`` and ``nstcam weights
+import-fast``."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 from typing import Any
+
+from nstcam.cli._common import kept, one_or_many, ray_address, report_kept, run_dataset
 
 __all__ = [
     "add_fast_arguments",
@@ -87,7 +90,7 @@ def _style(fast: Any, args: argparse.Namespace) -> Any:
 
 def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:
     """``--fast --ray``: :func:`nstcam.distributed.stylize_dataset` with ``fast=True``, as a call for
-    the CLI's ``_run_dataset`` (which prints what was written and logs each failure)."""
+    :func:`nstcam.cli._common.run_dataset` (which prints what was written and logs each failure)."""
     from nstcam.distributed import stylize_dataset
 
     style = args.style_index if args.style_index is not None else args.style
@@ -98,7 +101,7 @@ def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:
         args.output,
         num_workers=args.workers,
         gpus_per_worker=args.gpus_per_worker,
-        address=None if args.ray == "local" else args.ray,
+        address=ray_address(args),
         overwrite=args.overwrite,
         fast=True,
         size=args.size,
@@ -109,20 +112,20 @@ def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:
     )
 
 
-def cmd_stylize_fast(args: argparse.Namespace, run_dataset: Any) -> int:
+def cmd_stylize_fast(args: argparse.Namespace) -> int:
     """``nstcam stylize --fast``: each content image through :class:`nstcam.FastStyle`; with
-    ``--ray``, :func:`fast_dataset` through the CLI's ``run_dataset``."""
+    ``--ray``, :func:`fast_dataset` through :func:`nstcam.cli._common.run_dataset`."""
     from nstcam.fast import FastStyle, FastWeightsError
 
     if _refused(args):
         return 2
     if args.ray:
-        inputs = args.content[0] if len(args.content) == 1 else args.content
+        inputs = one_or_many(args.content)
         return run_dataset(lambda: fast_dataset(args, inputs), lambda res: res.written)
     try:
         fast = FastStyle(device=args.device or "cpu")
         style = _style(fast, args)
-        contents = args.content[0] if len(args.content) == 1 else args.content
+        contents = one_or_many(args.content)
         res = fast.stylize_batch(
             contents,
             style,
@@ -138,8 +141,7 @@ def cmd_stylize_fast(args: argparse.Namespace, run_dataset: Any) -> int:
         return 1
     for p in res.written:
         print(p)
-    if res.skipped:
-        logger.info("kept %d existing output(s); add --overwrite to redo them", len(res.skipped))
+    report_kept(res)
     return 1 if res.failed else 0
 
 
@@ -168,7 +170,7 @@ def cmd_import_fast(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_video_fast(args: argparse.Namespace, kept: Any, run_dataset: Any) -> int:
+def cmd_video_fast(args: argparse.Namespace) -> int:
     """``nstcam video --fast``: the clip through :meth:`nstcam.FastStyle.stylize_video`; with
     ``--ray`` (a folder of clips), :func:`fast_dataset`."""
     from nstcam.fast import FastStyle, FastWeightsError

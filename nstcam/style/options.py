@@ -1,0 +1,239 @@
+"""A stylisation's options, in one place: :class:`StyleOptions`.
+
+Every way in builds one and passes it on: :meth:`StyleTransfer.stylize` and its siblings (their keywords
+build it, so ``st.stylize(c, s, size=256, steps=100)`` still reads as it did), the plan
+(:func:`nstcam.style._plan.make_plan` resolves it for a network and a count of styles), the app's
+Style tab and its MCP tool, the CLI (``nstcam stylize``) and Ray Data
+(:func:`nstcam.distributed.stylize_dataset`).
+A new option is one field here, with its default and its check; the defaults shown anywhere else
+(``--style-weight``'s help, the app's Advanced panel) are read from it (:func:`stylize_defaults`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nstcam._checks import finite, whole
+from nstcam.image import ImageSource
+
+__all__ = ["INITS", "OPTIMIZERS", "OPTION_NAMES", "StyleOptions", "auto_scales", "stylize_defaults"]
+
+OPTIMIZERS = ("lbfgs", "adam")
+INITS = ("content", "noise", "style", "style_stats", "fast")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StyleOptions:
+    """How one stylisation runs, checked when made (a bad value raises ``ValueError`` naming the
+    option and what it accepts; an unknown name, ``TypeError`` naming the closest option).
+
+    Attributes:
+        size: long side of the output, in pixels.
+        steps: evaluations of the network (forward + backward) per scale, whatever the optimiser;
+            or one count per scale.
+        style_weight: weight of the style loss; with ``content_weight`` and ``tv_weight``, the
+            defaults keep the subject on a real VGG16 (docs/style.md).
+        content_weight: weight of the content loss.
+        tv_weight: weight of the smoothness (total variation) loss.
+        optimizer: ``"lbfgs"`` or ``"adam"``.
+        init: start from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's RGB
+            mean and covariance (``"style_stats"``), a pretrained network's painting (``"fast"``:
+            Magenta's arbitrary network, real weights; ``style/_fast_init.py``), or an image
+            (anything :func:`nstcam.load_image` takes but a string; resized to each image's size).
+        style_weights: blend weights of several style images (normalised to sum to 1).
+        style_layers: style layers, or a mapping layer -> weight (default: relu1_1 ... relu5_1,
+            equal weights).
+        content_layers: content layers (default: relu4_2).
+        layer_balance: each style layer's weight divided by how far apart that layer finds a
+            reference photo and painting on this network (measured once per engine,
+            ``style/_balance.py``), so layers count alike whatever the network's activation scale
+            (random or real, BatchNorm or caffe weights); False: the weights as given.
+        style_scale: size of the style image relative to the output (1 = same long side).
+        preserve_color: keep the content's colours: ``"luminance"`` (or True) transfers the
+            luminance only and puts the content's chroma back; ``"histogram"`` recolours the style
+            images to the content's RGB mean and covariance first, then transfers normally (Gatys et
+            al. 2016); False: the style's colours.
+        mask_mode: with a style mask, ``"optimize"`` weights the losses by the mask (masked style
+            Grams, content loss 10x stronger and a pixel-space anchor where the mask is 0);
+            ``"blend"`` stylises everything, then blends ``mask * stylised + (1 - mask) * content``.
+        scales: long sides to optimise at, coarse to fine; each starts from the previous result
+            upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
+        seed: seed of the noise initialisation (None: drawn; recorded in the result either way).
+        lr: learning rate (default 1 for L-BFGS, 0.02 for Adam).
+        history_size: L-BFGS history size.
+        preview_every: put a preview image in the progress's :class:`~nstcam.style.StepInfo` every N
+            steps (0: never).
+        on_memory: if the run would not fit in free memory, ``"error"`` raises
+            :class:`~nstcam.style.InsufficientMemoryError`; ``"reduce"`` optimises in tiles (the
+            largest of 2048, 1024, ..., 128 px that fits, when ``tile`` is not given), else lowers
+            ``size`` until it fits.
+        progress_every: call the progress callback every N steps (and on preview steps); reading
+            the losses waits for the device, so the default is 1 on CPU and 10 elsewhere.
+        tile: optimise scales above this many px window by window, so peak memory follows the tile
+            (``nstcam/style/_tiles.py``: whole-image style Grams, ``steps`` per window, row-major,
+            blended overlaps). Not with a style mask in ``mask_mode="optimize"``.
+        tile_overlap: px neighbouring windows share (``<= tile // 4``; ``min(64, tile // 4)``).
+        style_loss: ``"gram"`` (Gatys), ``"wasserstein"`` (the squared W2 distance of Gaussians
+            fitted to each layer's features) or ``"sliced"`` (of their distributions along random
+            directions, fresh each step from ``seed``). ``style/losses/``.
+        average: the result is the bias-corrected moving average of the iterates with this decay
+            (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
+    """
+
+    size: int = 512
+    steps: int | Sequence[int] = 300
+    style_weight: float = 0.5
+    content_weight: float = 1.0
+    tv_weight: float = 5.0
+    optimizer: str = "lbfgs"
+    init: str | ImageSource = "content"
+    style_weights: Sequence[float] | None = None
+    style_layers: Sequence[str] | Mapping[str, float] | None = None
+    content_layers: Sequence[str] | None = None
+    layer_balance: bool = True
+    style_scale: float = 1.0
+    preserve_color: bool | str = False
+    mask_mode: str = "optimize"
+    scales: Sequence[int] | None = None
+    seed: int | None = None
+    lr: float | None = None
+    history_size: int = 50
+    preview_every: int = 0
+    on_memory: str = "error"
+    progress_every: int | None = None
+    tile: int | None = None
+    tile_overlap: int | None = None
+    style_loss: str = "gram"
+    average: float | bool = False
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @classmethod
+    def of(cls, options: StyleOptions | None = None, /, **changes: Any) -> StyleOptions:
+        """``options`` (default: the defaults) with ``changes``: the keyword API's way in.
+
+        Raises:
+            TypeError: ``options`` is not a StyleOptions, or a change names no option (the message
+                names the closest).
+            ValueError: a value is out of range.
+        """
+        if options is not None and not isinstance(options, StyleOptions):
+            raise TypeError(f"options must be a StyleOptions, got {type(options).__name__}")
+        unknown = sorted(set(changes) - set(OPTION_NAMES))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], OPTION_NAMES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{unknown[0]!r} is not a stylisation option{hint} (see StyleOptions)")
+        if not changes:
+            return options or cls()
+        return dataclasses.replace(options, **changes) if options is not None else cls(**changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option by name (what the result's ``params`` record, with the plan's resolutions)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StyleOptions))
+"""Every option's name, in the order of :class:`StyleOptions`."""
+
+
+def stylize_defaults() -> dict[str, Any]:
+    """Every stylisation option's default, by name: read from :class:`StyleOptions`, the one place
+    they live."""
+    return StyleOptions().as_dict()
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    """Refuses ``value`` of option ``name`` unless it is one of ``choices``, listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def preserve_color_mode(value: bool | str | None) -> str | bool:
+    """``preserve_color`` resolved: ``True`` keeps meaning luminance; ``False``/``None`` and
+    ``"off"`` mean no preservation."""
+    if value is True or value == "luminance":
+        return "luminance"
+    if value == "histogram":
+        return "histogram"
+    if value in (False, None, "off", "none"):
+        return False
+    raise ValueError(f"preserve_color must be 'luminance', 'histogram' or False, got {value!r}")
+
+
+def _check(o: StyleOptions) -> None:
+    """Every check an option's value takes on its own (what depends on the network or on the count
+    of styles, such as a layer's name or ``style_weights``' length, is the plan's)."""
+    from nstcam.style.losses import style_loss_named  # the registry: its modules load with it
+
+    check_choice("optimizer", o.optimizer, OPTIMIZERS)
+    if isinstance(o.init, str):
+        check_choice("init", o.init, INITS)
+    check_choice("on_memory", o.on_memory, ("error", "reduce"))
+    style_loss_named(o.style_loss)  # an unknown loss refused, listing the registry's
+    check_choice("mask_mode", o.mask_mode, ("optimize", "blend"))
+    scales_and_steps(o.size, o.scales, o.steps)
+    for name in ("style_weight", "content_weight", "tv_weight"):
+        finite(name, getattr(o, name), minimum=0)
+    if not finite("style_scale", o.style_scale) > 0:
+        raise ValueError(f"style_scale must be > 0, got {o.style_scale!r}")
+    if not isinstance(o.layer_balance, bool):
+        raise ValueError(f"layer_balance must be True or False, got {o.layer_balance!r}")
+    preserve_color_mode(o.preserve_color)
+    if o.seed is not None:
+        whole("seed", o.seed, minimum=0)
+    whole("preview_every", o.preview_every, minimum=0)
+    whole("history_size", o.history_size, minimum=1)
+    if o.lr is not None and finite("lr", o.lr) <= 0:
+        raise ValueError(f"lr must be > 0, got {o.lr:g}")
+    if o.progress_every is not None:
+        whole("progress_every", o.progress_every, minimum=1)
+    tile_overlap(o.tile, o.tile_overlap)
+    if o.average is not False and o.average is not None:
+        if not 0 < finite("average", o.average) < 1:
+            raise ValueError(f"average must be a decay in (0, 1) such as 0.99, or False; got {o.average!r}")
+
+
+def auto_scales(size: int) -> list[int]:
+    """``size`` alone up to 512 px; above, halving down to 256 px (coarse to fine)."""
+    scales = [size]
+    if size > 512:
+        while scales[0] // 2 >= 256:
+            scales.insert(0, scales[0] // 2)
+    return scales
+
+
+def scales_and_steps(
+    size: int, scales: Sequence[int] | None, steps: int | Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """The long sides to optimise at, coarse to fine, and each one's steps, checked."""
+    size = whole("size", size, minimum=16)
+    if scales:
+        scales = [whole("scales", s, minimum=16) for s in scales]
+        if scales != sorted(scales):
+            raise ValueError(f"scales must be increasing long sides of at least 16 px, got {scales}")
+    else:
+        scales = auto_scales(size)
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+        steps_list = [whole("steps", steps, minimum=1)] * len(scales)
+    else:
+        steps_list = [whole("steps", s, minimum=1) for s in steps]
+        if len(steps_list) != len(scales):
+            raise ValueError(f"steps must be one count or one count per scale {scales}, got {steps!r}")
+    return scales, steps_list
+
+
+def tile_overlap(tile: int | None, overlap: int | None) -> int:
+    """The px neighbouring windows share: ``overlap`` checked (at most ``tile // 4``), by default
+    ``min(64, tile // 4)`` (64 without a tile)."""
+    if tile is None:
+        return 64 if overlap is None else whole("tile_overlap", overlap, minimum=0)
+    tile = whole("tile", tile, minimum=64)
+    default = min(64, tile // 4)
+    return whole("tile_overlap", default if overlap is None else overlap, minimum=0, maximum=tile // 4)
+
