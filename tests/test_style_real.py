@@ -48,3 +48,22 @@ def test_the_old_defaults_lost_the_subject(real):
     content, style = load_image(SAMPLES / "chelsea.png"), load_image(SAMPLES / "hubble_deep_field.jpg")
     out = real.stylize(content, style, size=SIZE, steps=STEPS, seed=0, style_weight=50.0, layer_balance=False)
     assert not kept(content, out), top5(out)
+
+
+def test_a_photo_with_clipped_blacks_and_whites_moves_as_far_as_its_mid_tone_twin(real):
+    """Issue 64: a black-and-white silhouette (every pixel at 0 or 1) came back unchanged under the
+    default L-BFGS (style move 0.000): torch's clamp passed no gradient at its bounds. Now it moves
+    as its twin squeezed into mid-tones (25-229) does."""
+    import numpy as np
+    from PIL import Image
+
+    grey = np.asarray(load_image(SAMPLES / "chelsea.png").resize((112, 75)).convert("L"))
+    clipped = Image.fromarray(np.stack([np.where(grey > 110, 255, 0).astype(np.uint8)] * 3, -1))
+    mid = Image.fromarray((25 + np.asarray(clipped, np.float32) * (204 / 255)).round().astype(np.uint8))
+    style = load_image(SAMPLES / "brick.png")
+    moves = {}
+    for name, photo in (("clipped", clipped), ("mid", mid)):
+        moves[name] = style_move(real.stylize(photo, style, size=112, steps=20, seed=0), photo, style)
+    # measured: clipped 0.330, mid 0.280 (before the fix: clipped 0.000)
+    bound("clipped photo's style move / its mid-tone twin's", moves["clipped"] / moves["mid"], ">", 0.75)
+    bound("mid-tone twin's style move", moves["mid"], ">", 0.1)
