@@ -258,6 +258,7 @@ def _options(args: argparse.Namespace) -> StyleOptions:
 def _cmd_stylize_ray(args: argparse.Namespace, options: StyleOptions) -> int:
     from nstcam.distributed import stylize_dataset
 
+    defaults = stylize_defaults()
     if args.mask or args.subject_aware or args.report:
         logger.error("--ray does not take --mask, --subject-aware or --report yet; run without --ray")
         return 2
@@ -273,7 +274,7 @@ def _cmd_stylize_ray(args: argparse.Namespace, options: StyleOptions) -> int:
             weights=args.weights,
             overwrite=args.overwrite,
             ext=args.ext,
-            **options.as_dict(),
+            **{k: v for k, v in options.as_dict().items() if v != defaults[k]},  # what was asked
         ),
         lambda res: res.written,
     )
