@@ -253,10 +253,6 @@ def test_a_compiled_runs_eager_steps_take_the_compiled_steps_square_root(recorde
     import nstcam.style._run as R
 
     monkeypatch.setattr(R, "sqrt_method", lambda device: "newton-schulz")
-    from nstcam.style._balance import layer_balance
-
-    engine = StyleTransfer("random", device="cpu", compile=True)
-    layer_balance(engine._rt, "wasserstein")  # W2's own balance (issue 64): a measurement, not a step
     seen = []
     real = W.w2_style_loss
 
@@ -266,6 +262,7 @@ def test_a_compiled_runs_eager_steps_take_the_compiled_steps_square_root(recorde
 
     monkeypatch.setattr(W, "w2_style_loss", spy)
     content, style = pattern(1, 48, 32), pattern(2, 40, 40)
+    engine = StyleTransfer("random", device="cpu", compile=True)
     fail.append(CHECK_CALLS + 2)  # the second step falls back to eager
     engine.stylize(content, style, size=32, style_loss="wasserstein", **KW)
     assert engine.compile_stats["failures"] == 1 and len(seen) >= 4
