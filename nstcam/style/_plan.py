@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,13 +108,12 @@ def make_plan(
     *,
     n_styles: int,
     known_layers: Mapping[str, int] = VGG_LAYERS,
-    balance: Callable[[str], Mapping[str, float]] | Mapping[str, float] | None = None,
+    balance: Mapping[str, float] | None = None,
 ) -> Plan:
     """``options`` (checked when made) resolved for a run on a network with ``n_styles`` style
     images: the scales and their steps, the layers (``known_layers``: the network's names,
-    :func:`~nstcam.style.vgg.vgg_layers`) weighted by the network's ``balance`` for the options'
-    style loss (:func:`~nstcam.style._balance.layer_balance`: a function of the loss's name, or the
-    factors themselves; applied with ``layer_balance``), the blend, a
+    :func:`~nstcam.style.vgg.vgg_layers`) weighted by the network's ``balance``
+    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance``), the blend, a
     drawn seed where none was given, the optimiser's learning rate.
 
     Raises:
@@ -125,11 +124,8 @@ def make_plan(
     scales_list, steps_list = scales_and_steps(o.size, o.scales, o.steps)
     layers, content = _layers(o.style_layers, o.content_layers, known_layers)
     style_weight = o.style_weight
-    factors = None
-    if o.layer_balance:  # measured (once per network and loss) only where it is used
-        factors = balance(o.style_loss) if callable(balance) else balance
-    if factors:
-        layers, style_weight = balanced_weights(layers, style_weight, factors)
+    if o.layer_balance and balance:
+        layers, style_weight = balanced_weights(layers, style_weight, balance)
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if o.seed is None else int(o.seed)
     plan = Plan(
         size=scales_list[-1],

@@ -92,7 +92,7 @@ class Runtime:
     graph_skips: Counter = field(default_factory=Counter)  # CUDA graphs torch.compile skipped
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: Owner = field(default_factory=Owner)  # the thread a compiling engine's calls run on
-    balance: dict = field(default_factory=dict)  # style loss -> layer -> weight factor (_balance.py)
+    balance: dict = field(default_factory=dict)  # layer -> weight factor (_balance.py), measured once
 
     @property
     def layers(self) -> dict[str, int]:
@@ -100,11 +100,10 @@ class Runtime:
         return vgg_layers(self.net)
 
     def planning(self) -> dict[str, Any]:
-        """What a plan needs of the network: its layer names, and its layer balance for a style loss
-        (measured the first time a plan asks for that loss's)."""
+        """What a plan needs of the network: its layer names and its layer balance."""
         from nstcam.style._balance import layer_balance
 
-        return {"known_layers": self.layers, "balance": lambda loss: layer_balance(self, loss)}
+        return {"known_layers": self.layers, "balance": layer_balance(self)}
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs one engine call: on the owner thread when compiling (``_owner.py``), else here."""

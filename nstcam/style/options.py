@@ -236,3 +236,4 @@ def tile_overlap(tile: int | None, overlap: int | None) -> int:
     tile = whole("tile", tile, minimum=64)
     default = min(64, tile // 4)
     return whole("tile_overlap", default if overlap is None else overlap, minimum=0, maximum=tile // 4)
+
