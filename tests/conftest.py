@@ -68,6 +68,7 @@ SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `py
     "test_readme.py::test_readme_python_snippet_runs",
     "test_style.py::test_compiled_step_matches_the_eager_one_on_cpu",
     "test_style_regions.py::test_each_region_is_nearer_its_own_style_to_a_judge_network",
+    "test_style_distribution.py::test_the_layer_balance_is_gram_only_and_the_distribution_losses_end_closer_than_gram",
     "test_style_real.py::test_at_the_defaults_the_subject_stays_and_the_style_moves",
     "test_style_real.py::test_the_old_defaults_lost_the_subject",
     "test_tiles.py::test_tiled_calls_from_threads_equal_sequential_ones",

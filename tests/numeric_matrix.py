@@ -34,6 +34,14 @@ SETTINGS: dict[str, tuple[dict[str, str], str]] = {
     "aten-avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, "ATen's AVX2 kernels: a CPU without AVX-512 (Zen 3)"),
     "onednn-sse41": ({"ONEDNN_MAX_CPU_ISA": "SSE41"}, "oneDNN's convolutions as on an old CPU"),
     "mkl-sse4_2": ({"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}, "MKL's matrix products as on an old CPU"),
+    "old-cpu": (
+        {
+            "ATEN_CPU_CAPABILITY": "default",
+            "ONEDNN_MAX_CPU_ISA": "SSE41",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+        },
+        "a CPU without AVX: ATen's scalar kernels, oneDNN and MKL at SSE4",
+    ),
     "omp-1": ({"OMP_NUM_THREADS": "1"}, "one thread: reductions split once"),
     "omp-3": ({"OMP_NUM_THREADS": "3"}, "three threads: reductions split another way"),
 }

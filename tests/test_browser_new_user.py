@@ -60,7 +60,13 @@ def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, im
         open_app(page, server)
         steps = page.get_by_text("Steps (at most")
         fast_row = page.locator("#st-fast-row")
-        steps.wait_for(state="visible", timeout=30_000)  # Optimise: the optimisation's controls
+        fast_row.wait_for(state="visible", timeout=30_000)  # a CPU server opens in Fast (issue 64)
+        assert page.locator("#st-mode").get_by_label("Fast", exact=True).is_checked()
+        assert not steps.is_visible()
+        estimate = page.locator("#st-estimate")  # the slower modes' cost, before any run
+        assert "Optimise and Fast then refine: 20 steps at 128 px: about" in estimate.inner_text()
+        page.locator("#st-mode").get_by_label("Optimise").check()
+        steps.wait_for(state="visible", timeout=10_000)
         assert not fast_row.is_visible()
         page.locator("#st-mode").get_by_label("Fast", exact=True).check()
         fast_row.wait_for(state="visible", timeout=10_000)

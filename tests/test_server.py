@@ -47,7 +47,13 @@ def test_endpoints_through_gradio_client(server, images):
     assert len(table["data"]) == 2
 
     img_path, status, png = client.predict(
-        content=handle_file(str(c)), style=handle_file(str(c)), size=64, steps=3, seed=1, api_name="/stylize"
+        content=handle_file(str(c)),
+        style=handle_file(str(c)),
+        size=64,
+        steps=3,
+        seed=1,
+        mode="optimise",
+        api_name="/stylize",
     )
     assert Image.open(img_path).size == marked((64, 43)) and "RANDOM" in status and png
 
@@ -90,6 +96,7 @@ def test_uploads_are_read_as_the_python_api_reads_them(server, tmp_path):
         size=64,
         steps=2,
         seed=0,
+        mode="optimise",  # a CPU server's page (and API) opens in Fast
         api_name="/stylize",
     )
     served = np.asarray(Image.open(img_path).convert("RGB"), dtype=np.float32)
@@ -116,7 +123,8 @@ def test_a_mask_per_style_over_the_api_equals_the_python_api(server, tmp_path):
     editor = {"background": handle_file(str(tmp_path / "left.png")), "layers": [], "composite": None}
     img_path, status, _ = Client(server, verbose=False).predict(
         content=handle_file(str(paths[0])), style=handle_file(str(paths[1])),
-        style_b=handle_file(str(paths[2])), mask_a=editor, size=64, steps=2, seed=0, api_name="/stylize",
+        style_b=handle_file(str(paths[2])), mask_a=editor, size=64, steps=2, seed=0, mode="optimise",
+        api_name="/stylize",
     )  # fmt: skip
     local = StyleTransfer("random", device="cpu").stylize(
         paths[0], [paths[1], paths[2]], style_masks=[left > 0, None], size=64, steps=2, seed=0
@@ -161,6 +169,9 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize_video": ["Frame so far", "Status", "Result", "Download MP4"],
         "/gradcam_video": ["Explained clip", "Score over time", "Contact sheet", "Top classes"],
     }
+    mode = next(p for p in api["/stylize"]["parameters"] if p["parameter_name"] == "mode")
+    assert mode["parameter_default"] == "fast"  # a CPU server's page opens in Fast: the API's default too
+    assert 'default mode on this server: "fast"' in api["/stylize"]["description"]
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
@@ -237,7 +248,9 @@ def test_mcp_tools_through_a_real_client(server, images):
             await s.initialize()
             tools = {t.name: t for t in (await s.list_tools()).tools}
             cam = await s.call_tool("gradcam", {"image": data, "model": "resnet18", "top_k": 2})
-            style = await s.call_tool("stylize", {"content": data, "style": data, "size": 64, "steps": 2})
+            style = await s.call_tool(
+                "stylize", {"content": data, "style": data, "size": 64, "steps": 2, "mode": "optimise"}
+            )
             seg = await s.call_tool(
                 "gradcam", {"image": data, "model": "lraspp_mobilenet_v3_large", "classes": ["cat", "dog"]}
             )
@@ -345,7 +358,11 @@ def test_concurrent_requests_on_all_endpoints(server, images):
     c, _ = images
     content = handle_file(str(c))
     calls = {
-        "stylize": (dict(content=content, style=content, size=64, steps=3, seed=1), "/stylize", 0),
+        "stylize": (
+            dict(content=content, style=content, size=64, steps=3, seed=1, mode="optimise"),
+            "/stylize",
+            0,
+        ),
         "gradcam_layer4": (dict(image=content, model="resnet18", top_k=2), "/gradcam", 1),
         "gradcam_layer3": (
             dict(image=content, model="resnet18", layer="layer3", method="gradcam++", top_k=2),
@@ -576,7 +593,9 @@ def test_browser_stylise_right_after_cancel_starts_a_new_run(server, images, bro
         _upload_content_and_style(page, c)
         page.locator("#st-style img").first.wait_for(timeout=30_000)
         record_statuses(page, "#st-status textarea")
-        assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
+        assert page.locator("#st-mode").get_by_label("Fast", exact=True).is_checked()  # a CPU server's
+        page.locator("#st-mode").get_by_label("Optimise").check()
+        page.get_by_text("Steps (at most").wait_for(state="visible", timeout=10_000)
         page.locator("#st-run").click()
         page.wait_for_function("() => window.seen.some(s => s.startsWith('step'))", timeout=60_000)
         page.locator("#st-cancel").click()
@@ -890,7 +909,7 @@ def test_range_errors_name_the_parameter_in_one_log_line(server, server_log, ima
         ),
         (
             "/stylize",
-            dict(content=handle_file(str(c)), style=handle_file(str(c)), steps=0),
+            dict(content=handle_file(str(c)), style=handle_file(str(c)), steps=0, mode="optimise"),
             "steps",
             "1",
             "20",
@@ -917,7 +936,9 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
     try:
         open_app(page, server)
         _upload_content_and_style(page, c)
-        assert page.locator("#st-mode").get_by_label("Optimise").is_checked()  # the API's default too
+        assert page.locator("#st-mode").get_by_label("Fast", exact=True).is_checked()  # a CPU server's
+        page.locator("#st-mode").get_by_label("Optimise").check()
+        page.get_by_text("Steps (at most").wait_for(state="visible", timeout=10_000)
         page.locator("#st-run").click()
         page.wait_for_function(
             "() => (document.querySelector('#st-status textarea') || {}).value?.startsWith('done:')",

@@ -10,6 +10,8 @@ Margins: ``tests/benchmarks/bench_style_real.py`` and the numeric matrix (docs/d
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from _numeric import bound
 from _real_vgg import available as vgg_available
@@ -67,3 +69,23 @@ def test_a_photo_with_clipped_blacks_and_whites_moves_as_far_as_its_mid_tone_twi
     # measured: clipped 0.330, mid 0.280 (before the fix: clipped 0.000)
     bound("clipped photo's style move / its mid-tone twin's", moves["clipped"] / moves["mid"], ">", 0.75)
     bound("mid-tone twin's style move", moves["mid"], ">", 0.1)
+
+
+def test_strength_0_is_the_photo_and_the_style_move_grows_with_strength(real):
+    """Issue 64: one ``strength`` for every mode. At 0 the photo comes back as it is (no step run);
+    above, the judge's style move grows with it (the style weight ``strength_weight(s)``)."""
+    import numpy as np
+    from PIL import Image
+
+    content, style = load_image(SAMPLES / "chelsea.png"), load_image(SAMPLES / "brick.png")
+    kw = dict(size=128, steps=30, seed=0)
+    photo = real.stylize(content, style, strength=0, **kw)
+    assert photo.info["nstcam"]["history"] == [] and photo.info["nstcam"]["params"]["style_weight"] == 0
+    want = np.asarray(content.resize(photo.size, Image.Resampling.LANCZOS), np.float32)
+    assert np.abs(np.asarray(photo, np.float32) - want).mean() < 1.0  # the photo, resized
+    moves = [
+        style_move(real.stylize(content, style, strength=s, **kw), content, style) for s in (0.4, 0.7, 1.0)
+    ]
+    # measured: see the numeric matrix
+    for weaker, stronger in itertools.pairwise(moves):
+        bound("style move at the next strength less this one's", stronger - weaker, ">", 0.01)

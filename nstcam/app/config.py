@@ -176,6 +176,17 @@ class AppConfig:
         return UploadQuota(int(self.max_client_upload_mb * 2**20), window_s=600.0)
 
     @property
+    def style_mode(self) -> str:
+        """The Style tab's (and ``/stylize``'s) default mode on this server: ``"optimise"`` on a
+        GPU; on a CPU, where the optimisation takes minutes, ``"fast"`` (one pass, under a second)
+        wherever the fast networks' real weights are imported or importable."""
+        from nstcam.fast import fast_available
+
+        if self.torch_device.type != "cpu" or not fast_available():
+            return "optimise"
+        return "fast"
+
+    @property
     def cam_archs(self) -> tuple[str, ...]:
         """Classifiers the app offers (a subset of :data:`nstcam.cam.CAM_ARCHS`): ViT-L, Swin-B and
         ConvNeXt-Base only on a GPU (on a CPU they take seconds a map and over a gigabyte each)."""

@@ -29,6 +29,7 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
     fields = {
         "device": config.torch_device.type.upper(),
         "cost": "far faster than on a CPU" if on_gpu else "slow, so prefer small sizes and steps",
+        "style_mode": config.style_mode,
         "upload": f"{config.max_upload_mb:g}",
         "max_size": config.max_size,
         "max_steps": config.max_steps,
@@ -47,7 +48,7 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
             if REGISTRY[m].samples > 1
         ),
         "passes": f"about {faithfulness_curves(config)}",
-        **{k: f"{v:g}" for k, v in stylize_defaults().items() if k.endswith("_weight")},
+        **{k: _weight(v) for k, v in stylize_defaults().items() if k.endswith("_weight")},
         "video_seconds": config.max_video_seconds,
         "video_pixels": config.max_video_pixels,
         "clip_archs": ", ".join(config.clip_archs),
@@ -55,6 +56,15 @@ def fill_doc(doc: str, config: AppConfig, **ranges: tuple[float, float]) -> str:
     } | {name: "{:g} to {:g}".format(*bounds) for name, bounds in ranges.items()}
     fields["image"] = _IMAGE.format(**fields)
     return doc.format(**fields)
+
+
+def _weight(value: float | None) -> str:
+    """A loss weight's default as the docs say it (the style weight's: from the strength)."""
+    if value is None:
+        from nstcam.style import strength_weight
+
+        return f"{strength_weight(1.0):g} at strength 1"
+    return f"{value:g}"
 
 
 def clip_methods() -> tuple[str, ...]:

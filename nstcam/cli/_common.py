@@ -35,11 +35,12 @@ def loss_weights(p: argparse.ArgumentParser) -> None:
 
     d = stylize_defaults()
     for flag, key, what in (
-        ("--style-weight", "style_weight", "style strength"),
+        ("--style-weight", "style_weight", "style loss weight, for experts: overrides --strength"),
         ("--content-weight", "content_weight", "content strength"),
         ("--tv-weight", "tv_weight", "smoothness"),
     ):
-        p.add_argument(flag, type=float, default=d[key], help=f"{what} (default {d[key]:g})")
+        said = "from --strength" if d[key] is None else f"{d[key]:g}"
+        p.add_argument(flag, type=float, default=d[key], help=f"{what} (default {said})")
 
 
 def error(e: BaseException) -> None:

@@ -40,6 +40,8 @@ def style_index(text: str) -> dict[int, float]:
 def add_fast_arguments(s: argparse.ArgumentParser, video: bool = False) -> None:
     """``--fast``, ``--style-index`` and ``--strength`` of ``nstcam stylize`` (and ``video``, with
     ``--temporal-blend``)."""
+    from nstcam.style import stylize_defaults
+
     g = s.add_argument_group("fast (a pretrained feed-forward network, one pass per image; real weights)")
     g.add_argument(
         "--fast",
@@ -53,7 +55,12 @@ def add_fast_arguments(s: argparse.ArgumentParser, video: bool = False) -> None:
         metavar="I[:W],...",
         help="with --fast: one of the 26 built-in styles (0-25), or a blend such as 3:0.7,7:0.3",
     )
-    g.add_argument("--strength", type=float, default=1.0, help="with --fast: 0 (the photo) to 1 (default)")
+    g.add_argument(
+        "--strength",
+        type=float,
+        default=stylize_defaults()["strength"],
+        help="how much of the style, 0 (the photo) to 1 (default): one scale for --fast and the optimisation",
+    )
     if video:
         from nstcam.video.fast import DEFAULT_TEMPORAL_BLEND
 

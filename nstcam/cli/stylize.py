@@ -238,6 +238,7 @@ def _options(args: argparse.Namespace) -> StyleOptions:
         size=args.size,
         steps=args.steps,
         style_weight=args.style_weight,
+        strength=args.strength,
         content_weight=args.content_weight,
         tv_weight=args.tv_weight,
         optimizer=args.optimizer,

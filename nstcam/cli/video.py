@@ -161,6 +161,7 @@ def _video_params(args: argparse.Namespace) -> dict:
         long_term=args.long_term,
         max_frames=args.max_frames,
         style_weight=args.style_weight,
+        strength=args.strength,
         content_weight=args.content_weight,
         tv_weight=args.tv_weight,
         optimizer=args.optimizer,

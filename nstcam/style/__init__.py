@@ -16,7 +16,7 @@ from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 from nstcam.style.engine import StyleTransfer
 from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.losses import STYLE_LOSSES
-from nstcam.style.options import StyleOptions, stylize_defaults
+from nstcam.style.options import StyleOptions, strength_weight, stylize_defaults
 from nstcam.style.vgg import STYLE_ARCHS, VGG_LAYERS, fold_batchnorm, layer_index, vgg_layers
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "VGGFeatureHooks",
     "fold_batchnorm",
     "layer_index",
+    "strength_weight",
     "stylize_defaults",
     "vgg_layers",
 ]

@@ -24,6 +24,8 @@ from nstcam.style.losses.terms import content_loss, style_term, total_variation
 from nstcam.style.vgg import layer_channels
 
 __all__ = [
+    "CONVERGE_WINDOW",
+    "Convergence",
     "compute_losses",
     "in_range",
     "init_image",
@@ -34,6 +36,8 @@ __all__ = [
 ]
 
 REDRAW = 20
+CONVERGE_WINDOW = 20
+"""Evaluations between convergence checks (``tolerance``): one read of the loss per window."""
 """L-BFGS with the sliced loss: evaluations per block of fixed directions (Adam: new each step)."""
 _KEEP = 10.0  # with a style mask: content loss weight where the mask is 0, relative to where it is 1
 _PIXEL_KEEP = 100.0  # with a style mask: weight of the pixel-space content anchor where the mask is 0
@@ -250,6 +254,32 @@ def in_range(x: torch.Tensor) -> torch.Tensor:
     return _InRange.apply(x)
 
 
+class Convergence:
+    """Whether a scale's optimisation has converged: its best total loss fell by less than
+    ``tolerance`` x its first loss over the last ``window`` evaluations (checked every ``window``,
+    one synchronisation each; never with ``tolerance`` 0)."""
+
+    def __init__(self, tolerance: float, window: int = CONVERGE_WINDOW) -> None:
+        self.tolerance, self.window = tolerance, window
+        self.first: float | None = None
+        self.last: float | None = None  # the best total at the previous check
+
+    def __call__(self, done: int, best_loss: torch.Tensor) -> bool:
+        if not self.tolerance or (done > 1 and done % self.window):
+            return False
+        now = float(best_loss.sum())
+        if self.first is None:  # the first evaluation: the scale's scale of losses
+            self.first = self.last = now
+            return False
+        converged = self.last - now < self.tolerance * abs(self.first)
+        self.last = now
+        return converged
+
+
+class Converged(BudgetSpent):
+    """A scale's loss has converged (:class:`Convergence`): its remaining steps are not run."""
+
+
 def _make_optimizer(x: torch.Tensor, plan: Plan, n_steps: int) -> torch.optim.Optimizer:
     if plan.optimizer == "lbfgs":
         return torch.optim.LBFGS(
@@ -275,8 +305,9 @@ def optimize(
     preview: Callable[[torch.Tensor], Image.Image],
     moments: dict | None = None,
 ) -> torch.Tensor:
-    """Runs exactly ``n_steps`` evaluations (forward + backward) of ``loss_fn`` (image batch ->
-    (4, N) losses) and returns, for each image, the best iterate seen. Where ``loss_fn.recover``
+    """Runs ``n_steps`` evaluations (forward + backward) of ``loss_fn`` (image batch -> (4, N)
+    losses), fewer once converged (``plan.tolerance``, :class:`Convergence`), and returns, for each
+    image, the best iterate seen. Where ``loss_fn.recover``
     exists (the compiled step), a failed backward pass is handed to it (``recover(x, error)``
     counts it and returns the losses computed eagerly) and that step runs again eagerly.
 
@@ -299,6 +330,7 @@ def optimize(
     best_loss = torch.full((x.shape[0],), math.inf, device=x.device)
     best = x.detach().clone()
     size = (x.shape[-1], x.shape[-2])
+    converged = Convergence(plan.tolerance)
 
     def closure() -> torch.Tensor:
         nonlocal done, best, best_loss
@@ -329,6 +361,8 @@ def optimize(
             if mean is not None:
                 mean.mul_(plan.average).add_(x.detach().clamp(0, 1), alpha=1 - plan.average)
         progress.step(scale, size, now, best, preview)
+        if converged(done, best_loss):
+            raise Converged
         return total
 
     try:
@@ -345,6 +379,8 @@ def optimize(
         else:
             for _ in range(n_steps):
                 opt.step(closure)
+    except Converged:
+        progress.skip(n_steps - done)
     except BudgetSpent:
         pass
     if carry:

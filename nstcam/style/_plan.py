@@ -15,6 +15,7 @@ from nstcam.style.options import (
     auto_scales,
     preserve_color_mode,
     scales_and_steps,
+    strength_weight,
     tile_overlap,
 )
 from nstcam.style.vgg import VGG_LAYERS, layer_index
@@ -23,6 +24,10 @@ __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scale
 
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
+BALANCED_LOSSES = ("gram",)
+"""The style losses the layer balance applies to: it is measured in Gram terms (``_balance.py``), so
+it would re-weight the distribution losses by another loss's magnitudes; W2 and sliced take the
+layer weights as given."""
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Plan:
     tile_overlap: int = 64
     style_loss: str = "gram"
     average: float | None = None
+    tolerance: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -113,7 +119,8 @@ def make_plan(
     """``options`` (checked when made) resolved for a run on a network with ``n_styles`` style
     images: the scales and their steps, the layers (``known_layers``: the network's names,
     :func:`~nstcam.style.vgg.vgg_layers`) weighted by the network's ``balance``
-    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance``), the blend, a
+    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance`` to the losses of
+    ``BALANCED_LOSSES``), the blend, a
     drawn seed where none was given, the optimiser's learning rate.
 
     Raises:
@@ -123,8 +130,9 @@ def make_plan(
     o = options
     scales_list, steps_list = scales_and_steps(o.size, o.scales, o.steps)
     layers, content = _layers(o.style_layers, o.content_layers, known_layers)
-    style_weight = o.style_weight
-    if o.layer_balance and balance:
+    style_weight = strength_weight(o.strength) if o.style_weight is None else o.style_weight
+    balanced = bool(o.layer_balance and balance and o.style_loss in BALANCED_LOSSES)
+    if balanced:
         layers, style_weight = balanced_weights(layers, style_weight, balance)
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if o.seed is None else int(o.seed)
     plan = Plan(
@@ -149,8 +157,11 @@ def make_plan(
         tile_overlap=tile_overlap(o.tile, o.tile_overlap),
         style_loss=o.style_loss,
         average=None if o.average is False or o.average is None else float(o.average),
+        tolerance=float(o.tolerance),
     )
     plan.extra["on_memory"] = o.on_memory
+    plan.extra["layer_balance_applied"] = balanced
+    plan.extra["strength"] = None if o.style_weight is not None else float(o.strength)  # None: overridden
     if o.progress_every is not None:
         plan.extra["progress_every"] = int(o.progress_every)
     plan.extra["mask_mode"] = o.mask_mode

@@ -32,6 +32,7 @@ class Progress:
         preview_every: put a preview in every N-th :class:`StepInfo` (0: never).
         report_every: call ``callback`` every N steps (previews and the last step always report).
         bar: show a tqdm bar; None: where a person watches (:func:`watching`).
+        n_scales: scales the run optimises at (the bar says which one it is at).
     """
 
     def __init__(
@@ -42,8 +43,12 @@ class Progress:
         preview_every: int,
         report_every: int,
         bar: bool | None,
+        n_scales: int = 1,
     ) -> None:
         self.total_steps = total_steps
+        self.n_scales = n_scales
+        self._scale: int | None = None
+        self._last: tuple | None = None  # the last step's scale, size, best images and preview maker
         self.callback = callback
         self.preview_every = preview_every
         self.report_every = max(1, report_every)
@@ -74,8 +79,18 @@ class Progress:
         raises :class:`Cancelled` (holding ``best``) if the callback asks to stop."""
         self.done += 1
         self._pending.append((scale, losses))
+        if scale != self._scale:
+            self._scale = scale
+            desc = f"stylize scale {scale + 1}/{self.n_scales} {size[0]}x{size[1]}"
+            self._bar.set_description(desc, refresh=False)
         self._bar.update(1)
+        self._last = (scale, size, best, preview)
+        self._report()
+
+    def _report(self) -> None:
+        """Reports the last step where it is a reporting step (the callback; the bar's loss)."""
         n = self.done
+        scale, size, best, preview = self._last
         shows_preview = self.preview_every and (n % self.preview_every == 0 or n == self.total_steps)
         reports = self.callback is not None and (
             n % self.report_every == 0 or shows_preview or n == self.total_steps
@@ -92,6 +107,14 @@ class Progress:
         info = StepInfo(n, self.total_steps, scale, size, values, shown, time.perf_counter() - self.t0)
         if self.callback(info) is False:
             raise Cancelled(best, self.history)
+
+    def skip(self, steps: int) -> None:
+        """``steps`` of the run's total will not run (a scale converged early): the total shrinks."""
+        self.total_steps -= steps
+        self._bar.total = self.total_steps
+        self._bar.refresh()
+        if steps and self.done == self.total_steps and self._last is not None:  # the run's last step
+            self._report()
 
     def flush(self) -> None:
         """Reads the losses recorded on the device into the histories (one synchronisation)."""

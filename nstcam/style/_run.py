@@ -5,6 +5,7 @@ in parallel on one engine."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from PIL import Image
 
 from nstcam.anchor import PixelAnchor
-from nstcam.image import long_side_size
+from nstcam.image import image_to_tensor, long_side_size, resize_long_side
 from nstcam.style._anchors import start_images, with_anchors
 from nstcam.style._compiled import compiled_loss, sqrt_method
 from nstcam.style._memory import check_memory
@@ -115,12 +116,16 @@ def run_many(
     anchors = anchors or [[] for _ in contents]
     if plan.tile is not None and (any(anchors) or plan.init == "image"):
         raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
+    if plan.extra.get("strength") == 0:  # strength 0: the photo, as it is, at the output's size
+        return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
     windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
     plan.extra["tiles_per_scale"] = windows
     total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))
-    progress = Progress(total, len(contents), callback, plan.preview_every, report_every, progress_bar)
+    progress = Progress(
+        total, len(contents), callback, plan.preview_every, report_every, progress_bar, len(plan.scales)
+    )
     x: torch.Tensor | None = None
     moments: dict = {}  # with average and Adam: its moment estimates, carried from scale to scale
     try:
@@ -168,6 +173,13 @@ def run_many(
         finish(rt, x[i : i + 1], c, plan, progress.histories[i], progress.t0, m)
         for i, (c, m) in enumerate(zip(contents, masks, strict=True))
     ]
+
+
+def the_photo(rt: Runtime, content: Image.Image, plan: Plan) -> Image.Image:
+    """``content`` at the planned size, as a stylisation's result (no step run, an empty history):
+    what strength 0 asks for."""
+    x = image_to_tensor(resize_long_side(content, plan.size), rt.device)
+    return finish(rt, x, content, plan, [], time.perf_counter())
 
 
 def _loss_fn(

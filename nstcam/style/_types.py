@@ -37,7 +37,8 @@ class StepInfo:
 
     Attributes:
         step: evaluations done so far, over all scales (1-based).
-        total_steps: evaluations the whole run will do.
+        total_steps: evaluations the whole run will do (it shrinks when a scale converges early:
+            ``tolerance``).
         scale: index of the current scale (0 = coarsest).
         size: (width, height) being optimised.
         losses: ``total``, ``content``, ``style`` and ``tv`` (weighted).

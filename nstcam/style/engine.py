@@ -223,7 +223,6 @@ class StyleTransfer(StyleEngine):
         return self._rt.call(warmup, self._rt, width, height, **params)
 
 
-
 def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     """Runs two Adam steps on a ``width`` x ``height`` photo (the packaged cat in mid-tones, styled by
     the brick texture), so that a compiling engine compiles its step for that size now rather than in

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,37 @@ from typing import Any
 from nstcam._checks import finite, whole
 from nstcam.image import ImageSource
 
-__all__ = ["INITS", "OPTIMIZERS", "OPTION_NAMES", "StyleOptions", "auto_scales", "stylize_defaults"]
+__all__ = [
+    "DEFAULT_STRENGTH",
+    "INITS",
+    "OPTIMIZERS",
+    "OPTION_NAMES",
+    "StyleOptions",
+    "auto_scales",
+    "strength_weight",
+    "stylize_defaults",
+]
 
 OPTIMIZERS = ("lbfgs", "adam")
+STRENGTH_WEIGHT = 0.5
+"""The style weight at strength 1: the strongest that kept every subject on real weights
+(docs/style.md, ``bench_style_real.py``: 5 of 5 at 0.5, 4 of 5 at 1)."""
+STRENGTH_CURVE = 3.3
+"""How the weight grows with strength: ``(exp(k s) - 1) / (exp(k) - 1)``. The judge's style move
+grows by 0.084 per e-fold of the weight (0.233 at 0.3, 0.276 at 0.5, 0.322 at 1, 0.397 at 3:
+``bench_style_real.py``), so an exponential makes it grow about in step with the strength, as
+Fast's strength does."""
+DEFAULT_STRENGTH = 1.0
+"""The strongest style that keeps the subject: style weight ``STRENGTH_WEIGHT``."""
+
+
+def strength_weight(strength: float) -> float:
+    """The style weight of ``strength`` (0 to 1): 0 at 0, ``STRENGTH_WEIGHT`` at 1, growing as
+    ``exp(STRENGTH_CURVE * strength)`` between."""
+    k = STRENGTH_CURVE
+    return STRENGTH_WEIGHT * math.expm1(k * float(strength)) / math.expm1(k)
+
+
 INITS = ("content", "noise", "style", "style_stats", "fast")
 
 
@@ -35,8 +64,14 @@ class StyleOptions:
         size: long side of the output, in pixels.
         steps: evaluations of the network (forward + backward) per scale, whatever the optimiser;
             or one count per scale.
-        style_weight: weight of the style loss; with ``content_weight`` and ``tv_weight``, the
-            defaults keep the subject on a real VGG16 (docs/style.md).
+        style_weight: weight of the style loss, for experts: given, it overrides ``strength``;
+            None (default): ``strength``'s (:func:`strength_weight`). With ``content_weight`` and
+            ``tv_weight``, the defaults keep the subject on a real VGG16 (docs/style.md).
+        strength: how much of the style, 0 (the photo, returned as it is) to 1 (the strongest
+            style that kept every subject of ``bench_style_quality.py``'s pairs), the same scale
+            as :meth:`nstcam.FastStyle.stylize`'s (calibrated so that one strength moves the
+            style about as far in every mode); it sets the style weight (:func:`strength_weight`)
+            and, with ``init="fast"``, the fast painting's strength.
         content_weight: weight of the content loss.
         tv_weight: weight of the smoothness (total variation) loss.
         optimizer: ``"lbfgs"`` or ``"adam"``.
@@ -51,7 +86,9 @@ class StyleOptions:
         layer_balance: each style layer's weight divided by how far apart that layer finds a
             reference photo and painting on this network (measured once per engine,
             ``style/_balance.py``), so layers count alike whatever the network's activation scale
-            (random or real, BatchNorm or caffe weights); False: the weights as given.
+            (random or real, BatchNorm or caffe weights); False: the weights as given. Gram only:
+            the balance is measured in Gram terms, so ``"wasserstein"`` and ``"sliced"`` take the
+            weights as given (the result's params say ``layer_balance_applied``).
         style_scale: size of the style image relative to the output (1 = same long side).
         preserve_color: keep the content's colours: ``"luminance"`` (or True) transfers the
             luminance only and puts the content's chroma back; ``"histogram"`` recolours the style
@@ -82,11 +119,15 @@ class StyleOptions:
             directions, fresh each step from ``seed``). ``style/losses/``.
         average: the result is the bias-corrected moving average of the iterates with this decay
             (0.99; False: off), not the best; the next scale starts from it (Adam: its moments too).
+        tolerance: a scale ends before its ``steps`` once converged: when its best total loss fell
+            by less than ``tolerance`` x the scale's first loss over the last ``CONVERGE_WINDOW``
+            (20) evaluations; 0: every step runs. The result's history shows the steps run.
     """
 
     size: int = 512
     steps: int | Sequence[int] = 300
-    style_weight: float = 0.5
+    style_weight: float | None = None
+    strength: float = DEFAULT_STRENGTH
     content_weight: float = 1.0
     tv_weight: float = 5.0
     optimizer: str = "lbfgs"
@@ -109,6 +150,7 @@ class StyleOptions:
     tile_overlap: int | None = None
     style_loss: str = "gram"
     average: float | bool = False
+    tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         _check(self)
@@ -179,7 +221,9 @@ def _check(o: StyleOptions) -> None:
     check_choice("mask_mode", o.mask_mode, ("optimize", "blend"))
     scales_and_steps(o.size, o.scales, o.steps)
     for name in ("style_weight", "content_weight", "tv_weight"):
-        finite(name, getattr(o, name), minimum=0)
+        if name != "style_weight" or o.style_weight is not None:
+            finite(name, getattr(o, name), minimum=0)
+    finite("strength", o.strength, minimum=0, maximum=1)
     if not finite("style_scale", o.style_scale) > 0:
         raise ValueError(f"style_scale must be > 0, got {o.style_scale!r}")
     if not isinstance(o.layer_balance, bool):
@@ -197,6 +241,8 @@ def _check(o: StyleOptions) -> None:
     if o.average is not False and o.average is not None:
         if not 0 < finite("average", o.average) < 1:
             raise ValueError(f"average must be a decay in (0, 1) such as 0.99, or False; got {o.average!r}")
+    if not 0 <= finite("tolerance", o.tolerance, minimum=0) < 1:
+        raise ValueError(f"tolerance must be 0 (off) or in (0, 1) such as 0.002, got {o.tolerance:g}")
 
 
 def auto_scales(size: int) -> list[int]:
@@ -236,4 +282,3 @@ def tile_overlap(tile: int | None, overlap: int | None) -> int:
     tile = whole("tile", tile, minimum=64)
     default = min(64, tile // 4)
     return whole("tile_overlap", default if overlap is None else overlap, minimum=0, maximum=tile // 4)
-

@@ -44,7 +44,7 @@ DEFAULTS = stylize_defaults()
 
 
 DOC = """Neural style transfer: repaints the content image in the colours and brush strokes of the
-style image while keeping its layout. `mode` "optimise" (default): Gatys et al.'s optimisation on
+style image while keeping its layout (default mode on this server: "{style_mode}"). `mode` "optimise": Gatys et al.'s optimisation on
 VGG16_bn, each step a forward and backward pass; on this {device} server: {cost}. "fast": one pass
 of a pretrained feed-forward network (Magenta's arbitrary style network, real weights whatever the
 VGG's), well under a second at 512 px on a CPU; "fast_refine": the optimisation starts from that
@@ -57,7 +57,7 @@ Args:
     blend: weight of style_b, 0 to 1 (0: style only).
     size: long side of the result in px, 64 to {max_size}.
     steps: optimisation steps (network evaluations), 1 to {max_steps}; more is closer to the style.
-    style_weight: strength of the style, >= 0 (default {style_weight}).
+    style_weight: the style loss's weight, for experts: it overrides strength; null (default): strength's ({style_weight}).
     content_weight: strength of the content's layout, >= 0 (default {content_weight}).
     tv_weight: smoothness (total variation), >= 0 (default {tv_weight}).
     preserve_color: "off", "luminance" (keep the photo's colours) or "histogram" (recolour the style first).
@@ -69,8 +69,8 @@ Args:
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
-    mode: "optimise" (default), "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
-    strength: "fast" mode: how much of the style, 0 (the photo) to 1 (default, the whole style).
+    mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
+    strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast", the strongest that kept every subject of the benchmark's pairs in the optimisation).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
 
@@ -99,7 +99,7 @@ def stylize_handler(
     blend: float = 0.0,
     size: int = 384,
     steps: int = 100,
-    style_weight: float = DEFAULTS["style_weight"],
+    style_weight: float | None = DEFAULTS["style_weight"],
     content_weight: float = DEFAULTS["content_weight"],
     tv_weight: float = DEFAULTS["tv_weight"],
     preserve_color: bool | str = "off",
@@ -154,7 +154,8 @@ def stylize_handler(
             style_weights=weights,
             size=int(size),
             steps=int(steps),
-            style_weight=float(style_weight),
+            style_weight=None if style_weight is None else float(style_weight),
+            strength=float(strength),
             content_weight=float(content_weight),
             tv_weight=float(tv_weight),
             preserve_color=_color_mode(preserve_color),
@@ -298,6 +299,29 @@ BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYL
 """The 26 built-in styles by index (docs/fast_styles.png shows them), or none (the style image)."""
 
 
+SECONDS_PER_PIXEL_STEP = {"cpu": 7.5e-6}
+"""One evaluation of VGG16_bn (forward and backward) per output pixel: 1.365 s at 512 x 341 px on
+this project's 2-core CPU (docs/benchmarks.md, ``bench_examples.py``); not measured on a GPU yet."""
+
+
+def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> str:
+    """What the modes will cost at ``size`` (a 3:2 photo's long side) and ``steps``, shown before a
+    run: Fast's one pass, and the optimisation's steps at this device's measured rate (on a GPU,
+    not measured yet: no figure is guessed)."""
+    size, steps = int(size or 384), int(steps or 100)
+    rate = SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
+    where = config.torch_device.type.upper()
+    slow = f"Optimise and Fast then refine: {steps} steps at {size} px"
+    if rate is None:
+        return f"Fast: under a second. {slow}: not measured on a {where} yet."
+    seconds = rate * size * (size * 2 // 3) * steps
+    return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def _mode_controls(mode: str) -> tuple[Any, ...]:
     """What each mode reads: Fast its strength and built-in styles, not the steps, the optimisation
     settings or the regions; the optimisation modes the reverse."""
@@ -339,15 +363,25 @@ def _choices(config: AppConfig) -> dict[str, Any]:
         )
     mode = gr.Radio(
         [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
-        value="optimise",  # the API's default too: a client that sends no mode keeps its results
+        value=config.style_mode,  # the API's default too (view_api says it): Fast on a CPU server
         label="Mode",
         info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "
-        "on VGG16_bn, minutes on a CPU, any style and every setting below",
+        "on VGG16_bn, any style and every setting below",
         elem_id="st-mode",
     )
+    estimate = gr.Markdown(mode_estimate(config), elem_id="st-estimate")
     with gr.Row():
         run = gr.Button("Stylise", variant="primary", elem_id="st-run")
         cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
+    strength = gr.Slider(
+        0,
+        1,
+        value=1.0,
+        step=0.05,
+        label="Strength (0: the photo, 1: the whole style), every mode",
+        info="the same strength moves the style about as far in each mode (docs/style.md)",
+        elem_id="st-strength",
+    )
     blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
     preserve = gr.Dropdown(
         ["off", "luminance", "histogram"],
@@ -357,23 +391,20 @@ def _choices(config: AppConfig) -> dict[str, Any]:
         info="luminance: the content's chroma back; histogram: the style recoloured first",
     )
     ui = dict(content=content, style_a=style_a, style_b=style_b, mode=mode, run=run, cancel=cancel)
-    ui.update(blend=blend, preserve=preserve, **_fast_controls(), **_regions(config))
+    ui.update(blend=blend, preserve=preserve, estimate=estimate, strength=strength)
+    ui.update(**_fast_controls(), **_regions(config))
     ui["size"], ui["steps"] = size_steps(config)
     ui.update(_advanced())
+    fast = config.style_mode == "fast"  # the controls the opening mode reads, as _mode_controls shows them
+    ui["fast_row"].visible = fast
+    for name in ("steps", "advanced", "regions"):
+        ui[name].visible = not fast
     return ui
 
 
 def _fast_controls() -> dict[str, Any]:
-    """Fast mode's own row (hidden in the others): the strength and the built-in styles."""
+    """Fast mode's own row (hidden in the others): the built-in styles."""
     with gr.Row(visible=False, elem_id="st-fast-row") as fast_row:
-        strength = gr.Slider(
-            0,
-            1,
-            value=1.0,
-            step=0.05,
-            label="Strength (0: the photo, 1: the whole style)",
-            elem_id="st-strength",
-        )
         builtin_a = gr.Dropdown(
             BUILTIN_CHOICES,
             value=-1,
@@ -383,7 +414,7 @@ def _fast_controls() -> dict[str, Any]:
         builtin_b = gr.Dropdown(
             BUILTIN_CHOICES, value=-1, label="Built-in style B (blended in)", elem_id="st-builtin-b"
         )
-    return dict(fast_row=fast_row, strength=strength, builtin_a=builtin_a, builtin_b=builtin_b)
+    return dict(fast_row=fast_row, builtin_a=builtin_a, builtin_b=builtin_b)
 
 
 def _regions(config: AppConfig) -> dict[str, Any]:
@@ -414,7 +445,11 @@ def _advanced() -> dict[str, Any]:
     with gr.Accordion("Advanced", open=False) as advanced:
         ui = dict(
             advanced=advanced,
-            style_strength=gr.Number(DEFAULTS["style_weight"], label="Style strength", minimum=0),
+            style_strength=gr.Number(
+                DEFAULTS["style_weight"],
+                label="Style weight (experts; empty: from the strength)",
+                minimum=0,
+            ),
             content_strength=gr.Number(DEFAULTS["content_weight"], label="Content strength", minimum=0),
             smoothness=gr.Number(DEFAULTS["tv_weight"], label="Smoothness (total variation)", minimum=0),
             seed=gr.Number(0, label="Seed", precision=0, minimum=0),
@@ -485,6 +520,14 @@ def _wire(config: AppConfig, models: Models, runs: Runs, ui: dict[str, Any]) -> 
         api_name=False,
         show_progress="hidden",
     )
+    for source in (ui["size"], ui["steps"]):  # the estimate before a run, as they change
+        source.change(
+            lambda size, steps: mode_estimate(config, size, steps),
+            [ui["size"], ui["steps"]],
+            ui["estimate"],
+            api_name=False,
+            show_progress="hidden",
+        )
 
     @endpoint(stylize_handler, fill_doc(DOC, config), runs=(runs, "stylize"))
     def stylize(stop: threading.Event, **params: Any) -> Iterator[tuple[Any, str, str | None]]:
