@@ -67,3 +67,69 @@ def real_vgg16() -> nn.Module:
             conv.weight.copy_(w)
             conv.bias.copy_(b)
     return model.eval()
+
+
+PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "brick.png", "gravel.png", "grass.png")
+"""The bundled images whose features set the VGG16_bn's BatchNorm statistics."""
+
+
+@functools.lru_cache(maxsize=1)
+def _channel_stats(size: int = 128) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """Each convolution's output mean and standard deviation per channel on the real VGG16, over
+    every position of ``PHOTOS`` at long side ``size`` (caffe inputs)."""
+    from nstcam import Preprocess, load_image
+    from nstcam.image import SAMPLES, image_to_tensor, resize_long_side
+
+    model, pre = real_vgg16(), Preprocess.caffe()
+    convs = [m for m in model.features if isinstance(m, nn.Conv2d)]
+    sums = [[0.0, 0.0, 0] for _ in convs]
+
+    def keep(i):
+        def hook(module, args, out):
+            f = out.detach().double().transpose(0, 1).flatten(1)  # C x positions
+            sums[i][0] = sums[i][0] + f.sum(1)
+            sums[i][1] = sums[i][1] + f.pow(2).sum(1)
+            sums[i][2] += f.shape[1]
+
+        return hook
+
+    hooks = [c.register_forward_hook(keep(i)) for i, c in enumerate(convs)]
+    try:
+        with torch.no_grad():
+            for name in PHOTOS:
+                x = image_to_tensor(resize_long_side(load_image(SAMPLES / name), size))
+                model.features(pre.normalize(x))
+    finally:
+        for h in hooks:
+            h.remove()
+    out = []
+    for s, s2, n in sums:
+        mean = s / n
+        out.append((mean.float(), (s2 / n - mean.pow(2)).clamp_min(1e-12).sqrt().float()))
+    return tuple(out)
+
+
+def real_vgg16_bn() -> nn.Module:
+    """torchvision's ``vgg16_bn`` carrying the real VGG16's features: each BatchNorm set to its
+    channel's measured statistics on the bundled photos (running mean and variance, scale 1, shift
+    mean / std), so it outputs each convolution's real output divided by its channel's standard
+    deviation; each next convolution's input channels are scaled back by it. Its ReLU features
+    are the real ones, renormalised per channel: what the layer balance must carry the defaults
+    across (issue 64)."""
+    from torchvision.models import vgg16_bn
+
+    model = vgg16_bn(weights=None)
+    convs = [m for m in model.features if isinstance(m, nn.Conv2d)]
+    norms = [m for m in model.features if isinstance(m, nn.BatchNorm2d)]
+    stats = _channel_stats()
+    with torch.no_grad():
+        prev_std = None
+        for conv, bn, (w, b), (mean, std) in zip(convs, norms, _convolutions(), stats, strict=True):
+            conv.weight.copy_(w if prev_std is None else w * prev_std[None, :, None, None])
+            conv.bias.copy_(b)
+            bn.running_mean.copy_(mean)
+            bn.running_var.copy_(std.pow(2) - bn.eps)
+            bn.weight.fill_(1.0)
+            bn.bias.copy_(mean / std)
+            prev_std = std
+    return model.eval()

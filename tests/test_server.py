@@ -1062,6 +1062,7 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
         for sel in ("#st-content", "#st-style", "#st-style-b"):
             page.locator(f"{sel} input[type=file]").set_input_files(str(c))
             page.locator(f"{sel} img").first.wait_for(timeout=30_000)
+        page.locator("#st-mode").get_by_label("Optimise").check()  # a CPU server opens in Fast
         page.get_by_text("Regions: a mask per style (optional)").click()
         editor = page.locator("#st-mask-a")
         editor.locator("input[type=file]").first.set_input_files(str(c))  # a guide to paint over

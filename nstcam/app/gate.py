@@ -207,6 +207,8 @@ def _check_bounds(block: Any, name: str, value: Any) -> None:
         return
     if not isinstance(value, (int, float)) and value is not None:
         raise refuse(f"{name} must be a number, got {shown(value)}")
+    if value is None and isinstance(block, gr.Number) and block.value is None:
+        return  # an optional number left empty (the style weight: from the strength)
     if value is not None and _whole(block) and value != int(value):
         raise refuse(f"{name} must be a whole number, got {value:g}")
     lo, hi = getattr(block, "minimum", None), getattr(block, "maximum", None)

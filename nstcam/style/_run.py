@@ -99,23 +99,8 @@ def run_many(
         raise ValueError(
             "run_many needs contents of one size at every scale; group them with sizes_at_scales"
         )
-    shapes = {None if m is None else m.shape for m in masks}
-    plan.extra["style_mask"] = next((f"{m.shape[1]}x{m.shape[0]}" for m in masks if m is not None), None)
-    if len(shapes - {None}) > 1:
-        plan.extra["style_mask"] = "per image"
-    if regions:
-        plan.extra["style_masks"] = [None if m is None else f"{m.shape[1]}x{m.shape[0]}" for m in regions]
-        if plan.tile is not None or plan.extra["mask_mode"] != "optimize" or plan.extra["style_mask"]:
-            raise ValueError(
-                "style_masks take neither tile, mask_mode='blend' nor a style_mask; leave those unset"
-            )
-    if plan.tile is not None and plan.extra["style_mask"] and plan.extra["mask_mode"] == "optimize":
-        raise ValueError(
-            "tile does not combine with a style_mask in mask_mode='optimize'; use mask_mode='blend'"
-        )
     anchors = anchors or [[] for _ in contents]
-    if plan.tile is not None and (any(anchors) or plan.init == "image"):
-        raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
+    _check_combination(plan, masks, regions, anchors)
     if plan.extra.get("strength") == 0:  # strength 0: the photo, as it is, at the output's size
         return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
@@ -173,6 +158,29 @@ def run_many(
         finish(rt, x[i : i + 1], c, plan, progress.histories[i], progress.t0, m)
         for i, (c, m) in enumerate(zip(contents, masks, strict=True))
     ]
+
+
+def _check_combination(
+    plan: Plan, masks: list[np.ndarray | None], regions: list[np.ndarray | None] | None, anchors: list
+) -> None:
+    """Records the masks in ``plan.extra`` and refuses what does not combine (tiles with a mask
+    optimised in place, anchors or a start image; a style per region with any of those)."""
+    shapes = {None if m is None else m.shape for m in masks}
+    plan.extra["style_mask"] = next((f"{m.shape[1]}x{m.shape[0]}" for m in masks if m is not None), None)
+    if len(shapes - {None}) > 1:
+        plan.extra["style_mask"] = "per image"
+    if regions:
+        plan.extra["style_masks"] = [None if m is None else f"{m.shape[1]}x{m.shape[0]}" for m in regions]
+        if plan.tile is not None or plan.extra["mask_mode"] != "optimize" or plan.extra["style_mask"]:
+            raise ValueError(
+                "style_masks take neither tile, mask_mode='blend' nor a style_mask; leave those unset"
+            )
+    if plan.tile is not None and plan.extra["style_mask"] and plan.extra["mask_mode"] == "optimize":
+        raise ValueError(
+            "tile does not combine with a style_mask in mask_mode='optimize'; use mask_mode='blend'"
+        )
+    if plan.tile is not None and (any(anchors) or plan.init == "image"):
+        raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
 
 
 def the_photo(rt: Runtime, content: Image.Image, plan: Plan) -> Image.Image:

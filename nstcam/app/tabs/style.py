@@ -141,13 +141,7 @@ def stylize_handler(
     if mode == "fast_refine":
         init = "fast"
     try:
-        if content is None or style is None:
-            raise refuse("Upload a content image and at least one style image.")
-        request_cost("stylize", cfg, size, steps).check()
-        check(blend, "blend", 0, 1)
-        check(average, "average", 0, 0.9999)
-        if tile:
-            check(tile, "tile", 64, cfg.max_size)
+        _check_request(cfg, content, style, size, steps, blend, average, tile)
         content_img = load_upload(content, "content")
         styles, weights, masks = _styles_and_regions(style, style_b, blend, mask_a, mask_b)
         options = StyleOptions.of(
@@ -192,6 +186,20 @@ def stylize_handler(
     except Exception as e:
         raise fail(e) from e
     yield _outcome(models, result.value, f"{halted(stop)} at step", total[0], note)
+
+
+def _check_request(
+    cfg: AppConfig, content: Any, style: Any, size: Any, steps: Any, blend: Any, average: Any, tile: Any
+) -> None:
+    """The optimisation's request checked before any work: both images given, its cost within the
+    server's budget, each range."""
+    if content is None or style is None:
+        raise refuse("Upload a content image and at least one style image.")
+    request_cost("stylize", cfg, size, steps).check()
+    check(blend, "blend", 0, 1)
+    check(average, "average", 0, 0.9999)
+    if tile:
+        check(tile, "tile", 64, cfg.max_size)
 
 
 def _styles_and_regions(
