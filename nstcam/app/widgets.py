@@ -96,19 +96,24 @@ def before_after(outbox: Outbox, content: str | None, result: str | None) -> tup
     ), result
 
 
+def first_size_steps(config: AppConfig) -> tuple[int, int]:
+    """The size and steps sliders' first values on this server: 384 px and 100 steps, or its limits."""
+    return min(384, config.max_size), min(100, config.max_steps)
+
+
 def size_steps(config: AppConfig) -> tuple[gr.Slider, gr.Slider]:
     # the limits in the labels: a number typed over them is clamped by the browser, so say them
     size = gr.Slider(
         64,
         config.max_size,
-        value=min(384, config.max_size),
+        value=first_size_steps(config)[0],
         step=16,
         label=f"Size (long side, px; at most {config.max_size} here)",
     )
     steps = gr.Slider(
         1,
         config.max_steps,
-        value=min(100, config.max_steps),
+        value=first_size_steps(config)[1],
         step=1,
         label=f"Steps (at most {config.max_steps} here)",
     )

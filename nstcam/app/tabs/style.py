@@ -29,7 +29,7 @@ from nstcam.app.running import (
     weights_note,
 )
 from nstcam.app.tools import fill_doc
-from nstcam.app.widgets import as_files, before_after, pickers, sample, size_steps
+from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers, sample, size_steps
 from nstcam.fast import N_STYLES
 from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
@@ -377,7 +377,7 @@ def _choices(config: AppConfig) -> dict[str, Any]:
         "on VGG16_bn, any style and every setting below",
         elem_id="st-mode",
     )
-    estimate = gr.Markdown(mode_estimate(config), elem_id="st-estimate")
+    estimate = gr.Markdown(mode_estimate(config, *first_size_steps(config)), elem_id="st-estimate")
     with gr.Row():
         run = gr.Button("Stylise", variant="primary", elem_id="st-run")
         cancel = gr.Button("Cancel", variant="stop", elem_id="st-cancel")
