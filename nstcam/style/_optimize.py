@@ -36,9 +36,9 @@ __all__ = [
 ]
 
 REDRAW = 20
+"""L-BFGS with the sliced loss: evaluations per block of fixed directions (Adam: new each step)."""
 CONVERGE_WINDOW = 20
 """Evaluations between convergence checks (``tolerance``): one read of the loss per window."""
-"""L-BFGS with the sliced loss: evaluations per block of fixed directions (Adam: new each step)."""
 _KEEP = 10.0  # with a style mask: content loss weight where the mask is 0, relative to where it is 1
 _PIXEL_KEEP = 100.0  # with a style mask: weight of the pixel-space content anchor where the mask is 0
 

@@ -113,8 +113,8 @@ class Progress:
         self.total_steps -= steps
         self._bar.total = self.total_steps
         self._bar.refresh()
-        if steps and self.done == self.total_steps and self._last is not None:  # the run's last step
-            self._report()
+        if steps and self.done == self.total_steps and self._last is not None:
+            self._report()  # the run's last step, again with the shrunk total: the callback's last word
 
     def flush(self) -> None:
         """Reads the losses recorded on the device into the histories (one synchronisation)."""
