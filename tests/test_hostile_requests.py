@@ -240,7 +240,7 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
 
 
 def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_server(server, live):
-    fn_index, data = _event(live, "stylize", i4=128, i5=20)
+    fn_index, data = _event(live, "stylize", i4=128, i5=20, i18="optimise")  # a CPU server opens in Fast
     session = uuid.uuid4().hex[:12]
     join = httpx.post(
         server + "gradio_api/queue/join",
@@ -328,6 +328,7 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         assert call(url, cam, finished)["success"]  # a finished request (row 9 of issue 49): its results
         assert [f for f in uploads.rglob("*.png") if f.name.startswith(("overlay", "heatmap"))]  # cached
         data[0], data[1], data[4], data[5] = content, content, 128, 300
+        data[18] = "optimise"  # the mode: a CPU server's page (and so the API) opens in Fast
         session = uuid.uuid4().hex[:12]
         httpx.post(
             url + "gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session}
