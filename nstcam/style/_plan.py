@@ -10,6 +10,7 @@ import torch
 
 from nstcam._checks import finite
 from nstcam.style._balance import balanced_weights
+from nstcam.style.losses import style_loss_named
 from nstcam.style.options import (
     StyleOptions,
     auto_scales,
@@ -24,10 +25,6 @@ __all__ = ["DEFAULT_CONTENT_LAYERS", "DEFAULT_STYLE_LAYERS", "Plan", "auto_scale
 
 DEFAULT_STYLE_LAYERS = ("relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1")
 DEFAULT_CONTENT_LAYERS = ("relu4_2",)
-BALANCED_LOSSES = ("gram",)
-"""The style losses the layer balance applies to: it is measured in Gram terms (``_balance.py``), so
-it would re-weight the distribution losses by another loss's magnitudes; W2 and sliced take the
-layer weights as given."""
 
 
 @dataclass
@@ -119,8 +116,8 @@ def make_plan(
     """``options`` (checked when made) resolved for a run on a network with ``n_styles`` style
     images: the scales and their steps, the layers (``known_layers``: the network's names,
     :func:`~nstcam.style.vgg.vgg_layers`) weighted by the network's ``balance``
-    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance`` to the losses of
-    ``BALANCED_LOSSES``), the blend, a
+    (:func:`~nstcam.style._balance.layer_balance`, applied with ``layer_balance`` to the losses whose
+    record says ``layer_balance``: Gram's), the blend, a
     drawn seed where none was given, the optimiser's learning rate.
 
     Raises:
@@ -131,7 +128,8 @@ def make_plan(
     scales_list, steps_list = scales_and_steps(o.size, o.scales, o.steps)
     layers, content = _layers(o.style_layers, o.content_layers, known_layers)
     style_weight = strength_weight(o.strength) if o.style_weight is None else o.style_weight
-    balanced = bool(o.layer_balance and balance and o.style_loss in BALANCED_LOSSES)
+    # measured in Gram terms, the balance would re-weight W2 and sliced by another loss's magnitudes
+    balanced = bool(o.layer_balance and balance and style_loss_named(o.style_loss).layer_balance)
     if balanced:
         layers, style_weight = balanced_weights(layers, style_weight, balance)
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if o.seed is None else int(o.seed)

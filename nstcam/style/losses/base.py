@@ -49,6 +49,8 @@ class StyleLoss:
         augment: Grams of features with a constant channel (means and second moments at once).
         random_directions: it reads random directions drawn per evaluation (L-BFGS keeps one set
             per block of evaluations, so its line searches see one function).
+        layer_balance: the layer balance (``style/_balance.py``, measured in Gram terms) applies to
+            it; the other losses take the layer weights as given.
         extra_bytes: ``extra_bytes(width, height, style_layers, style_scale, tile)``: memory beyond
             the model's activations (the estimate before a run).
         check: how closely two float32 evaluations of it can agree, where that is looser than the
@@ -63,5 +65,6 @@ class StyleLoss:
     term: Term
     augment: bool = False
     random_directions: bool = False
+    layer_balance: bool = False
     extra_bytes: Callable[..., int] = no_bytes
     check: Tolerance | None = None

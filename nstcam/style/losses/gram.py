@@ -64,4 +64,11 @@ def gram_term(
     return style_loss(grams, targets, weights, reduction="none")
 
 
-LOSS = StyleLoss("gram", "Gatys: each layer's Gram matrix (default)", "grams", lambda g, seed: g, gram_term)
+LOSS = StyleLoss(
+    "gram",
+    "Gatys: each layer's Gram matrix (default)",
+    "grams",
+    lambda g, seed: g,
+    gram_term,
+    layer_balance=True,  # the balance is measured in Gram terms
+)
