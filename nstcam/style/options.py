@@ -67,11 +67,11 @@ class StyleOptions:
         style_weight: weight of the style loss, for experts: given, it overrides ``strength``;
             None (default): ``strength``'s (:func:`strength_weight`). With ``content_weight`` and
             ``tv_weight``, the defaults keep the subject on a real VGG16 (docs/style.md).
-        strength: how much of the style, 0 (the photo, returned as it is) to 1 (the strongest
-            style that kept every subject of ``bench_style_quality.py``'s pairs), the same scale
-            as :meth:`nstcam.FastStyle.stylize`'s (calibrated so that one strength moves the
-            style about as far in every mode); it sets the style weight (:func:`strength_weight`)
-            and, with ``init="fast"``, the fast painting's strength.
+        strength: how much of the style, 0 (the photo, returned as it is) to 1 (style weight
+            0.5: the strongest that kept every subject of ``bench_style_real.py``'s 192 px study);
+            it sets the style weight (:func:`strength_weight`) and, with ``init="fast"``, the fast
+            painting's strength. Not yet calibrated against :meth:`nstcam.FastStyle.stylize`'s
+            scale: at 128 px, strength 1 here moves the style about as far as Fast's 0.6.
         content_weight: weight of the content loss.
         tv_weight: weight of the smoothness (total variation) loss.
         optimizer: ``"lbfgs"`` or ``"adam"``.

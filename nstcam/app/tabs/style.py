@@ -70,7 +70,7 @@ Args:
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
     mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
-    strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast", the strongest that kept every subject of the benchmark's pairs in the optimisation).
+    strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 0.5, the strongest that kept every subject of the real-weights study).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
 
@@ -384,10 +384,10 @@ def _choices(config: AppConfig) -> dict[str, Any]:
     strength = gr.Slider(
         0,
         1,
-        value=1.0,
+        value=DEFAULTS["strength"],
         step=0.05,
         label="Strength (0: the photo, 1: the whole style), every mode",
-        info="the same strength moves the style about as far in each mode (docs/style.md)",
+        info="Fast: the style vector's share; the optimisation: its style weight (docs/style.md)",
         elem_id="st-strength",
     )
     blend = gr.Slider(0, 1, value=0.0, step=0.05, label="Blend: weight of style B")
