@@ -17,6 +17,7 @@ SAMPLES = ROOT / "nstcam" / "assets" / "samples"
 SHRINK = [
     ('weights="imagenet"', 'weights="random"'),
     ("size=512, steps=300", "size=32, steps=2"),
+    ("size=512, seed=0)", "size=32, steps=2, seed=0)"),
     ("size=512, steps=100", "size=32, steps=2"),
     ("size=256, steps=60", "size=32, steps=2"),
     ("size=1024)", "size=48, steps=2)"),

@@ -502,6 +502,8 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         open_app(page, server)
+        # The banner renders after the network settles on a loaded machine: wait for it, then assert.
+        page.get_by_text("Random weights").first.wait_for(state="visible", timeout=30_000)
         assert page.get_by_text("Random weights").first.is_visible()
         run = page.locator("#st-run").bounding_box()
         assert run is not None and run["y"] + run["height"] <= 900, f"Stylise is below the fold: {run}"

@@ -216,7 +216,8 @@ def test_multiscale_coarse_to_fine(st, content, style):
     assert img.info["nstcam"]["params"]["scales"] == [32, 64]
     from nstcam.style._plan import auto_scales as _auto_scales
 
-    assert _auto_scales(512) == [512] and _auto_scales(2048) == [256, 512, 1024, 2048]
+    assert _auto_scales(200) == [200] and _auto_scales(512) == [256, 512]
+    assert _auto_scales(2048) == [256, 512, 1024, 2048]
 
 
 def test_bn_folding_keeps_features(st):

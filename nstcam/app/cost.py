@@ -87,19 +87,28 @@ class Cost:
         return self
 
 
+def square_pixels_at_scales(size: int) -> float:
+    """The pixels of a ``size`` px square at each scale the optimisation runs at by default
+    (:func:`nstcam.style.auto_scales`: its half, then ``size``, from 256 px), summed."""
+    from nstcam.style.options import auto_scales
+
+    return float(sum(side**2 for side in auto_scales(int(size))))
+
+
 def _server(cfg: AppConfig) -> str:
     return f"this {cfg.torch_device.type.upper()} server"
 
 
 def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
-    """A style request's pixel-steps (``size**2 * steps``, a square at most: the long side is
-    ``size``), its size and steps each in range first (``/stylize``, ``/subject_aware``)."""
+    """A style request's pixel-steps (``side**2 * steps`` over its scales, coarse to fine: a square
+    at most, the long side being ``size``), its size and steps each in range first (``/stylize``,
+    ``/subject_aware``)."""
     check(size, "size", 64, cfg.max_size)
     check(steps, "steps", 1, cfg.max_steps)
     return Cost(
         f"a style request of {size:g} px and {steps:g} steps",
-        float(size) ** 2 * float(steps),
-        float(cfg.max_size) ** 2 * cfg.max_steps,
+        square_pixels_at_scales(int(size)) * float(steps),
+        square_pixels_at_scales(cfg.max_size) * cfg.max_steps,
         "pixel-steps",
         "Use a smaller size or fewer steps.",
         _server(cfg),

@@ -44,7 +44,11 @@ def add_parser(sub: Any) -> None:
         "--size", type=int, default=d["size"], help=f"long side of the output in px (default {d['size']})"
     )
     s.add_argument(
-        "--steps", type=int, default=d["steps"], help=f"network evaluations per scale (default {d['steps']})"
+        "--steps",
+        type=int,
+        default=d["steps"],
+        help="network evaluations per scale (default: 20 at the finest scale, 2x at each coarser one, "
+        "100 for a single scale; ended sooner by the convergence stop)",
     )
     s.add_argument("--scales", type=ints, metavar="S1,S2", help="coarse-to-fine long sides, e.g. 256,512")
     loss_weights(s)

@@ -101,6 +101,7 @@ def run_many(
         )
     anchors = anchors or [[] for _ in contents]
     _check_combination(plan, masks, regions, anchors)
+    plan.init = resolved_init(plan, masks, regions)
     if plan.extra.get("strength") == 0:  # strength 0: the photo, as it is, at the output's size
         return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
@@ -181,6 +182,18 @@ def _check_combination(
         )
     if plan.tile is not None and (any(anchors) or plan.init == "image"):
         raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
+
+
+def resolved_init(plan: Plan, masks: list, regions: list | None) -> str:
+    """``init="auto"`` resolved for this run: the fast painting where its network's weights are here
+    and nothing asks to keep part of the photo or to paint windows apart (a style mask, regions, a
+    tile); else the content. Any other init as given."""
+    if plan.init != "auto":
+        return plan.init
+    from nstcam.fast import fast_available  # the fast engine builds on this package
+
+    plain = plan.tile is None and not any(m is not None for m in masks) and not regions
+    return "fast" if plain and fast_available() else "content"
 
 
 def the_photo(rt: Runtime, content: Image.Image, plan: Plan) -> Image.Image:

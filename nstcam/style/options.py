@@ -28,19 +28,24 @@ __all__ = [
     "OPTION_NAMES",
     "StyleOptions",
     "auto_scales",
+    "auto_steps",
     "strength_weight",
     "stylize_defaults",
 ]
 
 OPTIMIZERS = ("lbfgs", "adam")
-STRENGTH_WEIGHT = 0.5
-"""The style weight at strength 1: the strongest that kept every subject on real weights
-(docs/style.md, ``bench_style_real.py``: 5 of 5 at 0.5, 4 of 5 at 1)."""
-STRENGTH_CURVE = 3.3
+STRENGTH_WEIGHT = 10.0
+"""The style weight at strength 1. From the fast painting, at the default scales and steps, it moves
+the style further than the arbitrary network's one pass and keeps every subject the one pass keeps
+(``bench_style_quality.py`` at 512 px: 0.576 against 0.562 over eight pairs, 6 subjects kept
+against 2; docs/style.md)."""
+STRENGTH_CURVE = 5.9
 """How the weight grows with strength: ``(exp(k s) - 1) / (exp(k) - 1)``. The judge's style move
-grows by 0.084 per e-fold of the weight (0.233 at 0.3, 0.276 at 0.5, 0.322 at 1, 0.397 at 3:
-``bench_style_real.py``), so an exponential makes it grow about in step with the strength, as
-Fast's strength does."""
+grows by about 0.084 per e-fold of the weight (``bench_style_real.py``), so an exponential makes it
+grow about in step with the strength, as Fast's strength does. ``k`` is set so that strength 0.5 moves
+the style about as far as Fast's 0.5 (``bench_style_quality.py`` at 256 px: with k = 3.3, style
+weight 1.6, it moved 0.426 against Fast's 0.319; 0.1 less is about 1.2 e-folds of the weight
+less, 0.5, which k = 5.9 gives)."""
 DEFAULT_STRENGTH = 1.0
 """The strongest style that keeps the subject: style weight ``STRENGTH_WEIGHT``."""
 
@@ -52,7 +57,10 @@ def strength_weight(strength: float) -> float:
     return STRENGTH_WEIGHT * math.expm1(k * float(strength)) / math.expm1(k)
 
 
-INITS = ("content", "noise", "style", "style_stats", "fast")
+INITS = ("auto", "content", "noise", "style", "style_stats", "fast")
+DEFAULT_STEPS_FINEST = 20
+"""With ``steps=None``: the finest scale's evaluations; each coarser scale takes 2x the next finer's
+(most work where it is cheap), a single scale 100."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,19 +71,21 @@ class StyleOptions:
     Attributes:
         size: long side of the output, in pixels.
         steps: evaluations of the network (forward + backward) per scale, whatever the optimiser;
-            or one count per scale.
+            or one count per scale; None (default): :func:`auto_steps` (20 at the finest scale, 2x
+            that at each coarser one; 100 for a single scale), ended sooner by ``tolerance``.
         style_weight: weight of the style loss, for experts: given, it overrides ``strength``;
             None (default): ``strength``'s (:func:`strength_weight`). With ``content_weight`` and
             ``tv_weight``, the defaults keep the subject on a real VGG16 (docs/style.md).
         strength: how much of the style, 0 (the photo, returned as it is) to 1 (style weight
-            0.5: the strongest that kept every subject of ``bench_style_real.py``'s 192 px study);
-            it sets the style weight (:func:`strength_weight`) and, with ``init="fast"``, the fast
-            painting's strength. Not yet calibrated against :meth:`nstcam.FastStyle.stylize`'s
-            scale: at 128 px, strength 1 here moves the style about as far as Fast's 0.6.
+            ``STRENGTH_WEIGHT``, 10); it sets the style weight (:func:`strength_weight`) and, with
+            the fast start, the fast painting's strength, so that a strength moves the style about
+            as far here as in :meth:`nstcam.FastStyle.stylize` (docs/style.md's table).
         content_weight: weight of the content loss.
         tv_weight: weight of the smoothness (total variation) loss.
         optimizer: ``"lbfgs"`` or ``"adam"``.
-        init: start from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's RGB
+        init: ``"auto"`` (default): the fast painting (``"fast"``) where the fast network's weights
+            are here and the run has no tile, style mask or regions, else the content. Or start
+            from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's RGB
             mean and covariance (``"style_stats"``), a pretrained network's painting (``"fast"``:
             Magenta's arbitrary network, real weights; ``style/_fast_init.py``), or an image
             (anything :func:`nstcam.load_image` takes but a string; resized to each image's size).
@@ -98,7 +108,8 @@ class StyleOptions:
             Grams, content loss 10x stronger and a pixel-space anchor where the mask is 0);
             ``"blend"`` stylises everything, then blends ``mask * stylised + (1 - mask) * content``.
         scales: long sides to optimise at, coarse to fine; each starts from the previous result
-            upscaled. Default: ``size`` alone up to 512 px, else halving down to 256 px.
+            upscaled. Default (:func:`auto_scales`): ``size`` alone below 256 px, else its half
+            then ``size``, halving further down to 256 px above 1024 px.
         seed: seed of the noise initialisation (None: drawn; recorded in the result either way).
         lr: learning rate (default 1 for L-BFGS, 0.02 for Adam).
         history_size: L-BFGS history size.
@@ -122,16 +133,17 @@ class StyleOptions:
         tolerance: a scale ends before its ``steps`` once converged: when its best total loss fell
             by less than ``tolerance`` x the scale's first loss over the last ``CONVERGE_WINDOW``
             (20) evaluations; 0: every step runs. The result's history shows the steps run.
+            Default 0.002.
     """
 
     size: int = 512
-    steps: int | Sequence[int] = 300
+    steps: int | Sequence[int] | None = None
     style_weight: float | None = None
     strength: float = DEFAULT_STRENGTH
     content_weight: float = 1.0
     tv_weight: float = 5.0
     optimizer: str = "lbfgs"
-    init: str | ImageSource = "content"
+    init: str | ImageSource = "auto"
     style_weights: Sequence[float] | None = None
     style_layers: Sequence[str] | Mapping[str, float] | None = None
     content_layers: Sequence[str] | None = None
@@ -150,7 +162,7 @@ class StyleOptions:
     tile_overlap: int | None = None
     style_loss: str = "gram"
     average: float | bool = False
-    tolerance: float = 0.0
+    tolerance: float = 0.002
 
     def __post_init__(self) -> None:
         _check(self)
@@ -246,16 +258,26 @@ def _check(o: StyleOptions) -> None:
 
 
 def auto_scales(size: int) -> list[int]:
-    """``size`` alone up to 512 px; above, halving down to 256 px (coarse to fine)."""
+    """``size`` alone below 256 px; else its half, then ``size``, halving further down to 256 px
+    above 1024 px (coarse to fine)."""
     scales = [size]
-    if size > 512:
-        while scales[0] // 2 >= 256:
-            scales.insert(0, scales[0] // 2)
+    if size >= 256:
+        scales.insert(0, size // 2)
+    while scales[0] // 2 >= 256:
+        scales.insert(0, scales[0] // 2)
     return scales
 
 
+def auto_steps(n_scales: int) -> list[int]:
+    """Each scale's evaluations for ``steps=None``: ``DEFAULT_STEPS_FINEST`` at the finest, 2x the
+    next finer's at each coarser scale (capped at 300); 100 for a single scale."""
+    if n_scales == 1:
+        return [100]
+    return [min(300, DEFAULT_STEPS_FINEST * 2 ** (n_scales - 1 - i)) for i in range(n_scales)]
+
+
 def scales_and_steps(
-    size: int, scales: Sequence[int] | None, steps: int | Sequence[int]
+    size: int, scales: Sequence[int] | None, steps: int | Sequence[int] | None
 ) -> tuple[list[int], list[int]]:
     """The long sides to optimise at, coarse to fine, and each one's steps, checked."""
     size = whole("size", size, minimum=16)
@@ -265,7 +287,9 @@ def scales_and_steps(
             raise ValueError(f"scales must be increasing long sides of at least 16 px, got {scales}")
     else:
         scales = auto_scales(size)
-    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+    if steps is None:
+        steps_list = auto_steps(len(scales))
+    elif isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
         steps_list = [whole("steps", steps, minimum=1)] * len(scales)
     else:
         steps_list = [whole("steps", s, minimum=1) for s in steps]

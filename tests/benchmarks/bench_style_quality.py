@@ -11,8 +11,8 @@ photo / style pairs on real weights, judged by a network that took no part in th
 - seconds on this machine (2 CPU cores here), the judge's time not counted.
 
     python tests/benchmarks/bench_style_quality.py --size 256            # every candidate, a row each
-    python tests/benchmarks/bench_style_quality.py --size 512 --only fast defaults
-    python tests/benchmarks/bench_style_quality.py --grid docs/style_quality.png --size 256
+    python tests/benchmarks/bench_style_quality.py --size 512 --per-pair \
+        --only fast "fast strength 0.5" defaults --grid docs/style_quality.jpg
 
 Prints one markdown table (mean move, its range, subjects kept, mean seconds, and whether the row
 is on the Pareto front of move, kept and time), then each pair's moves for the rows that ask for it
@@ -68,21 +68,32 @@ def style_image(name: str, fast: FastStyle) -> Image.Image:
 
 
 def candidates(size: int) -> dict[str, dict]:
-    """Each row's settings for the optimisation (``mode`` "fast" is the one pass)."""
+    """Each row's settings for the optimisation (``mode`` "fast" is the one pass; ``{}`` the
+    defaults: the fast start, ``size // 2`` then ``size``, 40 then 20 steps at most, style weight 10,
+    tolerance 0.002)."""
     coarse = [size // 4, size // 2, size]
     c2f = {"scales": coarse, "steps": [150, 80, 40], "tolerance": 0.002}
+    two = {"scales": [size // 2, size], "steps": [60, 20], "tolerance": 0.002}
+    old = {"scales": [size], "steps": 300, "style_weight": 0.5, "init": "content", "tolerance": 0.0}
     return {
         "fast": {"mode": "fast"},
         "fast strength 0.5": {"mode": "fast", "strength": 0.5},
-        "defaults (300 steps)": {},
-        "defaults, tolerance 0.002": {"tolerance": 0.002},
-        "init fast, sw 0.5": {"init": "fast", "tolerance": 0.002},
-        "init fast, sw 2": {"init": "fast", "style_weight": 2.0, "tolerance": 0.002},
-        "init fast, sw 5": {"init": "fast", "style_weight": 5.0, "tolerance": 0.002},
-        "coarse-to-fine, sw 0.5": {**c2f},
-        "coarse-to-fine, sw 2": {**c2f, "style_weight": 2.0},
-        "coarse-to-fine, init fast, sw 2": {**c2f, "init": "fast", "style_weight": 2.0},
-        "coarse-to-fine, init fast, sw 5": {**c2f, "init": "fast", "style_weight": 5.0},
+        "defaults": {},
+        "defaults, strength 0.5": {"strength": 0.5},
+        "defaults from the content": {"init": "content"},
+        "old defaults (one scale, 300 steps, sw 0.5, content)": old,
+        "old defaults, tolerance 0.002": {**old, "tolerance": 0.002},
+        "coarse-to-fine (3 scales), sw 0.5": {**c2f, "style_weight": 0.5, "init": "content"},
+        "coarse-to-fine (3 scales), sw 2": {**c2f, "style_weight": 2.0, "init": "content"},
+        "coarse-to-fine (3 scales), init fast, sw 2": {**c2f, "init": "fast", "style_weight": 2.0},
+        "2 scales, init fast, sw 2": {**two, "init": "fast", "style_weight": 2.0},
+        "2 scales, init fast, sw 5": {**two, "init": "fast", "style_weight": 5.0},
+        "2 scales (40, 20 steps), init fast, sw 10": {
+            **two,
+            "steps": [40, 20],
+            "init": "fast",
+            "style_weight": 10.0,
+        },
     }
 
 
@@ -113,31 +124,59 @@ def pareto(rows: list[dict]) -> None:
         )
 
 
+def save_grid(path: Path, pairs: list, outputs: dict[str, list[Image.Image]], cell: int = 160) -> None:
+    """One line per pair: the photo, the style, then each row's output, ``cell`` px high each, in
+    columns as wide as their widest picture, headed by the row's name."""
+    from PIL import ImageDraw
+
+    heads = ["photo", "style", *outputs]
+    lines = [[c, s, *(outs[k] for outs in outputs.values())] for k, (_, _, c, s) in enumerate(pairs)]
+    thumbs = [
+        [im.convert("RGB").resize((round(im.width * cell / im.height), cell)) for im in line]
+        for line in lines
+    ]
+    widths = [max(line[col].width for line in thumbs) for col in range(len(heads))]
+    sheet = Image.new("RGB", (sum(widths) + 4 * len(heads), (cell + 4) * len(lines) + 18), "white")
+    draw = ImageDraw.Draw(sheet)
+    lefts = [sum(widths[:col]) + 4 * col for col in range(len(heads))]
+    for col, head in enumerate(heads):
+        draw.text((lefts[col] + 2, 2), head[: widths[col] // 6], fill="black")
+    for r, line in enumerate(thumbs):
+        for col, im in enumerate(line):
+            sheet.paste(im, (lefts[col] + (widths[col] - im.width) // 2, 18 + r * (cell + 4)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheet.save(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--only", nargs="+", help="rows whose names start with these words")
+    ap.add_argument("--only", nargs="+", help="these rows only (their names, as printed)")
     ap.add_argument("--per-pair", action="store_true", help="each pair's move and kept per row")
     ap.add_argument("--out", type=Path, help="save every output here")
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="the first N pairs only (a smoke run)")
+    ap.add_argument("--grid", type=Path, help="save a picture grid here: photo, style, then each row")
     args = ap.parse_args()
     torch.manual_seed(0)
     fast = FastStyle()
     pairs = [(c, s, load_image(SAMPLES / c), style_image(s, fast)) for c, s in PAIRS[: args.pairs]]
     rows_params = candidates(args.size)
     if args.only:
-        rows_params = {k: v for k, v in rows_params.items() if any(k.startswith(w) for w in args.only)}
+        rows_params = {k: v for k, v in rows_params.items() if k in args.only}
     run = runner(args.size)
     run({"mode": "fast"}, pairs[0][2], pairs[0][3])  # warm: the fast networks load once
     rows = []
+    outputs: dict[str, list[Image.Image]] = {}
     for name, params in rows_params.items():
         moves, kepts, secs = [], [], []
+        outputs[name] = []
         for c, s, content, style in pairs:
             t = time.perf_counter()
             out = run(params, content, style)
             secs.append(time.perf_counter() - t)
             moves.append(style_move(out, content, style))
             kepts.append(kept(content, out))
+            outputs[name].append(out)
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)
                 save_image(
@@ -152,6 +191,7 @@ def main() -> None:
                 "hi": max(moves),
                 "kept": sum(kepts),
                 "s": statistics.fmean(secs),
+                "s_max": max(secs),
                 "moves": moves,
                 "kepts": kepts,
             }
@@ -163,16 +203,21 @@ def main() -> None:
             flush=True,
         )
     pareto(rows)
+    if args.grid:
+        save_grid(args.grid, pairs, outputs)
     print(
         f"\n{args.size} px, {len(pairs)} pairs, real VGG16 (caffe) for the optimisation, "
         "EfficientNet-Lite0 judge\n"
     )
-    print("| mode / setting | style move (mean) | min - max | subjects kept | s per image | Pareto front |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| mode / setting | style move (mean) | min - max | subjects kept | s per image (mean) | slowest "
+        "| Pareto front |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(
             f"| {r['name']} | {r['move']:.3f} | {r['lo']:.3f} - {r['hi']:.3f} | {r['kept']}/{len(pairs)} "
-            f"| {r['s']:.1f} | {'yes' if r['front'] else ''} |"
+            f"| {r['s']:.1f} | {r['s_max']:.1f} | {'yes' if r['front'] else ''} |"
         )
     if args.per_pair:
         print()

@@ -12,7 +12,7 @@ import gradio as gr
 from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost
+from nstcam.app.cost import request_cost, square_pixels_at_scales
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeEditor, SafeImage, editor_mask, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
@@ -33,6 +33,7 @@ from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers
 from nstcam.fast import N_STYLES
 from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
+from nstcam.style.options import INITS
 
 __all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
 
@@ -65,7 +66,7 @@ Args:
     optimizer: "lbfgs" (default, fewer steps) or "adam".
     tile: 0, or a tile size in px (64 to {max_size}) to optimise big outputs window by window.
     style_loss: {style_losses}.
-    init: where the optimisation starts: "content" (default), "noise", "style", "style_stats" (noise with the style's colour mean and covariance) or "fast" (a pretrained network's painting).
+    init: where the optimisation starts: "auto" (default: the pretrained network's painting where its weights are on this server and no region is set, else the content), "content", "noise", "style", "style_stats" (noise with the style's colour mean and covariance) or "fast" (a pretrained network's painting).
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
@@ -109,7 +110,7 @@ def stylize_handler(
     preview_every: int = 10,
     stop: threading.Event | None = None,
     style_loss: str = "gram",
-    init: str = "content",
+    init: str = DEFAULTS["init"],
     average: float = 0.0,
     mask_a: Any = None,
     mask_b: Any = None,
@@ -319,10 +320,12 @@ def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> s
     size, steps = int(size or 384), int(steps or 100)
     rate = SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
     where = config.torch_device.type.upper()
-    slow = f"Optimise and Fast then refine: {steps} steps at {size} px"
+    slow = f"Optimise and Fast then refine: {steps} steps at {size} px and at half that"
+    if size < 256:
+        slow = f"Optimise and Fast then refine: {steps} steps at {size} px"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
-    seconds = rate * size * (size * 2 // 3) * steps
+    seconds = rate * square_pixels_at_scales(size) * (2 / 3) * steps  # each scale runs ``steps``
     return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
 
 
@@ -476,11 +479,12 @@ def _advanced() -> dict[str, Any]:
                 info="; ".join(f"{name}: {loss.summary}" for name, loss in STYLE_LOSSES.items()),
             ),
             init=gr.Dropdown(
-                ["content", "noise", "style", "style_stats", "fast"],
-                value="content",
+                list(INITS),
+                value=DEFAULTS["init"],
                 label="Start from",
-                info="style_stats: noise with the style's colour mean and covariance; fast: the "
-                "pretrained network's painting",
+                info="auto: the pretrained network's painting where its weights are here and no "
+                "region is set, else the content; style_stats: noise with the style's colour mean "
+                "and covariance; fast: the pretrained network's painting",
             ),
             average=gr.Number(
                 0,

