@@ -131,7 +131,7 @@ def test_the_benchmark_commands_readme_quotes_read_only_the_repository():
 
     root = Path(__file__).resolve().parents[1]
     scripts = set(re.findall(r"python (tests/benchmarks/\w+\.py)", (root / "README.md").read_text()))
-    assert "tests/benchmarks/bench_style_real.py" in scripts
+    assert "tests/benchmarks/bench_style_quality.py" in scripts
     for script in scripts:
         text = (root / script).read_text()
         assert "ROOT.parent" not in text and '"shared"' not in text, script

@@ -218,7 +218,7 @@ def test_style_stats_init_starts_with_the_styles_channel_means():
 
 def test_average_returns_the_bias_corrected_mean_of_the_iterates(st):
     c, s = _img(7), _img(8, 48, 48)
-    one = st.stylize(c, s, size=64, steps=1, seed=0, optimizer="adam", average=0.99)
+    one = st.stylize(c, s, size=64, steps=1, seed=0, optimizer="adam", average=0.99, init="content")
     assert (
         np.abs(np.asarray(one, np.int16) - np.asarray(c.resize((64, 48)), np.int16)).max() <= 1
     )  # x0 itself

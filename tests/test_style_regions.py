@@ -79,7 +79,7 @@ def test_each_region_is_nearer_its_own_style_to_a_judge_network(st, images, loss
 def test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run(st, images):
     content, brick, hubble = images
     left, _ = _halves()
-    kw = dict(size=96, steps=20, seed=0)
+    kw = dict(size=96, steps=20, seed=0, style_weight=0.5)  # the weight its float-noise margin was set at
     two = st.stylize(content, [brick, hubble], style_masks=[left, np.zeros_like(left)], **kw)
     one = st.stylize(content, brick, style_mask=left, **kw)
     # the empty region's loss is a constant: the same losses and gradients as style_mask with style a
@@ -88,7 +88,9 @@ def test_a_region_of_zeros_gets_no_style_and_equals_that_style_masks_run(st, ima
     weight = st.plan(2, **kw).style_weight  # the default, rescaled by the layer balance
     assert h2[0]["style"] - h1[0]["style"] == pytest.approx(weight, rel=1e-4)  # the empty region: loss 1
     assert [r["content"] for r in h2[:5]] == pytest.approx([r["content"] for r in h1[:5]], rel=1e-3)
-    adam = dict(size=96, steps=6, seed=0, optimizer="adam")  # L-BFGS's line search amplifies float noise
+    adam = dict(
+        size=96, steps=6, seed=0, optimizer="adam", style_weight=0.5
+    )  # L-BFGS's line search amplifies float noise
     a2 = st.stylize(content, [brick, hubble], style_masks=[left, np.zeros_like(left)], **adam)
     a1 = st.stylize(content, brick, style_mask=left, **adam)
     d = np.abs(np.asarray(a2, np.int16) - np.asarray(a1, np.int16))

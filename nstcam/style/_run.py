@@ -101,13 +101,13 @@ def run_many(
         )
     anchors = anchors or [[] for _ in contents]
     _check_combination(plan, masks, regions, anchors)
-    plan.init = resolved_init(plan, masks, regions)
     if plan.extra.get("strength") == 0:  # strength 0: the photo, as it is, at the output's size
         return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
     windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
     plan.extra["tiles_per_scale"] = windows
+    plan.init = resolved_init(plan, masks, regions, tiled=max(windows) > 1)
     total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))
     progress = Progress(
         total, len(contents), callback, plan.preview_every, report_every, progress_bar, len(plan.scales)
@@ -184,15 +184,15 @@ def _check_combination(
         raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
 
 
-def resolved_init(plan: Plan, masks: list, regions: list | None) -> str:
+def resolved_init(plan: Plan, masks: list, regions: list | None, tiled: bool) -> str:
     """``init="auto"`` resolved for this run: the fast painting where its network's weights are here
     and nothing asks to keep part of the photo or to paint windows apart (a style mask, regions, a
-    tile); else the content. Any other init as given."""
+    scale optimised in tiles); else the content. Any other init as given."""
     if plan.init != "auto":
         return plan.init
     from nstcam.fast import fast_available  # the fast engine builds on this package
 
-    plain = plan.tile is None and not any(m is not None for m in masks) and not regions
+    plain = not tiled and not any(m is not None for m in masks) and not regions
     return "fast" if plain and fast_available() else "content"
 
 

@@ -16,7 +16,7 @@ photo / style pairs on real weights, judged by a network that took no part in th
 
 Prints one markdown table (mean move, its range, subjects kept, mean seconds, and whether the row
 is on the Pareto front of move, kept and time), then each pair's moves for the rows that ask for it
-(``--per-pair``). Needs the test extra.
+(``--per-pair``, with each pair's seconds). Needs the test extra.
 """
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ def main() -> None:
                 "kept": sum(kepts),
                 "s": statistics.fmean(secs),
                 "s_max": max(secs),
+                "secs": secs,
                 "moves": moves,
                 "kepts": kepts,
             }
@@ -228,7 +229,10 @@ def main() -> None:
         )
         print("| --- |" + " --- |" * len(pairs))
         for r in rows:
-            cells = [f"{m:.3f}{'' if k else ' (lost)'}" for m, k in zip(r["moves"], r["kepts"], strict=True)]
+            cells = [
+                f"{m:.3f}{'' if k else ' (lost)'}, {t:.0f} s"
+                for m, k, t in zip(r["moves"], r["kepts"], r["secs"], strict=True)
+            ]
             print(f"| {r['name']} | " + " | ".join(cells) + " |")
 
 
