@@ -24,7 +24,7 @@ from nstcam.cli._common import (
 from nstcam.cli.fast import add_fast_arguments, cmd_stylize_fast
 from nstcam.style import STYLE_LOSSES, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSS_REGISTRY
-from nstcam.style.options import INITS, OPTIMIZERS
+from nstcam.style.options import DEFAULT_STEPS_FINEST, INITS, OPTIMIZERS
 from nstcam.weights import ARCHS, SEGMENTERS, WeightsUnavailableError
 
 __all__ = ["add_parser", "run"]
@@ -47,8 +47,8 @@ def add_parser(sub: Any) -> None:
         "--steps",
         type=int,
         default=d["steps"],
-        help="network evaluations per scale (default: 20 at the finest scale, 2x at each coarser one, "
-        "100 for a single scale; ended sooner by the convergence stop)",
+        help=f"network evaluations per scale (default: {DEFAULT_STEPS_FINEST} at the finest scale, 2x at "
+        "each coarser one, 100 for a single scale; ended sooner by the convergence stop)",
     )
     s.add_argument("--scales", type=ints, metavar="S1,S2", help="coarse-to-fine long sides, e.g. 256,512")
     loss_weights(s)

@@ -107,7 +107,7 @@ def run_many(
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
     windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
     plan.extra["tiles_per_scale"] = windows
-    plan.init = resolved_init(plan, masks, regions, tiled=max(windows) > 1)
+    plan.init = resolved_init(plan, regions, tiled=max(windows) > 1)  # after _check_combination
     total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))
     progress = Progress(
         total, len(contents), callback, plan.preview_every, report_every, progress_bar, len(plan.scales)
@@ -184,7 +184,7 @@ def _check_combination(
         raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
 
 
-def resolved_init(plan: Plan, masks: list, regions: list | None, tiled: bool) -> str:
+def resolved_init(plan: Plan, regions: list | None, tiled: bool) -> str:
     """``init="auto"`` resolved for this run: the fast painting where its network's weights are here
     and nothing asks to keep part of the photo or to paint windows apart (a style mask, regions, a
     scale optimised in tiles); else the content. Any other init as given."""
@@ -192,7 +192,7 @@ def resolved_init(plan: Plan, masks: list, regions: list | None, tiled: bool) ->
         return plan.init
     from nstcam.fast import fast_available  # the fast engine builds on this package
 
-    plain = not tiled and not any(m is not None for m in masks) and not regions
+    plain = not tiled and not plan.extra["style_mask"] and not regions
     return "fast" if plain and fast_available() else "content"
 
 

@@ -109,7 +109,7 @@ class StyleOptions:
             ``"blend"`` stylises everything, then blends ``mask * stylised + (1 - mask) * content``.
         scales: long sides to optimise at, coarse to fine; each starts from the previous result
             upscaled. Default (:func:`auto_scales`): ``size`` alone below 256 px, else its half
-            then ``size``, halving further down to 256 px above 1024 px.
+            then ``size``; from 1024 px, halving further down to 256 px.
         seed: seed of the noise initialisation (None: drawn; recorded in the result either way).
         lr: learning rate (default 1 for L-BFGS, 0.02 for Adam).
         history_size: L-BFGS history size.
@@ -258,8 +258,8 @@ def _check(o: StyleOptions) -> None:
 
 
 def auto_scales(size: int) -> list[int]:
-    """``size`` alone below 256 px; else its half, then ``size``, halving further down to 256 px
-    above 1024 px (coarse to fine)."""
+    """``size`` alone below 256 px; else its half, then ``size``; from 1024 px, halving further
+    down to 256 px (coarse to fine)."""
     scales = [size]
     if size >= 256:
         scales.insert(0, size // 2)

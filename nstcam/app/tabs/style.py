@@ -33,7 +33,7 @@ from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers
 from nstcam.fast import N_STYLES
 from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
-from nstcam.style.options import INITS
+from nstcam.style.options import INITS, auto_scales
 
 __all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
 
@@ -71,7 +71,7 @@ Args:
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
     mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
-    strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 0.5, the strongest that kept every subject of the real-weights study).
+    strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
 
@@ -320,9 +320,8 @@ def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> s
     size, steps = int(size or 384), int(steps or 100)
     rate = SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
     where = config.torch_device.type.upper()
-    slow = f"Optimise and Fast then refine: {steps} steps at {size} px and at half that"
-    if size < 256:
-        slow = f"Optimise and Fast then refine: {steps} steps at {size} px"
+    halves = " and at half that" if len(auto_scales(size)) > 1 else ""
+    slow = f"Optimise and Fast then refine: {steps} steps at {size} px{halves}"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
     seconds = rate * square_pixels_at_scales(size) * (2 / 3) * steps  # each scale runs ``steps``
