@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "cam": "Grad-CAM saliency overlays and top classes",
     "video": "stylise a clip without flicker (temporal consistency, Ruder et al. 2016)",
     "features": "a grid of the most active channels of one layer",
+    "learn-style": "learn a painting as a new instant style for --fast (a .safetensors file)",
 }
 """Each command and its one-line help, in the order ``nstcam --help`` lists them."""
 

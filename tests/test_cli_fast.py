@@ -102,3 +102,46 @@ def test_weights_import_fast_writes_both_networks(tmp_path, monkeypatch, capsys)
     assert [p.split("/")[-1] for p in printed] == ["multistyle26.safetensors", "arbitrary.safetensors"]
     assert (tmp_path / "fast" / "arbitrary.safetensors").stat().st_size > 2_000_000
     assert main(["weights", "import-fast", "--source", str(tmp_path)]) == 1  # no ONNX files there
+
+
+@pytest.mark.slow
+def test_learn_style_writes_a_style_that_stylize_fast_paints_with(tmp_path, capsys, caplog):
+    """Issue 65 on the command line: ``nstcam learn-style`` (random VGG weights: the plumbing, not a
+    picture), then ``nstcam stylize --fast --style mine.safetensors``; a bad --out is refused."""
+    out = tmp_path / "mine.safetensors"
+    args = ["learn-style", BRICK, "--out", str(out), "--weights", "random", "--size", "64", "--steps", "3"]
+    assert main([*args, "--batch", "1", "--photos", str(SAMPLES / "c*.png")]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    from nstcam.fast import LearnedStyle
+
+    style = LearnedStyle.load(out)
+    assert len(style.losses) == 3 and style.random_weights and style.meta["painting"] == "brick"
+    assert (
+        main(["stylize", CAT, "--fast", "--style", str(out), "-o", str(tmp_path / "a"), "--size", "96"]) == 0
+    )
+    got = np.asarray(load_image(tmp_path / "a" / "chelsea_stylized.png"))
+    want = np.asarray(FastStyle().stylize(CAT, style, size=96))
+    assert got.shape[0] > want.shape[0]  # a margin below says the style was learned on random weights
+    assert np.array_equal(got[: want.shape[0]], want)
+    meta = json.loads((tmp_path / "a" / "chelsea_stylized.json").read_text())
+    assert meta["params"]["style"] == "learned" and meta["random_weights"] is True
+    caplog.clear()
+    assert main(["learn-style", BRICK, "--out", str(tmp_path / "x.pt"), "--weights", "random"]) == 2
+    assert "--out must end in .safetensors, got x.pt" in caplog.text
+    (tmp_path / "bad.safetensors").write_text("nope")
+    caplog.clear()
+    assert (
+        main(
+            [
+                "stylize",
+                CAT,
+                "--fast",
+                "--style",
+                str(tmp_path / "bad.safetensors"),
+                "-o",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 1
+    )
+    assert "style file bad.safetensors is not a safetensors file" in caplog.text

@@ -238,3 +238,18 @@ def test_read_style_reads_a_painting_once_unless_each_photo_reads_it_its_own_way
     kept = fast.read_style(painting, preserve_color="histogram")
     want = fast.stylize(photo, painting, preserve_color="histogram")
     assert np.array_equal(np.asarray(fast.stylize(photo, kept, preserve_color="histogram")), np.asarray(want))
+
+
+def test_painting_from_the_norm_params_is_the_forward_pass_bit_for_bit(fast, photo, painting):
+    """Issue 65's footing: a style is what it sets, each styled convolution's scale and shift, so a
+    style learned as those numbers paints through the same path as a predicted one."""
+    t = fast.arbitrary_net.transformer
+    x = image_to_tensor(photo.resize((96, 64)))
+    vec = fast.style_vector(painting)
+    params = t.norm_params(vec)
+    assert [tuple(s.shape) for s, _ in params][:2] == [(1, 32, 1, 1)] * 2
+    assert sum(s.numel() + b.numel() for s, b in params) == 694
+    with torch.no_grad():
+        assert torch.equal(t.paint(x, params), t(x, vec))
+        with pytest.raises(ValueError, match="params must hold 13"):
+            t.paint(x, params[:-1])

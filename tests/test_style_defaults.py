@@ -13,7 +13,7 @@ from PIL import Image
 from nstcam import StyleTransfer
 from nstcam.fast import fast_available
 from nstcam.style import StyleOptions, strength_weight
-from nstcam.style.options import auto_scales, auto_steps, scales_and_steps
+from nstcam.style.options import auto_scales, auto_steps, fitted_steps, scales_and_steps
 
 needs_fast = pytest.mark.skipif(not fast_available(), reason="the fast network's weights are not here")
 
@@ -32,6 +32,21 @@ def test_the_default_scales_and_steps_put_most_steps_at_the_coarse_scale():
     assert auto_scales(255) == [255] and auto_scales(256) == [128, 256]
     o = StyleOptions()
     assert (o.steps, o.init, o.tolerance, o.strength) == (None, "auto", 0.002, 1.0)
+
+
+def test_a_squarer_photo_gets_fewer_default_steps_in_proportion_to_its_pixels(st):
+    assert fitted_steps([40, 20], 512, 341) == [40, 20]  # 3:2 either way round: as planned
+    assert fitted_steps([40, 20], 341, 512) == [40, 20]
+    assert fitted_steps([40, 20], 512, 512) == [27, 13]  # 1.5x the pixels: 2/3 of the steps
+    assert fitted_steps([40, 20], 512, 384) == [36, 18]
+    assert fitted_steps([100], 1000, 10) == [100]  # a long strip: never more than planned
+    style = _photo(32, 32)
+    for h, expected in ((43, [40, 20]), (64, [27, 13])):  # 3:2 and square, steps=None
+        out = st.stylize(_photo(h, 64), style, size=64, scales=[32, 64], seed=0, init="content", tolerance=0)
+        assert out.info["nstcam"]["params"]["steps"] == expected
+        assert len(out.info["nstcam"]["history"]) == sum(expected)
+    given = st.stylize(_photo(64, 64), style, size=64, scales=[32, 64], steps=[4, 2], seed=0, init="content")
+    assert given.info["nstcam"]["params"]["steps"] == [4, 2]  # counts given are kept as given
 
 
 def test_the_strength_curve_meets_its_ends_and_its_middle():

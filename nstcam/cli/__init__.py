@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from nstcam._commands import top_parser
-from nstcam.cli import cam, features, stylize, video, weights
+from nstcam.cli import cam, features, learn_style, stylize, video, weights
 from nstcam.cli._run import CliWords, OncePerRun, folders_to_make, options, remove_empty
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
@@ -29,6 +29,7 @@ COMMAND_MODULES: dict[str, ModuleType] = {
     "cam": cam,
     "video": video,
     "features": features,
+    "learn-style": learn_style,
 }
 """Each command's module, in the order of :data:`nstcam._commands.COMMANDS`."""
 

@@ -11,6 +11,8 @@ from nstcam.fast._import import (
     multistyle_file,
     wheel_models,
 )
+from nstcam.fast._learn import LearnCancelled, LearnStep, learn_style
+from nstcam.fast._learned import LearnedStyle, LearnedStyleError
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
 
@@ -22,12 +24,17 @@ __all__ = [
     "ArbitraryTransformer",
     "FastStyle",
     "FastWeightsError",
+    "LearnCancelled",
+    "LearnStep",
+    "LearnedStyle",
+    "LearnedStyleError",
     "MultiStyleNet",
     "StylePredictor",
     "fast_available",
     "fast_file",
     "import_fast",
     "import_multistyle",
+    "learn_style",
     "multistyle_file",
     "style_weights",
     "wheel_models",

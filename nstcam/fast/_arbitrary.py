@@ -24,7 +24,7 @@ from torch import nn
 from nstcam._threads import one_thread
 from nstcam.fast._norm import instance_norm
 
-__all__ = ["STYLE_DIM", "ArbitraryNet", "ArbitraryTransformer", "StylePredictor", "onnx_scopes"]
+__all__ = ["STYLE_DIM", "ArbitraryNet", "ArbitraryTransformer", "NormParams", "StylePredictor", "onnx_scopes"]
 
 STYLE_DIM = 100
 _EPS = 1e-5
@@ -102,6 +102,11 @@ class StylePredictor(nn.Module):
             return self.bottleneck(x).flatten(1)
 
 
+NormParams = list[tuple[torch.Tensor, torch.Tensor]]
+"""A style as the transformer applies it: each :class:`StyleNorm`'s scale and shift, (N, C, 1, 1)
+each, in the order of :meth:`ArbitraryTransformer.norms`."""
+
+
 class StyleNorm(nn.Module):
     """Instance normalisation with a scale and shift predicted from the style vector."""
 
@@ -110,9 +115,13 @@ class StyleNorm(nn.Module):
         self.scale = nn.Conv2d(STYLE_DIM, channels, 1)
         self.shift = nn.Conv2d(STYLE_DIM, channels, 1)
 
-    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+    def params(self, style: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scale and shift (N, C, 1, 1) that the style vectors (N, 100) give this layer."""
         s = style[..., None, None]
-        return instance_norm(x, self.scale(s), self.shift(s), _EPS)
+        return self.scale(s), self.shift(s)
+
+    def forward(self, x: torch.Tensor, params: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return instance_norm(x, params[0], params[1], _EPS)
 
 
 class ReflectConv(nn.Conv2d):
@@ -129,10 +138,10 @@ class StyledConv(nn.Module):
         super().__init__()
         self.conv, self.norm, self.up = ReflectConv(cin, cout, kernel), StyleNorm(cout), up
 
-    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, params: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         if self.up:
             x = F.interpolate(x, scale_factor=2.0, mode="nearest")
-        return self.norm(self.conv(x), style)
+        return self.norm(self.conv(x), params)
 
 
 class ArbitraryTransformer(nn.Module):
@@ -151,15 +160,32 @@ class ArbitraryTransformer(nn.Module):
             [StyledConv(32, 16, 3, up=True), StyledConv(16, 8, 3, up=True), StyledConv(8, 3, 9)]
         )
 
-    def forward(self, images: torch.Tensor, styles: torch.Tensor) -> torch.Tensor:
+    def styled(self) -> list[StyledConv]:
+        """The styled convolutions, in the order the image meets them."""
+        return [conv for pair in self.res for conv in pair] + list(self.expand)
+
+    def norm_params(self, styles: torch.Tensor) -> NormParams:
+        """What the style vectors (N, 100) set: each styled convolution's normalisation scale and
+        shift (694 numbers a style)."""
+        return [conv.norm.params(styles) for conv in self.styled()]
+
+    def paint(self, images: torch.Tensor, params: NormParams) -> torch.Tensor:
+        """Photos (N, 3, H, W) in [0, 1], H and W multiples of 4, painted with ``params``
+        (:meth:`norm_params`) -> (N, 3, H, W) in [0, 1]."""
+        if len(params) != len(self.styled()):
+            raise ValueError(f"params must hold {len(self.styled())} (scale, shift) pairs, got {len(params)}")
+        p = iter(params)
         x = images.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout on the CPU
         for conv in self.contract:
             x = F.relu(conv(x))
         for first, second in self.res:
-            x = x + second(F.relu(first(x, styles)), styles)
-        x = F.relu(self.expand[0](x, styles))
-        x = F.relu(self.expand[1](x, styles))
-        return torch.sigmoid(self.expand[2](x, styles)).contiguous()
+            x = x + second(F.relu(first(x, next(p))), next(p))
+        x = F.relu(self.expand[0](x, next(p)))
+        x = F.relu(self.expand[1](x, next(p)))
+        return torch.sigmoid(self.expand[2](x, next(p))).contiguous()
+
+    def forward(self, images: torch.Tensor, styles: torch.Tensor) -> torch.Tensor:
+        return self.paint(images, self.norm_params(styles))
 
 
 def _predictor_scopes(net: StylePredictor) -> dict[str, str]:

@@ -23,8 +23,10 @@ from nstcam._threads import one_thread
 __all__ = ["instance_norm"]
 
 
-def _training(x: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and x.requires_grad
+def _training(*tensors: torch.Tensor) -> bool:
+    """Autograd records this normalisation: any of ``tensors`` asks for a gradient (the input, or a
+    style's scale and shift being learned)."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _laid_out(x: torch.Tensor) -> torch.Tensor:
@@ -52,6 +54,6 @@ def instance_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, eps
     mean, var = _moments(x)
     a = scale * torch.rsqrt(var + eps)
     b = shift - mean * a
-    if _training(x):
+    if _training(x, scale, shift):
         return torch.addcmul(b, x, a)
     return x.mul_(a).add_(b)

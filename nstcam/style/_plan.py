@@ -163,4 +163,5 @@ def make_plan(
     if o.progress_every is not None:
         plan.extra["progress_every"] = int(o.progress_every)
     plan.extra["mask_mode"] = o.mask_mode
+    plan.extra["auto_steps"] = o.steps is None  # fitted to the photo's shape by the run
     return plan

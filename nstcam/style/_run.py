@@ -26,6 +26,7 @@ from nstcam.style._targets import Targets, scale_inputs
 from nstcam.style._tiles import optimize_tiled, tiles_per_scale
 from nstcam.style._types import Cancelled, StepInfo
 from nstcam.style.hooks import VGGFeatureHooks
+from nstcam.style.options import fitted_steps
 
 __all__ = ["run", "run_many", "sizes_at_scales"]
 
@@ -105,7 +106,10 @@ def run_many(
         return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
     report_every = plan.extra.get("progress_every") or (1 if rt.device.type == "cpu" else 10)
-    windows = tiles_per_scale(list(sizes_at_scales(contents[0], plan)), plan)
+    sizes = sizes_at_scales(contents[0], plan)
+    if plan.extra.get("auto_steps"):  # the defaults' work: a 3:2 photo's, whatever the shape
+        plan.steps = fitted_steps(plan.steps, *sizes[-1])
+    windows = tiles_per_scale(list(sizes), plan)
     plan.extra["tiles_per_scale"] = windows
     plan.init = resolved_init(plan, regions, tiled=max(windows) > 1)  # after _check_combination
     total = sum(n * k for n, k in zip(plan.steps, windows, strict=True))

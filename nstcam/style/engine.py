@@ -27,6 +27,7 @@ from nstcam.image import SAMPLES, ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._base import StyleEngine
 from nstcam.style._batch import BatchResult, batch_call, load_styles, many_call
+from nstcam.style._perceptual import PerceptualLoss
 from nstcam.style._plan import Plan, make_plan
 from nstcam.style._regions import load_regions
 from nstcam.style._run import run
@@ -216,6 +217,22 @@ class StyleTransfer(StyleEngine):
         imgs = [load_image(s) for s in styles]
         kept = {} if cache is None else cache
         return self._rt.call(run, self._rt, load_image(content), imgs, plan, None, False, kept)
+
+    def perceptual_loss(
+        self, style: ImageSource | Sequence[ImageSource], options: StyleOptions | None = None, **changes: Any
+    ) -> PerceptualLoss:
+        """The engine's loss as a function of painted images, to train a network with (Johnson et
+        al. 2016): ``with st.perceptual_loss(painting, size=256) as loss: loss(images, photos)[0]``
+        is each image's weighted total, through the same hooks, layers, weights, layer balance and
+        style loss as :meth:`stylize` at those options; the style read at ``size * style_scale``.
+
+        Raises:
+            ValueError: an option out of range, or one the optimisation alone takes (``tile``,
+                ``preserve_color``).
+        """
+        imgs = load_styles(style)
+        plan = make_plan(StyleOptions.of(options, **changes), n_styles=len(imgs), **self._rt.planning())
+        return PerceptualLoss(self._rt, imgs, plan)
 
     def warmup(self, width: int, height: int, **params: Any) -> float:
         """Compiles the step for ``width`` x ``height`` outputs ahead of the first request and

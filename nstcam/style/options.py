@@ -29,6 +29,7 @@ __all__ = [
     "StyleOptions",
     "auto_scales",
     "auto_steps",
+    "fitted_steps",
     "strength_weight",
     "stylize_defaults",
 ]
@@ -37,7 +38,7 @@ OPTIMIZERS = ("lbfgs", "adam")
 STRENGTH_WEIGHT = 10.0
 """The style weight at strength 1. From the fast painting, at the default scales and steps, it moves
 the style further than the arbitrary network's one pass and keeps every subject the one pass keeps
-(``bench_style_quality.py`` at 512 px: 0.576 against 0.562 over eight pairs, 6 subjects kept
+(``bench_style_quality.py`` at 512 px: 0.575 against 0.562 over eight pairs, 6 subjects kept
 against 2; docs/style.md)."""
 STRENGTH_CURVE = 5.9
 """How the weight grows with strength: ``(exp(k s) - 1) / (exp(k) - 1)``. The judge's style move
@@ -274,6 +275,21 @@ def auto_steps(n_scales: int) -> list[int]:
     if n_scales == 1:
         return [100]
     return [min(300, DEFAULT_STEPS_FINEST * 2 ** (n_scales - 1 - i)) for i in range(n_scales)]
+
+
+AUTO_STEPS_ASPECT = 2 / 3
+"""With ``steps=None``: the defaults' work fits a photo of this aspect (3:2, height over width or
+width over height) at any long side; a squarer photo, with more pixels per long side, gets
+proportionally fewer steps (:func:`fitted_steps`)."""
+
+
+def fitted_steps(steps: Sequence[int], width: int, height: int) -> list[int]:
+    """``steps`` (from :func:`auto_steps`) fitted to a ``width`` x ``height`` photo at the finest
+    scale: scaled by ``AUTO_STEPS_ASPECT * long_side**2 / (width * height)`` where that is below 1,
+    so a square photo costs what a 3:2 photo of the same long side costs (2/3 of the steps)."""
+    long_side = max(width, height)
+    factor = min(1.0, AUTO_STEPS_ASPECT * long_side * long_side / (width * height))
+    return [max(1, round(n * factor)) for n in steps]
 
 
 def scales_and_steps(

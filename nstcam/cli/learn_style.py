@@ -1,0 +1,92 @@
+"""``nstcam learn-style PAINTING --out mine.safetensors``: a painting learned as a new instant style
+(:meth:`nstcam.FastStyle.learn`), then ``nstcam stylize --fast --style mine.safetensors``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from nstcam._commands import command
+from nstcam.cli._common import error, kept, warn_random
+
+__all__ = ["add_parser", "run"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(sub: Any) -> None:
+    """``nstcam learn-style``'s arguments."""
+    p = command(sub, "learn-style")
+    p.add_argument("painting", help="the style image to learn")
+    p.add_argument("--out", required=True, metavar="FILE.safetensors", help="where the style file goes")
+    p.add_argument("--photos", metavar="DIR|GLOB", help="photos to crop from (default: the bundled samples)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, default=200, help="Adam steps (default 200)")
+    budget.add_argument("--minutes", type=float, help="stop after this many minutes (at most 2000 steps)")
+    p.add_argument("--size", type=int, default=256, help="crop side in px (default 256)")
+    p.add_argument("--batch", type=int, default=2, help="crops per step (default 2)")
+    p.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate (default 0.05)")
+    p.add_argument("--seed", type=int, default=0, help="the crops drawn (default 0)")
+    p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
+    p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
+    p.add_argument("--device", help="cpu, cuda... (default cpu)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Learns the style and writes it; the loss is logged every 10 steps and at the end."""
+    from pathlib import Path
+
+    from nstcam import StyleTransfer
+    from nstcam.fast import FastStyle, FastWeightsError
+    from nstcam.image import ImageError
+    from nstcam.weights import WeightsUnavailableError
+
+    if not str(args.out).lower().endswith(".safetensors"):
+        logger.error("--out must end in .safetensors, got %s", Path(args.out).name[:80])
+        return 2
+    if kept(args.out, args.overwrite):
+        return 0
+
+    def logged(info: Any) -> None:
+        if info.step % 10 == 0 or info.step == info.steps:
+            logger.info("step %d/%d loss %.4g · %.0f s", info.step, info.steps, info.loss, info.seconds)
+
+    try:
+        engine = StyleTransfer(args.weights, arch=args.arch, device=args.device or "cpu")
+        warn_random(engine.weights)
+        fast = FastStyle(device=args.device or "cpu")
+        style = fast.learn(
+            args.painting,
+            args.photos,
+            engine=engine,
+            size=args.size,
+            steps=2000 if args.minutes is not None else args.steps,
+            minutes=args.minutes,
+            batch=args.batch,
+            lr=args.lr,
+            seed=args.seed,
+            callback=logged,
+        )
+    except (
+        FastWeightsError,
+        WeightsUnavailableError,
+        ImageError,
+        ValueError,
+        FileNotFoundError,
+        OSError,
+    ) as e:
+        error(e)
+        return 1
+    style.save(args.out)
+    logger.info(
+        "learned %s in %d steps: loss %.4g -> %.4g",
+        style.meta["painting"],
+        len(style.losses),
+        style.losses[0],
+        style.losses[-1],
+    )
+    print(args.out)
+    return 0

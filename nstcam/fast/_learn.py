@@ -1,0 +1,257 @@
+"""A new instant style learned in minutes (issue 65): the arbitrary network's style parameters
+trained on the style engine's hooked VGG loss (:meth:`nstcam.StyleTransfer.perceptual_loss`).
+
+Dumoulin et al. 2017 learn a new style of a conditional-instance-norm network by training only its
+normalisation scales and shifts; Magenta's arbitrary network predicts those from any painting, so
+learning starts from its prediction (:meth:`ArbitraryTransformer.norm_params`) and trains the 694
+numbers a style is, never the shared network's weights. A learned style is a :class:`LearnedStyle`
+(``_learned.py``): its own small object, saved as a safetensors file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from nstcam._checks import whole
+from nstcam._files import expand_contents
+from nstcam.fast._learned import LearnedStyle
+from nstcam.image import SAMPLES, ImageSource, image_to_tensor, load_image, resize_long_side
+
+__all__ = [
+    "MAX_PHOTOS",
+    "SAMPLE_PHOTOS",
+    "LearnCancelled",
+    "LearnStep",
+    "Teacher",
+    "learn_style",
+    "paint_learned",
+]
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_PHOTOS = ("chelsea.png", "coffee.png", "rocket.jpg", "astronaut.png")
+"""The bundled photos learning crops from when none are given."""
+MAX_PHOTOS = 256
+"""The most training photos one call reads."""
+
+
+class Teacher(Protocol):
+    """What teaches: :class:`nstcam.StyleTransfer` (its hooked VGG loss and where its weights came
+    from); the fast engine sits below the style engine, so it takes one rather than builds one."""
+
+    weights: Any
+
+    def perceptual_loss(self, style: Any, options: Any = None, **changes: Any) -> Any: ...
+
+
+class LearnCancelled(RuntimeError):  # noqa: N818 - reads naturally: `except LearnCancelled`
+    """The progress callback asked to stop; nothing was written.
+
+    Attributes:
+        style: the style so far.
+    """
+
+    def __init__(self, style: LearnedStyle) -> None:
+        super().__init__(f"learning cancelled after {len(style.losses)} steps")
+        self.style = style
+
+
+@dataclass(frozen=True)
+class LearnStep:
+    """What the progress callback gets after each step.
+
+    Attributes:
+        step: steps done (1, 2, ...).
+        steps: the planned steps (a ``minutes`` budget may end sooner).
+        loss: this step's loss (the engine's weighted total, mean over the batch).
+        seconds: since learning began.
+        style: the style so far (its own copy: paint a preview with it).
+    """
+
+    step: int
+    steps: int
+    loss: float
+    seconds: float
+    style: LearnedStyle
+
+
+def _photos(photos: str | Path | Sequence[ImageSource] | None, size: int) -> list[torch.Tensor]:
+    """The training photos, each with its short side at ``size`` (crops are drawn from them)."""
+    items = [SAMPLES / n for n in SAMPLE_PHOTOS] if photos is None else expand_contents(photos)
+    if len(items) > MAX_PHOTOS:
+        raise ValueError(f"photos: {len(items)} given, at most {MAX_PHOTOS}")
+    out = []
+    for item in items:
+        img = load_image(item)
+        short = min(img.size)
+        img = resize_long_side(img, max(size, round(max(img.size) * size / short)))
+        out.append(image_to_tensor(img))
+    return out
+
+
+def _batch(photos: list[torch.Tensor], size: int, batch: int, gen: torch.Generator) -> torch.Tensor:
+    """``batch`` random ``size`` x ``size`` crops of random photos, each flipped at random."""
+    crops = []
+    for _ in range(batch):
+        p = photos[int(torch.randint(len(photos), (1,), generator=gen))]
+        h, w = p.shape[-2:]
+        top = int(torch.randint(h - size + 1, (1,), generator=gen))
+        left = int(torch.randint(w - size + 1, (1,), generator=gen))
+        crop = p[..., top : top + size, left : left + size]
+        if bool(torch.randint(2, (1,), generator=gen)):
+            crop = crop.flip(-1)
+        crops.append(crop)
+    return torch.cat(crops)
+
+
+def learn_style(
+    fast: Any,
+    painting: ImageSource,
+    photos: str | Path | Sequence[ImageSource] | None = None,
+    *,
+    engine: Teacher,
+    size: int = 256,
+    steps: int = 200,
+    minutes: float | None = None,
+    batch: int = 2,
+    lr: float = 0.05,
+    seed: int = 0,
+    callback: Callable[[LearnStep], bool | None] | None = None,
+    progress_bar: bool | None = None,
+    name: str | None = None,
+    **loss_options: Any,
+) -> LearnedStyle:
+    """Learns ``painting`` as a new instant style (``FastStyle().learn``): the arbitrary network's
+    style parameters (each styled convolution's normalisation scale and shift, 694 numbers;
+    Dumoulin et al. 2017), from its prediction for the painting, trained by Adam on ``engine``'s
+    hooked VGG loss over random crops of ``photos``. The shared networks are only read.
+
+    Args:
+        fast: the :class:`nstcam.FastStyle` whose arbitrary network paints.
+        painting: the style image.
+        photos: a folder, a glob, or a list of photos to crop from (at most ``MAX_PHOTOS``);
+            None: the bundled sample photos (``SAMPLE_PHOTOS``).
+        engine: the :class:`nstcam.StyleTransfer` whose loss teaches (any VGG it takes).
+        size: the crops' side in px (64 to 1024); the style is read at this size too.
+        steps: Adam steps, each one batch of crops.
+        minutes: stop after this much time, whatever ``steps`` says.
+        batch: crops per step (1 to 16).
+        lr: Adam's learning rate.
+        seed: the crops and flips drawn; one seed gives the same style, bit for bit, on one CPU.
+        callback: called after every step with a :class:`LearnStep` (its ``style`` paints a
+            preview); return False to cancel (:class:`LearnCancelled` is raised).
+        progress_bar: a tqdm bar; None: only where a person watches.
+        name: the painting's name in the style's metadata (default: its file's stem).
+        **loss_options: options of the loss, as :meth:`nstcam.StyleTransfer.stylize` takes them
+            (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...).
+
+    Raises:
+        LearnCancelled: ``callback`` returned False.
+        ValueError: an argument out of range (named, with its range).
+    """
+    size, steps, batch = _checked(size, steps, batch, lr, minutes, engine)
+    style_img = load_image(painting)
+    pool = [p.to(fast.device) for p in _photos(photos, size)]
+    t = fast.arbitrary_net.transformer
+    with torch.no_grad():
+        start = t.norm_params(fast.style_vector(style_img))
+    params = [p.detach().clone().requires_grad_(True) for pair in start for p in pair]
+    label = name or (Path(painting).stem if isinstance(painting, (str, Path)) else "painting")
+    settings = {"size": size, "batch": batch, "lr": float(lr), "seed": int(seed), **loss_options}
+    losses: list[float] = []
+
+    def snapshot() -> LearnedStyle:
+        return LearnedStyle.of(params, painting=label, settings=settings, losses=losses, engine=engine)
+
+    opt = torch.optim.Adam(params, lr=float(lr))
+    gen = torch.Generator().manual_seed(int(seed))
+    t0, bar = time.perf_counter(), _bar(steps, progress_bar)
+    try:  # torch's own thread count (not sized to the load): one seed, the same bits
+        with engine.perceptual_loss(style_img, size=size, **loss_options) as loss_fn:
+            for step in range(1, steps + 1):
+                x = _batch(pool, size, batch, gen)
+                loss = loss_fn(t.paint(x, list(zip(params[0::2], params[1::2], strict=True))), x)[0].mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                seconds = time.perf_counter() - t0
+                _show(bar, losses[-1])
+                if (
+                    callback is not None
+                    and callback(LearnStep(step, steps, losses[-1], seconds, snapshot())) is False
+                ):
+                    raise LearnCancelled(snapshot())
+                if minutes is not None and seconds >= float(minutes) * 60:
+                    logger.info("learning stopped at its %g minute(s): step %d of %d", minutes, step, steps)
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    return snapshot()
+
+
+def _checked(size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any) -> tuple[int, int, int]:
+    """The arguments in range, before any work (each error names its argument and its range)."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < float(lr) <= 1:
+        raise ValueError(f"lr must be in (0, 1], got {str(lr)[:20]}")
+    if minutes is not None and (
+        isinstance(minutes, bool)
+        or not isinstance(minutes, (int, float))
+        or not 0 < float(minutes) <= 24 * 60
+    ):
+        raise ValueError(f"minutes must be in (0, 1440], got {str(minutes)[:20]}")
+    if not callable(getattr(engine, "perceptual_loss", None)):
+        raise ValueError(
+            "engine must be a StyleTransfer (its hooked VGG loss teaches): engine=StyleTransfer()"
+        )
+    return (
+        whole("size", size, minimum=64, maximum=1024),
+        whole("steps", steps, minimum=1, maximum=100_000),
+        whole("batch", batch, minimum=1, maximum=16),
+    )
+
+
+def _show(bar: Any, loss: float) -> None:
+    if bar is not None:
+        bar.set_postfix(loss=f"{loss:.4g}")
+        bar.update()
+
+
+def _bar(steps: int, progress_bar: bool | None) -> Any:
+    import sys
+
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty() if progress_bar is None else progress_bar
+    return tqdm(total=steps, desc="learn style", unit="step") if show else None
+
+
+def paint_learned(
+    fast: Any, x: torch.Tensor, img: Image.Image, style: LearnedStyle, strength: float
+) -> tuple[torch.Tensor, str, dict]:
+    """``x`` (1, 3, H, W) painted with a learned style, what painted it and its parameters; below
+    strength 1 the style's scales and shifts move toward the photo's own (its predicted style), as
+    a style vector's do."""
+    t = fast.arbitrary_net.transformer
+    params = [(s.to(x.device), b.to(x.device)) for s, b in style.params]
+    if strength < 1.0:
+        own = t.norm_params(fast.style_vector(img))
+        params = [
+            (strength * s + (1 - strength) * os, strength * b + (1 - strength) * ob)
+            for (s, b), (os, ob) in zip(params, own, strict=True)
+        ]
+    h, w = x.shape[-2:]
+    out = t.paint(F.pad(x, (0, -w % 4, 0, -h % 4), mode="reflect"), params)[..., :h, :w]
+    note = ", learned on a VGG with RANDOM weights: not meaningful" if style.random_weights else ""
+    what = f"Magenta's arbitrary style network (Ghiasi et al. 2017), a learned style{note}"
+    return out, what, {"style": "learned", "painting": style.meta.get("painting", "")}
