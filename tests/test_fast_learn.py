@@ -156,3 +156,20 @@ def test_bad_arguments_are_refused_before_any_work(fast, st):
         _learn(fast, st, preserve_color="luminance")
     with pytest.raises(ValueError, match="engine must be a StyleTransfer"):
         _learn(fast, None)
+
+
+def test_the_perceptual_loss_is_the_optimisations_own_loss(st):
+    """``StyleTransfer.perceptual_loss`` weighs an image exactly as the optimisation's first step
+    does (the same hooks, layers, weights, balance and style loss): known answer, the photo itself."""
+    photo, brick = SAMPLES / "chelsea.png", SAMPLES / "brick.png"
+    out = st.stylize(photo, brick, size=64, scales=[64], steps=1, init="content", optimizer="adam", seed=0)
+    first = out.info["nstcam"]["history"][0]
+    x = image_to_tensor(resize_long_side(load_image(photo), 64))
+    with st.perceptual_loss(brick, size=64, seed=0) as loss:
+        got = loss(x, x)[:, 0].tolist()
+    assert got == [first["total"], first["content"], first["style"], first["tv"]]  # bit for bit
+    assert first["content"] == 0.0
+    with pytest.raises(RuntimeError, match="inside its with block"):
+        loss(x, x)
+    with pytest.raises(ValueError, match="differ in shape"), st.perceptual_loss(brick, size=64) as loss:
+        loss(x, x[..., :32])
