@@ -104,7 +104,7 @@ class StylePredictor(nn.Module):
 
 NormParams = list[tuple[torch.Tensor, torch.Tensor]]
 """A style as the transformer applies it: each :class:`StyleNorm`'s scale and shift, (N, C, 1, 1)
-each, in the order of :meth:`ArbitraryTransformer.norms`."""
+each, in the order of :meth:`ArbitraryTransformer.styled`."""
 
 
 class StyleNorm(nn.Module):
@@ -172,8 +172,9 @@ class ArbitraryTransformer(nn.Module):
     def paint(self, images: torch.Tensor, params: NormParams) -> torch.Tensor:
         """Photos (N, 3, H, W) in [0, 1], H and W multiples of 4, painted with ``params``
         (:meth:`norm_params`) -> (N, 3, H, W) in [0, 1]."""
-        if len(params) != len(self.styled()):
-            raise ValueError(f"params must hold {len(self.styled())} (scale, shift) pairs, got {len(params)}")
+        expected = len(self.res) * 2 + len(self.expand)
+        if len(params) != expected:
+            raise ValueError(f"params must hold {expected} (scale, shift) pairs, got {len(params)}")
         p = iter(params)
         x = images.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout on the CPU
         for conv in self.contract:

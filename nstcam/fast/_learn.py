@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._checks import whole
@@ -239,9 +238,9 @@ def _bar(steps: int, progress_bar: bool | None) -> Any:
 def paint_learned(
     fast: Any, x: torch.Tensor, img: Image.Image, style: LearnedStyle, strength: float
 ) -> tuple[torch.Tensor, str, dict]:
-    """``x`` (1, 3, H, W) painted with a learned style, what painted it and its parameters; below
-    strength 1 the style's scales and shifts move toward the photo's own (its predicted style), as
-    a style vector's do."""
+    """``x`` (1, 3, H, W, multiples of 4: the engine pads it) painted with a learned style, what
+    painted it and its parameters; below strength 1 the style's scales and shifts move toward the
+    photo's own (its predicted style), as a style vector's do."""
     t = fast.arbitrary_net.transformer
     params = [(s.to(x.device), b.to(x.device)) for s, b in style.params]
     if strength < 1.0:
@@ -250,8 +249,7 @@ def paint_learned(
             (strength * s + (1 - strength) * os, strength * b + (1 - strength) * ob)
             for (s, b), (os, ob) in zip(params, own, strict=True)
         ]
-    h, w = x.shape[-2:]
-    out = t.paint(F.pad(x, (0, -w % 4, 0, -h % 4), mode="reflect"), params)[..., :h, :w]
+    out = t.paint(x, params)
     note = ", learned on a VGG with RANDOM weights: not meaningful" if style.random_weights else ""
     what = f"Magenta's arbitrary style network (Ghiasi et al. 2017), a learned style{note}"
     return out, what, {"style": "learned", "painting": style.meta.get("painting", "")}

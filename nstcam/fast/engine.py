@@ -268,7 +268,7 @@ class FastStyle:
                 f"preserve_color must be None, 'luminance' or 'histogram', got {str(preserve_color)[:30]!r}"
             )
         style = _as_learned(style)
-        builtin = not _is_vector(style) and not isinstance(style, LearnedStyle) and _is_builtin(style)
+        builtin = not _is_vector(style) and _is_builtin(style)  # a LearnedStyle is neither
         weights = style_weights(style).to(self.device)[None] if builtin else None  # checked before any work
         img = _checked_image(content, size)
         with self._threads():
@@ -293,7 +293,8 @@ class FastStyle:
             out = strength * out + (1 - strength) * x
             what, params = f"Dumoulin et al.'s 26-style network{_FROM}", {"style": weights[0].tolist()}
         elif isinstance(style, LearnedStyle):
-            out, what, params = paint_learned(self, x, img, style, strength)
+            out, what, params = paint_learned(self, _pad4(x), img, style, strength)
+            out = out[..., : x.shape[-2], : x.shape[-1]]
         else:
             out = self._arbitrary(x, img, style, strength, preserve_color == "histogram")
             what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
