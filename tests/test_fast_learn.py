@@ -69,7 +69,8 @@ def test_learning_lowers_the_hooked_vgg_loss_on_photos_it_never_saw(fast, st):
     start = fast.arbitrary_net.transformer.norm_params(fast.style_vector(SAMPLES / "brick.png"))
     style = _learn(fast, st, steps=12, batch=2)
     first, last = _held_out_loss(fast, st, start), _held_out_loss(fast, st, style.params)
-    # measured on random VGG weights: 41.8 -> 4.4 on the two held-out photos (train loss 33 -> 4)
+    # measured on random VGG weights: 17.3 -> 5.8 on the two held-out photos (0.33x; its train loss
+    # 28.7 -> 4.7); the old-cpu setting passes too
     assert last < 0.5 * first
 
 
