@@ -159,6 +159,7 @@ def learn_style(
     """
     size, steps, batch = _checked(size, steps, batch, lr, minutes, engine)
     style_img = load_image(painting)
+    teacher = engine.perceptual_loss(style_img, size=size, **loss_options)  # its options checked here
     pool = [p.to(fast.device) for p in _photos(photos, size)]
     t = fast.arbitrary_net.transformer
     with torch.no_grad():
@@ -175,7 +176,7 @@ def learn_style(
     gen = torch.Generator().manual_seed(int(seed))
     t0, bar = time.perf_counter(), _bar(steps, progress_bar)
     try:  # torch's own thread count (not sized to the load): one seed, the same bits
-        with engine.perceptual_loss(style_img, size=size, **loss_options) as loss_fn:
+        with teacher as loss_fn:
             for step in range(1, steps + 1):
                 x = _batch(pool, size, batch, gen)
                 loss = loss_fn(t.paint(x, list(zip(params[0::2], params[1::2], strict=True))), x)[0].mean()

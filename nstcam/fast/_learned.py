@@ -124,11 +124,15 @@ class LearnedStyle:
                 keys = set(f.keys())
                 tensors = {k: f.get_tensor(k) for k in keys} if keys == _expected_names() else {}
         except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-            raise LearnedStyleError(f"style file {name} is not a safetensors file ({str(e)[:60]})") from None
+            raise LearnedStyleError(  # the error's type only: its text may hold the file's path
+                f"style file {name} is not a safetensors file ({type(e).__name__}); "
+                "make one with nstcam learn-style or FastStyle.learn"
+            ) from None
         if meta.get("format") != _FORMAT or keys != _expected_names():
             raise LearnedStyleError(
                 f"style file {name} is not an nstcam learned style: it holds {len(keys)} tensors, "
-                f"a learned style {len(_expected_names())} (norm.0.scale ... norm.12.shift)"
+                f"a learned style {len(_expected_names())} (norm.0.scale ... norm.12.shift); "
+                "make one with nstcam learn-style or FastStyle.learn"
             )
         params = []
         for i, c in enumerate(LEARNED_CHANNELS):
