@@ -226,7 +226,8 @@ class _VideoWorker:
 
 class _FastWorker:
     """One actor: one :class:`nstcam.FastStyle` (real weights) for all its images, or (``video``)
-    clips; the style read once: a built-in style, one painting's vector, or paintings' blend."""
+    clips; the style read once: a built-in style, a learned style, one painting's vector, or
+    paintings' blend."""
 
     def __init__(self, styles: list[bytes] | Any, params: dict, threads: int, gpu: bool, video: bool) -> None:
         import torch
@@ -336,8 +337,10 @@ def stylize_dataset(
         video_ext: format of stylised videos (``.mp4``, ``.webm``, ``.mov``, ``.mkv``, ``.gif``).
         fast: paint with the pretrained feed-forward network (:class:`nstcam.FastStyle`, real
             weights) instead of optimising: ``style`` is then also a built-in style (an index 0-25 or
-            a mapping); ``stylize_params`` take ``size``, ``strength``, ``preserve_color``,
-            ``style_weights`` and for videos ``temporal_blend``, ``flow``, ``max_frames``, ``fps``.
+            a mapping) or a learned style (:meth:`nstcam.FastStyle.learn`: a ``LearnedStyle`` or its
+            ``.safetensors`` file, read and checked here, once); ``stylize_params`` take ``size``,
+            ``strength``, ``preserve_color``, ``style_weights`` and for videos ``temporal_blend``,
+            ``flow``, ``max_frames``, ``fps``.
         **stylize_params: keywords of :meth:`nstcam.StyleTransfer.stylize` (size, steps, ...); for
             videos also those of :func:`nstcam.video.stylize_video` (``temporal_weight``, ``flow``,
             ``passes``, ``max_frames``, ``fps``), which images ignore.
@@ -359,7 +362,7 @@ def stylize_dataset(
     images = [i for i in items if i not in set(videos)]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    builtin = fast and isinstance(style, (int, dict))
+    style, builtin = _fast_ready(style) if fast else (style, False)
     styles = style if isinstance(style, (list, tuple)) else [style]
     style_bytes = style if builtin else [_png_bytes(load_image(s)) for s in styles]
     result = BatchResult()
@@ -416,6 +419,16 @@ def _fast_dataset(
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(image_rows) + len(video_rows))
     return result
+
+
+def _fast_ready(style: Any) -> tuple[Any, bool]:
+    """The fast network's style as the driver ships it, and whether it goes as it is: a built-in
+    style or a learned one (a ``.safetensors`` file read and checked here, once) as it is; paintings
+    (False) as PNG bytes."""
+    from nstcam.fast import LearnedStyle, is_style_file
+
+    style = LearnedStyle.load(style) if is_style_file(style) else style
+    return style, isinstance(style, (int, dict, LearnedStyle))
 
 
 def _png_bytes(img: Any) -> bytes:

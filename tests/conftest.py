@@ -21,6 +21,7 @@ if "OMP_NUM_THREADS" not in os.environ:  # the numeric matrix sets it (1 and 3 t
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINTS = (
     "stylize",
+    "learn_style",
     "stylize_video",
     "gradcam",
     "gradcam_video",

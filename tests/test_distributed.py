@@ -23,6 +23,7 @@ from conftest import marked  # noqa: E402
 from nstcam import GradCAM, StyleTransfer  # noqa: E402
 from nstcam.cam.files import class_stem  # noqa: E402
 from nstcam.distributed import explain_dataset, stylize_dataset  # noqa: E402
+from nstcam.fast import LearnedStyleError  # noqa: E402
 
 KW = dict(weights="random", size=32, steps=3, seed=0, optimizer="adam")
 
@@ -301,5 +302,18 @@ def test_fast_stylize_dataset_equals_the_fast_engine_on_images_and_clips(local_r
     )
     want = np.asarray(local.stylize(inp / "img0.png", 7, size=48))
     assert np.array_equal(np.asarray(Image.open(builtin.written[0])), want)
+    learned = local.learn(
+        style, [inp / "img0.png"], engine=StyleTransfer(weights="random"), size=64, steps=2, batch=1
+    )
+    learned.save(tmp_path / "mine.safetensors")
+    res = stylize_dataset(
+        inp / "img0.png", tmp_path / "mine.safetensors", tmp_path / "l", num_workers=1, fast=True, size=48
+    )
+    want = np.asarray(local.stylize(inp / "img0.png", learned, size=48))  # a learned style's file on Ray
+    assert np.array_equal(np.asarray(Image.open(res.written[0]))[: want.shape[0]], want)
+    assert json.loads(res.written[0].with_suffix(".json").read_text())["random_weights"] is True
+    with pytest.raises(LearnedStyleError, match="bad.safetensors"):
+        (tmp_path / "bad.safetensors").write_text("no")
+        stylize_dataset(inp / "img0.png", tmp_path / "bad.safetensors", tmp_path / "l2", fast=True)
     with pytest.raises(ValueError, match="fast=True takes size, .*; not steps"):
         stylize_dataset(inp / "img1.png", 7, tmp_path / "c", fast=True, steps=3)

@@ -89,3 +89,20 @@ def test_bad_parameters_are_refused_before_any_frame(fast, clip, tmp_path):
         with pytest.raises(ValueError, match=message):
             fast.stylize_video(clip, 1, tmp_path / "x", size=64, **kw)
         assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_a_learned_style_file_paints_a_clip_and_one_learned_on_a_random_vgg_says_so(fast, clip, tmp_path):
+    """Issue 65: a learned style works on video as a built-in one does; its notice said "real" for a
+    style learned on random VGG weights, and its frames had no label."""
+    from nstcam import StyleTransfer
+
+    learned = fast.learn(
+        SAMPLES / "brick.png", clip, engine=StyleTransfer(weights="random"), size=64, steps=2
+    )
+    path = learned.save(tmp_path / "brick.safetensors")
+    res = fast.stylize_video(clip, path, tmp_path / "o", size=96, temporal_blend=0.0)
+    out = _frames(res.path)
+    assert res.random_weights and "learned on RANDOM VGG weights" in res.weights
+    assert out[0].shape[1] == 96 and out[0].shape[0] > 64  # the label under every frame
+    first = np.asarray(fast.stylize(load_image(sorted(clip.glob("*.png"))[0]), learned))
+    assert np.array_equal(out[0][:64], first)  # the frame itself: the learned style's painting

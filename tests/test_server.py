@@ -257,9 +257,27 @@ def test_mcp_tools_through_a_real_client(server, images):
             trust = await s.call_tool(
                 "trust", {"image": data, "model": "resnet18", "methods": ["gradcam", "randomcam"]}
             )
-            return tools, cam, style, seg, trust
+            learn = await s.call_tool("learn_style", {"painting": data, "size": 64, "steps": 2, "batch": 1})
+            sent = [x.text for x in learn.content if x.type == "text" and "data:" in x.text]
+            url = sent[0].split(": ", 1)[1] if sent else None  # the style file, sent back as it came
+            fast = await s.call_tool(
+                "stylize", {"content": data, "size": 64, "mode": "fast", "style_file": url}
+            )
+            return tools, cam, style, seg, trust, learn, fast
 
-    tools, cam, style, seg, trust = asyncio.run(asyncio.wait_for(session(), 180))
+    tools, cam, style, seg, trust, learn, fast = asyncio.run(asyncio.wait_for(session(), 180))
+    assert not learn.isError, learn.content  # a painting learned through MCP: its status, its preview
+    learned = " ".join(x.text for x in learn.content if x.type == "text")
+    assert "done: 2 steps in " in learned and "/tmp" not in learned and "gradio_api/file=" not in learned
+    assert "learned_style.safetensors: data:application/octet-stream;base64," in learned
+    assert not fast.isError, fast.content  # the agent paints with the file it got
+    assert "a learned style, learned on RANDOM VGG weights" in " ".join(
+        x.text for x in fast.content if x.type == "text"
+    )
+    assert "up to 16 photos" in tools["learn_style"].inputSchema["properties"]["photos"].get(
+        "description", ""
+    )
+    assert "10 minutes of a 2-core CPU's work" in tools["learn_style"].description
     assert set(ENDPOINTS) <= set(tools)
     v = tools["gradcam_video"]
     assert "Kinetics-400" in v.description and {"stride", "smooth", "trim"} <= set(

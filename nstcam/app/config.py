@@ -94,6 +94,10 @@ class AppConfig:
         max_request_seconds: wall-clock budget of one clip, volume or style request, after which it
             stops at its next step or window and says so [NSTCAM_MAX_REQUEST_SECONDS; 600 on CPU,
             300 on GPU].
+        max_learn_minutes: most work one "Learn a style" request may ask for, in minutes of a 2-core
+            CPU's work (:func:`nstcam.app.cost.learn_cost` counts its pixel-steps at that CPU's
+            measured rate) [NSTCAM_MAX_LEARN_MINUTES; 10; on a GPU the same pixel-steps: its rate is
+            not measured yet].
         style_arch: the VGG style transfer runs on, one of :data:`nstcam.style.STYLE_ARCHS`
             [NSTCAM_STYLE_ARCH; vgg16_bn].
         style_weights: a VGG state dict in torchvision's layout for ``style_arch`` instead of
@@ -118,6 +122,7 @@ class AppConfig:
     max_video_frames: int | None = None
     max_volume_voxel_passes: int | None = None
     max_request_seconds: float | None = None
+    max_learn_minutes: float | None = None
     style_arch: str | None = None
     style_weights: str | None = None
     style_preprocess: str | None = None
@@ -157,6 +162,7 @@ class AppConfig:
         self.max_request_seconds = float(
             self.max_request_seconds or _env_number("NSTCAM_MAX_REQUEST_SECONDS", 300 if on_gpu else 600)
         )
+        self.max_learn_minutes = float(self.max_learn_minutes or _env_number("NSTCAM_MAX_LEARN_MINUTES", 10))
         self.style_arch = self.style_arch or os.environ.get("NSTCAM_STYLE_ARCH") or "vgg16_bn"
         if self.style_arch not in STYLE_ARCHS:
             raise ValueError(

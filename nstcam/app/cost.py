@@ -4,6 +4,8 @@ one estimator per endpoint, read through :func:`request_cost`.
 A request's cost is counted in the unit that bounds its time and memory:
 
 - a style request's in pixel-steps (its size squared x its steps; each is in range first);
+- a learning request's in pixel-steps too (its crops' side squared x its steps x its batch), its
+  limit the server's minutes of work at a 2-core CPU's measured rate;
 - a stylised video's in frame pixels at the size asked (frames x width x height);
 - a Grad-CAM request's in masked images (a perturbation method scores one per channel and class,
   SS-CAM and IS-CAM one per sample too, augmentation 6 times; a gradient method none), the
@@ -47,6 +49,7 @@ __all__ = [
     "faithfulness_curves",
     "faithfulness_steps",
     "features_cost",
+    "learn_cost",
     "max_volume_side",
     "request_cost",
     "style_cost",
@@ -111,6 +114,32 @@ def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
         square_pixels_at_scales(cfg.max_size) * cfg.max_steps,
         "pixel-steps",
         "Use a smaller size or fewer steps.",
+        _server(cfg),
+    )
+
+
+LEARN_SECONDS_PER_PIXEL_STEP = 1.87e-5
+"""One learning step (the arbitrary network and VGG16's forward and backward) per crop pixel on this
+project's 2-core CPU: 10 minutes ran 241-254 steps of two 256 px crops (``bench_learn.py``,
+docs/style.md), 2.45 s a step."""
+MAX_LEARN_STEPS = 5000
+MAX_LEARN_BATCH = 8
+
+
+def learn_cost(cfg: AppConfig, size: float | None, steps: float | None, batch: float | None) -> Cost:
+    """A learning request's pixel-steps (``/learn_style``): its crops' side squared x its steps x its
+    batch, each in range first; the limit is :attr:`AppConfig.max_learn_minutes` of a 2-core CPU's
+    work (:data:`LEARN_SECONDS_PER_PIXEL_STEP`; 10 minutes is about 245 steps of two 256 px crops)."""
+    check(size, "size", 64, min(1024, cfg.max_size))
+    check(steps, "steps", 1, MAX_LEARN_STEPS)
+    check(batch, "batch", 1, MAX_LEARN_BATCH)
+    minutes = cfg.max_learn_minutes
+    return Cost(
+        f"learning a style at {size:g} px for {steps:g} steps of {batch:g} crops",
+        float(size) ** 2 * float(steps) * float(batch),
+        minutes * 60 / LEARN_SECONDS_PER_PIXEL_STEP,
+        f"pixel-steps ({minutes:g} minutes of a 2-core CPU's work is the limit)",
+        "Use fewer steps, a smaller size or a smaller batch.",
         _server(cfg),
     )
 
@@ -373,6 +402,7 @@ def volume_cost(cfg: AppConfig, name: str, shape: tuple[int, ...], top_k: int) -
 ESTIMATES: dict[str, Callable[..., Cost]] = {
     "stylize": style_cost,
     "subject_aware": style_cost,
+    "learn_style": learn_cost,
     "stylize_video": video_cost,
     "gradcam": cam_cost,
     "faithfulness": faithfulness_cost,

@@ -24,6 +24,7 @@ __all__ = [
     "Outbox",
     "SafeEditor",
     "SafeFile",
+    "SafeFiles",
     "SafeImage",
     "SafeVideo",
     "check_editor_parts",
@@ -185,6 +186,24 @@ def SafeFile(what: str, **kwargs: Any) -> gr.File:  # noqa: N802 - reads like th
 
     def preprocess(payload: Any) -> str | None:
         return None if payload is None else upload_path(payload, f"file ({what})")
+
+    comp.preprocess = preprocess
+    return comp
+
+
+def SafeFiles(what: str, most: int, **kwargs: Any) -> gr.File:  # noqa: N802 - reads like the component it builds
+    """A ``gr.File`` of several files (handed over as their paths), at most ``most`` of them (counted
+    before any is looked at), each passing :func:`upload_path`; ``what`` names one in refusals."""
+    comp = gr.File(type="filepath", file_count="multiple", **kwargs)
+
+    def preprocess(payload: Any) -> list[str] | None:
+        if payload is None:
+            return None
+        items = getattr(payload, "root", payload)
+        items = list(items) if isinstance(items, (list, tuple)) else [items]
+        if len(items) > most:
+            raise refuse(f"{what}s: {len(items)} sent, at most {most} on this server")
+        return [upload_path(item, f"file ({what} {k})") for k, item in enumerate(items, 1)] or None
 
     comp.preprocess = preprocess
     return comp

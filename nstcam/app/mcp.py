@@ -7,7 +7,9 @@ progress token, as a single text item (the tuple's repr) instead of one item per
 agent would get no image. :func:`enable_mcp` unpacks them, so images come back as image content;
 a gallery's images come back each as an image item followed by its caption (Gradio gave the
 gallery as one text, a Python repr of server paths); a text file (the trust report's CSV and
-markdown) comes back as its name and its text; and no item names a server path (Gradio adds an
+markdown) comes back as its name and its text; a learned style's file as its name and a ``data:``
+URL (which the agent sends back as ``/stylize``'s ``style_file``: Gradio gave a URL holding its
+server path); and no item names a server path (Gradio adds an
 "Image URL" text per image, a URL that holds the file's path on the server).
 """
 
@@ -38,7 +40,7 @@ def enable_mcp() -> None:
         out = await original(self, job)
         if len(out) == 1 and isinstance(out[0], tuple):
             out = list(out[0])
-        return _texts_read(_galleries_expanded(out))
+        return _data_sent(_texts_read(_galleries_expanded(out)))
 
     contents = GradioMCPServer.postprocess_output_data
 
@@ -106,3 +108,27 @@ def _texts_read(outputs: list[Any]) -> list[Any]:
             )
             flat.append(f"{name}:\n{text}")
     return flat
+
+
+_DATA_FILES = (".safetensors",)
+"""Small binary results (a learned style, a few KB) an agent gets as a ``data:`` URL."""
+
+
+def _data_sent(outputs: list[Any]) -> list[Any]:
+    """Each small binary file output (:data:`_DATA_FILES`) replaced by its name and a ``data:`` URL."""
+    return [
+        _as_data_url(o) if _is_file(o) and Path(o["path"]).suffix.lower() in _DATA_FILES else o
+        for o in outputs
+    ]
+
+
+def _as_data_url(f: dict) -> str:
+    """``"name: data:application/octet-stream;base64,..."``, to send back as a file input."""
+    import base64
+
+    path = Path(f["path"])
+    name = f.get("orig_name") or path.name
+    if path.stat().st_size > _MAX_TEXT_BYTES:
+        return f"{name}: (too large to send)"
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f"{name}: data:application/octet-stream;base64,{data}"

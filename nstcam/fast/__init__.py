@@ -12,7 +12,7 @@ from nstcam.fast._import import (
     wheel_models,
 )
 from nstcam.fast._learn import LearnCancelled, LearnStep, learn_style
-from nstcam.fast._learned import LearnedStyle, LearnedStyleError
+from nstcam.fast._learned import LearnedStyle, LearnedStyleError, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
 
@@ -34,6 +34,7 @@ __all__ = [
     "fast_file",
     "import_fast",
     "import_multistyle",
+    "is_style_file",
     "learn_style",
     "multistyle_file",
     "style_weights",

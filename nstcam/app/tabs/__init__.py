@@ -2,7 +2,8 @@
 without a server), its layout, its API endpoint (built from the handler's signature) and the
 endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 
-- ``style``: "Style transfer", ``/stylize``. ``video``: "Video", ``/stylize_video``.
+- ``style``: "Style transfer", ``/stylize``. ``learn``: "Learn a style", ``/learn_style`` (a
+  painting learned as a new style for the Fast mode). ``video``: "Video", ``/stylize_video``.
 - ``webcam``: "Webcam", a live stream painted by the fast network (no public endpoint).
 - ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``) and
   ``trust`` (its panel, ``/trust``: several methods scored side by side).
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nstcam.app.tabs import cam, cam_video, cam_volume, features, style, subject, video, webcam
+from nstcam.app.tabs import cam, cam_video, cam_volume, features, learn, style, subject, video, webcam
 
 __all__ = ["TABS"]
 
 TABS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("Style transfer", style.tab),
+    ("Learn a style", learn.tab),
     ("Video", video.tab),
     ("Webcam", webcam.tab),
     ("Grad-CAM", cam.tab),

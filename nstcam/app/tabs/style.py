@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -14,7 +15,7 @@ from PIL import Image
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import request_cost, square_pixels_at_scales
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeEditor, SafeImage, editor_mask, load_upload, warn_bad_uploads
+from nstcam.app.files import SafeEditor, SafeFile, SafeImage, editor_mask, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
 from nstcam.app.running import (
     Result,
@@ -30,7 +31,7 @@ from nstcam.app.running import (
 )
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers, sample, size_steps
-from nstcam.fast import N_STYLES
+from nstcam.fast import N_STYLES, LearnedStyle
 from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
 from nstcam.style.options import INITS, auto_scales
@@ -53,7 +54,7 @@ painting. Results from random weights are labelled as such.
 
 Args:
     content: the photo to repaint: {image}.
-    style: the painting or texture whose style is transferred: {image}.
+    style: the painting or texture whose style is transferred: {image}; null only in "fast" mode with a built-in style or a style_file.
     style_b: optional second style, blended in by `blend`: {image}; or null.
     blend: weight of style_b, 0 to 1 (0: style only).
     size: long side of the result in px, 64 to {max_size}.
@@ -74,6 +75,7 @@ Args:
     strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
+    style_file: "fast" mode: a learned style (.safetensors, from /learn_style) instead of the style image, painting alone; or null.
 
 Returns:
     result: the stylised image (PNG).
@@ -95,7 +97,7 @@ def _color_mode(value: bool | str | None) -> bool | str:
 def stylize_handler(
     models: Models,
     content: Any,
-    style: Any,
+    style: Any = None,
     style_b: Any = None,
     blend: float = 0.0,
     size: int = 384,
@@ -118,6 +120,7 @@ def stylize_handler(
     strength: float = 1.0,
     builtin_a: int = -1,
     builtin_b: int = -1,
+    style_file: Any = None,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """Streams (image, status, PNG path) while stylising; the last item is the result.
 
@@ -136,7 +139,17 @@ def stylize_handler(
         raise refuse(f"mode must be {', '.join(MODES)}, got {str(mode)[:40]!r}")
     if mode == "fast":
         yield from fast_handler(
-            models, content, style, style_b, blend, size, preserve_color, strength, builtin_a, builtin_b
+            models,
+            content,
+            style,
+            style_b,
+            blend,
+            size,
+            preserve_color,
+            strength,
+            builtin_a,
+            builtin_b,
+            style_file,
         )
         return
     if mode == "fast_refine":
@@ -251,11 +264,13 @@ def fast_handler(
     strength: float = 1.0,
     builtin_a: int = -1,
     builtin_b: int = -1,
+    style_file: Any = None,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
     """``mode="fast"``: one pass of a pretrained network (:class:`nstcam.FastStyle`, real weights):
     Magenta's arbitrary network for paintings (style B blended in by its style vector), the 26-style
     network for built-in styles (``builtin_a``, ``builtin_b``: 0-25, -1 none; blended by their
-    weights); ``strength`` 0 to 1; yields (image, status, PNG path) once."""
+    weights), or a learned style (``style_file``, from the "Learn a style" tab: checked on reading);
+    ``strength`` 0 to 1; yields (image, status, PNG path) once."""
     try:
         check(size, "size", 64, models.config.max_size)
         check(blend, "blend", 0, 1)
@@ -267,7 +282,10 @@ def fast_handler(
             raise refuse("Upload a content image.")
         content_img = load_upload(content, "content")
         fast = models.fast()
-        painting = _fast_style(fast, style, style_b, blend, int(builtin_a), int(builtin_b))
+        if style_file:
+            painting = _learned_file(style_file, style_b, blend, int(builtin_a), int(builtin_b))
+        else:
+            painting = _fast_style(fast, style, style_b, blend, int(builtin_a), int(builtin_b))
         t = time.perf_counter()
         img = fast.stylize(
             content_img,
@@ -279,8 +297,11 @@ def fast_handler(
         seconds = time.perf_counter() - t
     except Exception as e:
         raise fail(e) from e
-    net = "the 26-style network" if builtin_a >= 0 else "Magenta's arbitrary network"
-    status = f"done: {img.width}x{img.height} in {seconds:.2f} s, {net} (real weights), strength {strength:g}"
+    net = "the 26-style network" if builtin_a >= 0 and not style_file else "Magenta's arbitrary network"
+    net += " (real weights)"
+    if style_file:
+        net += ", a learned style" + (", learned on RANDOM VGG weights" if _random_learned(img) else "")
+    status = f"done: {img.width}x{img.height} in {seconds:.2f} s, {net}, strength {strength:g}"
     yield img, status, models.outbox.save(img, "stylized.png")
 
 
@@ -302,6 +323,21 @@ def _fast_style(fast: Any, style: Any, style_b: Any, blend: float, a: int, b: in
     if style_b is None or blend <= 0:
         return painting  # one painting as an image: strength and histogram colours read it per photo
     return fast.blend_vector([painting, load_upload(style_b, "style B")], [1.0 - blend, blend])
+
+
+def _learned_file(style_file: Any, style_b: Any, blend: float, a: int, b: int) -> LearnedStyle:
+    """A learned style's file read and checked (names, shapes, dtype, values, size; whatever its
+    name: an MCP client's upload has none of its own); it paints alone (no style B, no built-in)."""
+    if a >= 0 or b >= 0 or (style_b is not None and blend > 0):
+        raise refuse(
+            "style_file: a learned style paints alone; clear style B (or set blend to 0) and the built-in styles"
+        )
+    return LearnedStyle.load(Path(str(style_file)))
+
+
+def _random_learned(img: Image.Image) -> bool:
+    """The picture was painted with a style learned on a random VGG (the engine's record says so)."""
+    return bool((img.info.get("nstcam") or {}).get("random_weights"))
 
 
 BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYLES)]
@@ -424,7 +460,13 @@ def _fast_controls() -> dict[str, Any]:
         builtin_b = gr.Dropdown(
             BUILTIN_CHOICES, value=-1, label="Built-in style B (blended in)", elem_id="st-builtin-b"
         )
-    return dict(fast_row=fast_row, builtin_a=builtin_a, builtin_b=builtin_b)
+        style_file = SafeFile(
+            "style file",
+            label="Learned style (.safetensors, from Learn a style)",
+            file_types=[".safetensors"],
+            elem_id="st-style-file",
+        )
+    return dict(fast_row=fast_row, builtin_a=builtin_a, builtin_b=builtin_b, style_file=style_file)
 
 
 def _regions(config: AppConfig) -> dict[str, Any]:
@@ -513,7 +555,7 @@ def _results() -> dict[str, Any]:
 _INPUTS = (
     *("content", "style_a", "style_b", "blend", "size", "steps", "style_strength", "content_strength"),
     *("smoothness", "preserve", "seed", "optimizer", "tile", "style_loss", "init", "average"),
-    *("mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b"),
+    *("mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b", "style_file"),
 )
 """The ``/stylize`` endpoint's inputs, in its parameters' order (new ones only ever at the end)."""
 

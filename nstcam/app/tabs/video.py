@@ -14,7 +14,7 @@ import gradio as gr
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import FAST_VIDEO_FACTOR, request_cost, style_cost
 from nstcam.app.errors import refuse, sentence
-from nstcam.app.files import SafeImage, SafeVideo, load_upload, warn_bad_uploads
+from nstcam.app.files import SafeFile, SafeImage, SafeVideo, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
 from nstcam.app.running import (
     Result,
@@ -28,6 +28,7 @@ from nstcam.app.running import (
 )
 from nstcam.app.tabs.style import STARTING
 from nstcam.app.tools import fill_doc
+from nstcam.fast import LearnedStyle
 from nstcam.image import long_side_size
 from nstcam.video import (
     DEFAULT_TEMPORAL_WEIGHT,
@@ -52,7 +53,7 @@ Clips longer than {video_seconds:g} s or over {video_pixels:,} frame pixels (fra
 
 Args:
     video: the clip (mp4, webm, mov, mkv or GIF; at most {upload} MB) as an http(s) URL or a data: URL.
-    style: the painting or texture whose style is transferred: {image}.
+    style: the painting or texture whose style is transferred: {image}; null with a style_file.
     size: long side of the frames in px, 64 to {max_size}.
     steps: optimisation steps per frame, 1 to {max_steps}.
     temporal_weight: weight of the temporal loss, {temporal_range} (default 50; 0: every frame alone, flickers).
@@ -60,6 +61,7 @@ Args:
     trim: true: a clip over the limits is cut to what fits; false: it is refused with the limits.
     seed: random seed, >= 0.
     fast: true: each frame painted in one pass of a pretrained network (Magenta's arbitrary style network, real weights whatever the VGG's; `steps` and `temporal_weight` unused), steadied by blending the previous frame warped along the flow: a fraction of a second per frame.
+    style_file: with fast true: a learned style (.safetensors, from /learn_style) instead of `style`; or null.
 
 Returns:
     preview: the last frame stylised.
@@ -127,7 +129,7 @@ def _plan_frames(
 def video_handler(
     models: Models,
     video: Any,
-    style: Any,
+    style: Any = None,
     size: int = 256,
     steps: int = 50,
     temporal_weight: float = DEFAULT_TEMPORAL_WEIGHT,
@@ -136,21 +138,25 @@ def video_handler(
     seed: int = 0,
     stop: threading.Event | None = None,
     fast: bool = False,
+    style_file: Any = None,
 ) -> Iterator[tuple[str | None, str, str | None]]:
     """Streams (frame preview, status, video path) while stylising a clip; the last item has the
     video. Each frame done comes as a PNG file of its own (None while a frame's steps run: the
     preview stays). ``stop`` (Cancel) ends the run after the current step: the frames done are
-    written. ``fast``: the pretrained network paints each frame (:meth:`nstcam.FastStyle.stylize_video`)."""
+    written. ``fast``: the pretrained network paints each frame (:meth:`nstcam.FastStyle.stylize_video`),
+    with a learned style (``style_file``, from the Learn a style tab) instead of ``style`` if given."""
     cfg = models.config
     stop = stop or threading.Event()
     try:
-        if video is None or style is None:
+        if style_file is not None and not fast:
+            raise refuse("style_file: a learned style paints in the fast mode only; tick Fast")
+        if video is None or (style is None and style_file is None):
             raise refuse("Upload a video and a style image.")
         style_cost(cfg, size, steps).check()  # its size and steps, as a style request's
         check(temporal_weight, "temporal_weight", *TEMPORAL_WEIGHT_RANGE)
         check(max_seconds, "max_seconds", 0, 1e6)
         info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim), bool(fast))
-        style_img = load_upload(style, "style")
+        style_img = LearnedStyle.load(Path(str(style_file))) if style_file else load_upload(style, "style")
         st = models.fast() if fast else models.style()
     except Exception as e:
         raise fail(e) from e
@@ -198,6 +204,8 @@ def video_handler(
         else f"done: {res.frames} frames{trimmed}"
     )
     how = ", fast network (real weights)" if fast else ""
+    if res.random_weights and fast:
+        how += ", its style learned on RANDOM VGG weights: not meaningful"
     status = (
         f"{head}, {res.size[0]}x{res.size[1]} at {res.fps:g} fps in {res.seconds:.0f} s{how}; warping error {err}"
         + note
@@ -244,6 +252,12 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 info="steps and temporal weight are not used; frames are steadied along the optical flow",
                 elem_id="vid-fast",
             )
+            style_file = SafeFile(
+                "style file",
+                label="Fast: or a learned style (.safetensors, from Learn a style)",
+                file_types=[".safetensors"],
+                elem_id="vid-style-file",
+            )
         with gr.Column():
             preview = gr.Image(
                 label="Frame so far", type="filepath", interactive=False, elem_id="vid-preview"
@@ -266,7 +280,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     listen(
         run,
         stylize_video,
-        [video, style, size, steps, temporal, max_seconds, trim, seed, fast],
+        [video, style, size, steps, temporal, max_seconds, trim, seed, fast, style_file],
         [preview, status, result, download],
         status,
         api_name="stylize_video",

