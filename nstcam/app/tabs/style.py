@@ -138,19 +138,8 @@ def stylize_handler(
     if mode not in MODES:
         raise refuse(f"mode must be {', '.join(MODES)}, got {str(mode)[:40]!r}")
     if mode == "fast":
-        yield from fast_handler(
-            models,
-            content,
-            style,
-            style_b,
-            blend,
-            size,
-            preserve_color,
-            strength,
-            builtin_a,
-            builtin_b,
-            style_file,
-        )
+        fast_args = (content, style, style_b, blend, size, preserve_color, strength)
+        yield from fast_handler(models, *fast_args, builtin_a, builtin_b, style_file)
         return
     if mode == "fast_refine":
         init = "fast"
