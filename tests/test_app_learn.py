@@ -71,6 +71,8 @@ def test_the_tab_learns_as_the_api_does_and_its_file_paints_in_fast_mode(models,
     )
     assert np.array_equal(np.asarray(img), np.asarray(fast.stylize(load_image(str(photo)), learned, size=96)))
     assert "a learned style, learned on RANDOM VGG weights" in said and Image.open(png).size[0] == 96
+    with pytest.raises(gr.Error, match="style_file: a learned style paints in the Fast mode only"):
+        list(stylize_handler(models, str(photo), str(painting), None, 0.0, 64, 2, style_file=path))
 
 
 def torch_equal(a, b) -> bool:

@@ -124,7 +124,7 @@ def learn_handler(
             return c
         return learned, fast.stylize(photo, learned, size=PREVIEW_SIZE), time.perf_counter() - t0
 
-    yield None, "starting: reading the painting and the photos…" + note, None
+    yield None, "starting: reading the painting's style and the photos' crops…" + note, None
     try:
         for preview, status in (result := Result(in_thread(run, stop))):
             yield preview, status + note, None

@@ -75,7 +75,7 @@ Args:
     strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
-    style_file: "fast" mode: a learned style (.safetensors, from /learn_style) instead of the style image, painting alone; or null.
+    style_file: "fast" mode only: a learned style (.safetensors, from /learn_style) instead of the style image, painting alone; or null.
 
 Returns:
     result: the stylised image (PNG).
@@ -137,6 +137,8 @@ def stylize_handler(
     stop = stop or threading.Event()
     if mode not in MODES:
         raise refuse(f"mode must be {', '.join(MODES)}, got {str(mode)[:40]!r}")
+    if style_file and mode != "fast":
+        raise refuse("style_file: a learned style paints in the Fast mode only; pick Fast")
     if mode == "fast":
         fast_args = (content, style, style_b, blend, size, preserve_color, strength)
         yield from fast_handler(models, *fast_args, builtin_a, builtin_b, style_file)
