@@ -166,8 +166,12 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 MAX_LEARN_PHOTOS,
                 label=f"Photos to learn on (optional, at most {MAX_LEARN_PHOTOS}; none: the bundled ones)",
                 file_types=["image"],
+                height=140,
                 elem_id="ls-photos",
             )
+            with gr.Row():
+                run = gr.Button("Learn this painting", variant="primary", elem_id="ls-run")
+                cancel = gr.Button("Cancel", variant="stop", elem_id="ls-cancel")
             size = gr.Slider(
                 64, side, value=min(256, side), step=16, label="Crop size (px)", elem_id="ls-size"
             )
@@ -186,9 +190,6 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 "(crop size² x steps x crops); the file works in Style transfer's Fast mode, the "
                 "CLI (`nstcam stylize --fast --style mine.safetensors`) and the Python API."
             )
-            with gr.Row():
-                run = gr.Button("Learn this painting", variant="primary", elem_id="ls-run")
-                cancel = gr.Button("Cancel", variant="stop", elem_id="ls-cancel")
         with gr.Column():
             preview = SafeImage(label="Preview: the style so far", interactive=False, elem_id="ls-preview")
             status = gr.Textbox(label="Status", interactive=False, elem_id="ls-status")
