@@ -15,6 +15,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
+from nstcam._mark import is_random, mark_random
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeFile, SafeImage, load_upload, warn_bad_uploads
@@ -114,7 +115,8 @@ def webcam_handler(
             painting = webcam.style(models, style)
         else:
             painting = load_upload(style, "style")
-        out = np.asarray(models.fast().stylize(img, painting))
+        painted = models.fast().stylize(img, painting)
+        out = np.asarray(mark_random(painted) if is_random(painted) else painted)  # a random VGG's style
         if webcam is not None:
             webcam.budget.spend(client, time.perf_counter() - start)
         return out
