@@ -442,7 +442,7 @@ def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(se
         assert r.status_code == 404 and r.json()["detail"].startswith("this app has no endpoint named "), (
             r.text
         )
-        assert "gradcam, gradcam_video, stylize, stylize_video" in r.json()["detail"]
+        assert "gradcam, gradcam_video, learn_style, stylize, stylize_video" in r.json()["detail"]
     # the page's own calls: /run/predict with an fn_index
     r = httpx.post(server + "gradio_api/run/predict", json={"data": [None], "fn_index": fn_index})
     assert r.json()["error"].startswith("this endpoint takes 10 values"), r.text  # the event's own gate
