@@ -56,7 +56,7 @@ def test_a_person_learns_cancels_downloads_and_paints_with_the_file(server, imag
         page.locator("#ls-run").click()  # a long run, cancelled once it has started
         page.wait_for_function(
             "() => document.querySelector('#ls-status textarea').value.startsWith('step 2/400')",
-            timeout=90_000,
+            timeout=180_000,
         )
         page.locator("#ls-cancel").click()
         page.wait_for_function(
@@ -67,7 +67,7 @@ def test_a_person_learns_cancels_downloads_and_paints_with_the_file(server, imag
         _set(page, "ls-steps", 3)
         page.locator("#ls-run").click()
         page.wait_for_function(
-            "() => document.querySelector('#ls-status textarea').value.startsWith('done')", timeout=90_000
+            "() => document.querySelector('#ls-status textarea').value.startsWith('done')", timeout=180_000
         )
         assert _status(page).startswith("done: 3 steps") and page.locator("#ls-preview img").count() == 1
         with page.expect_download() as got:

@@ -98,9 +98,9 @@ def test_every_file_input_of_every_endpoint_refuses_paths_outside_the_uploads(
     endpoints = _file_inputs(app["config"])
     names = {e[1] for e in endpoints}
     assert set(ENDPOINTS) <= names
-    # before/after steps, 8 buttons, 9 image boxes that take a non-image out at once (issue 37.13),
+    # before/after steps, 9 buttons, 10 image boxes that take a non-image out at once (issue 37.13),
     # the volume tab's button (the page's only: no endpoint); the webcam's stream is "paint_frame"
-    assert sum(e[1].startswith("false") for e in endpoints) == 2 + 8 + 9 + 1
+    assert sum(e[1].startswith("false") for e in endpoints) == 2 + 9 + 10 + 1
     assert "paint_frame" in names
     refused = 0
     for fn_index, endpoint, inputs, files in endpoints:

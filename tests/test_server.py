@@ -144,8 +144,9 @@ def test_api_parameters_are_named_with_defaults(server):
         "/stylize": [
             "content", "style", "style_b", "blend", "size", "steps", "style_weight", "content_weight",
             "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
-            "mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b",
+            "mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b", "style_file",
         ],
+        "/learn_style": ["painting", "photos", "size", "steps", "batch", "seed"],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",
             "score_threshold", "max_detections",
@@ -156,11 +157,13 @@ def test_api_parameters_are_named_with_defaults(server):
         "/features": ["image", "model", "layer", "top"],
         "/stylize_video": [
             "video", "style", "size", "steps", "temporal_weight", "max_seconds", "trim", "seed", "fast",
+            "style_file",
         ],
         "/gradcam_video": ["video", "model", "method", "top_k", "stride", "smooth", "max_seconds", "trim"],
     }  # fmt: skip
     returns = {  # named as a programmer reads them, not from decorated labels
         "/stylize": ["Result", "Status", "Download PNG"],
+        "/learn_style": ["Preview", "Status", "Style file"],
         "/gradcam": ["Overlays", "Heatmap", "Top classes"],
         "/faithfulness": ["Faithfulness", "Curves", "Verdict"],
         "/trust": ["Trust", "Download", "Verdict"],
@@ -175,9 +178,7 @@ def test_api_parameters_are_named_with_defaults(server):
     for name, params in expected.items():
         got = api[name]["parameters"]
         assert [p["parameter_name"] for p in got] == params, name
-        n_images = (
-            1 if name in ("/gradcam", "/faithfulness", "/trust", "/features", "/gradcam_video") else 2
-        )  # /stylize_video: clip, style
+        n_images = 2 if name == "/subject_aware" else 1  # /stylize, /stylize_video: a style or a style file
         assert all(p["parameter_has_default"] for p in got[n_images:]), name
         assert not any(p["parameter_has_default"] for p in got[:n_images]), name
         labels = [r["label"] for r in api[name]["returns"]]

@@ -191,9 +191,9 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 "CLI (`nstcam stylize --fast --style mine.safetensors`) and the Python API."
             )
         with gr.Column():
-            preview = SafeImage(label="Preview: the style so far", interactive=False, elem_id="ls-preview")
+            preview = SafeImage(label="Preview", interactive=False, elem_id="ls-preview")
             status = gr.Textbox(label="Status", interactive=False, elem_id="ls-status")
-            style_file = gr.File(label="Learned style (.safetensors)", elem_id="ls-file")
+            style_file = gr.File(label="Style file", elem_id="ls-file")
     warn_bad_uploads([(painting, "painting")], status)
 
     @endpoint(learn_handler, _doc(config), runs=(runs, "learn_style"))
