@@ -91,7 +91,7 @@ def _join(server: str, fn_index: int, data: list, client: str) -> tuple[int, str
 def test_idle_streams_never_fill_the_queue_and_a_gone_clients_stream_is_freed(server, live):  # noqa: F811
     fn_index = next(i for i, inputs in live["endpoints"]["paint_frame"])
     frame = {"url": _data_url(pattern(5, 64, 48), "JPEG"), "meta": {"_type": "gradio.FileData"}}
-    data = [frame, 0, None, 64]
+    data = [frame, 0, None, 64, None]  # the frame, a built-in style, no painting, 64 px, no style file
     answers = [_join(server, fn_index, data, f"198.51.100.{k}") for k in range(40)]
     accepted = [a for a in answers if a[0] == 200]
     refused = [a for a in answers if a[0] != 200]
@@ -136,7 +136,7 @@ def test_frames_are_dropped_not_queued_when_the_server_is_behind(server, live): 
         "url": _data_url(Image.new("RGB", (3840, 2160), (90, 40, 20)), "JPEG"),
         "meta": {"_type": "gradio.FileData"},
     }
-    data = [big, 0, None, 64]
+    data = [big, 0, None, 64, None]
     status, text, session = _join(server, fn_index, data, "198.51.100.77")
     assert status == 200, text
     event_id = json.loads(text)["event_id"]
