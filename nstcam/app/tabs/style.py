@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from nstcam._mark import is_random
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import request_cost, square_pixels_at_scales
 from nstcam.app.errors import refuse
@@ -291,7 +292,7 @@ def fast_handler(
     net = "the 26-style network" if builtin_a >= 0 and not style_file else "Magenta's arbitrary network"
     net += " (real weights)"
     if style_file:
-        net += ", a learned style" + (", learned on RANDOM VGG weights" if _random_learned(img) else "")
+        net += ", a learned style" + (", learned on RANDOM VGG weights" if is_random(img) else "")
     status = f"done: {img.width}x{img.height} in {seconds:.2f} s, {net}, strength {strength:g}"
     yield img, status, models.outbox.save(img, "stylized.png")
 
@@ -324,11 +325,6 @@ def _learned_file(style_file: Any, style_b: Any, blend: float, a: int, b: int) -
             "style_file: a learned style paints alone; clear style B (or set blend to 0) and the built-in styles"
         )
     return LearnedStyle.load(Path(str(style_file)))
-
-
-def _random_learned(img: Image.Image) -> bool:
-    """The picture was painted with a style learned on a random VGG (the engine's record says so)."""
-    return bool((img.info.get("nstcam") or {}).get("random_weights"))
 
 
 BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYLES)]
