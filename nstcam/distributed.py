@@ -362,7 +362,7 @@ def stylize_dataset(
     images = [i for i in items if i not in set(videos)]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    style, builtin = _fast_ready(style) if fast else (style, False)
+    style, builtin = _fast_ready(style, stylize_params) if fast else (style, False)
     styles = style if isinstance(style, (list, tuple)) else [style]
     style_bytes = style if builtin else [_png_bytes(load_image(s)) for s in styles]
     result = BatchResult()
@@ -421,12 +421,18 @@ def _fast_dataset(
     return result
 
 
-def _fast_ready(style: Any) -> tuple[Any, bool]:
+def _fast_ready(style: Any, params: dict) -> tuple[Any, bool]:
     """The fast network's style as the driver ships it, and whether it goes as it is: a built-in
-    style or a learned one (a ``.safetensors`` file read and checked here, once) as it is; paintings
-    (False) as PNG bytes."""
-    from nstcam.fast import LearnedStyle, is_style_file
+    style or a learned one (a ``.safetensors`` file read and checked here, once) as it is, and a
+    list holding a learned style as their blend (``FastStyle.blend``, with ``style_weights``, which
+    it then takes from ``params``); paintings (False) as PNG bytes."""
+    from nstcam.fast import FastStyle, LearnedStyle, is_style_file
 
+    def learned(s: Any) -> bool:
+        return isinstance(s, LearnedStyle) or is_style_file(s)
+
+    if isinstance(style, (list, tuple)) and any(learned(s) for s in style):
+        style = FastStyle().blend(list(style), params.pop("style_weights", None))
     style = LearnedStyle.load(style) if is_style_file(style) else style
     return style, isinstance(style, (int, dict, LearnedStyle))
 

@@ -4,6 +4,7 @@ work, and its style file paints in the Style tab's Fast mode."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import gradio as gr
@@ -41,7 +42,11 @@ def files(tmp_path):
 
 def test_the_tab_learns_as_the_api_does_and_its_file_paints_in_fast_mode(models, files, tmp_path):
     photo, painting = files
-    items = list(learn_handler(models, str(painting), [str(photo)], 64, 3, 1, seed=5, preview_every=5))
+    items = list(
+        learn_handler(
+            models, str(painting), [str(photo)], 64, 3, 1, seed=5, content_weight=2, preview_every=5
+        )
+    )
     first, steps, (preview, status, path) = items[0], items[1:-1], items[-1]
     assert first[0] is None and first[1].startswith("starting") and first[2] is None
     assert steps[0][1].startswith("step 1/3 · loss ")
@@ -62,15 +67,29 @@ def test_the_tab_learns_as_the_api_does_and_its_file_paints_in_fast_mode(models,
         batch=1,
         seed=5,
         progress_bar=False,
+        content_weight=2.0,
     )
     for (a, b), (c, d) in zip(learned.params, want.params, strict=True):
         assert torch_equal(a, c) and torch_equal(b, d)  # the Python API's style, bit for bit
     assert learned.meta["painting"] == "painting.png" and learned.random_weights
+    assert json.loads(learned.meta["settings"])["content_weight"] == 2.0
     ((img, said, png),) = stylize_handler(
         models, str(photo), None, None, 0.0, 96, 4, mode="fast", style_file=path
     )
     assert np.array_equal(np.asarray(img), np.asarray(fast.stylize(load_image(str(photo)), learned, size=96)))
     assert "a learned style, learned on RANDOM VGG weights" in said and Image.open(png).size[0] == 96
+    ((mixed, _, _),) = stylize_handler(  # style B blended in: FastStyle.blend, 0.6 / 0.4
+        models, str(photo), None, str(painting), 0.4, 96, 4, mode="fast", style_file=path
+    )
+    blend = fast.blend([learned, load_image(str(painting))], [0.6, 0.4])
+    assert np.array_equal(np.asarray(mixed), np.asarray(fast.stylize(load_image(str(photo)), blend, size=96)))
+    assert not np.array_equal(np.asarray(mixed), np.asarray(img))
+    with pytest.raises(gr.Error, match="style_file: a learned style does not blend with the built-in styles"):
+        list(
+            stylize_handler(
+                models, str(photo), None, None, 0.0, 96, 4, mode="fast", builtin_b=3, style_file=path
+            )
+        )
     with pytest.raises(gr.Error, match="style_file: a learned style paints in the Fast mode only"):
         list(stylize_handler(models, str(photo), str(painting), None, 0.0, 64, 2, style_file=path))
 
@@ -110,6 +129,7 @@ def test_the_cost_cap_refuses_before_any_work(files, tmp_path):
         ((256, 0, 2), "steps must be between 1 and 5000"),
         ((256, 10, 9), "batch must be between 1 and 8"),
         ((2000, 10, 2), "size must be between 64 and 512"),
+        ((64, 2, 1, 0, 20), "content_weight must be between 0.25 and 8"),
     ]:
         with pytest.raises(gr.Error, match=said):
             list(learn_handler(fresh, missing, None, *args))

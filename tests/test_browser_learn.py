@@ -4,6 +4,8 @@ downloads the file and paints a photo with it in the Style tab."""
 
 from __future__ import annotations
 
+import json
+
 from PIL import Image
 from test_server import browser, images, open_app  # noqa: F401 - fixtures
 
@@ -16,11 +18,18 @@ def test_the_style_file_from_learn_style_paints_in_fast_mode(server, images):  #
     c, _ = images
     client = Client(server, verbose=False)
     preview, status, path = client.predict(
-        painting=handle_file(str(c)), size=64, steps=3, batch=1, seed=0, api_name="/learn_style"
+        painting=handle_file(str(c)),
+        size=64,
+        steps=3,
+        batch=1,
+        seed=0,
+        content_weight=2,
+        api_name="/learn_style",
     )
     assert status.startswith("done: 3 steps in ") and "RANDOM" in status
     learned = LearnedStyle.load(path)
     assert len(learned.losses) == 3 and learned.random_weights and Image.open(preview).size[0] == 256
+    assert json.loads(learned.meta["settings"])["content_weight"] == 2  # the slider reached the loss
     img, said, _ = client.predict(
         content=handle_file(str(c)),
         style=None,

@@ -110,12 +110,13 @@ def test_learn_style_writes_a_style_that_stylize_fast_paints_with(tmp_path, caps
     picture), then ``nstcam stylize --fast --style mine.safetensors``; a bad --out is refused."""
     out = tmp_path / "mine.safetensors"
     args = ["learn-style", BRICK, "--out", str(out), "--weights", "random", "--size", "64", "--steps", "3"]
-    assert main([*args, "--batch", "1", "--photos", str(SAMPLES / "c*.png")]) == 0
+    assert main([*args, "--batch", "1", "--photos", str(SAMPLES / "c*.png"), "--content-weight", "2"]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     from nstcam.fast import LearnedStyle
 
     style = LearnedStyle.load(out)
     assert len(style.losses) == 3 and style.random_weights and style.meta["painting"] == "brick"
+    assert json.loads(style.meta["settings"])["content_weight"] == 2.0  # --content-weight reached the loss
     assert (
         main(["stylize", CAT, "--fast", "--style", str(out), "-o", str(tmp_path / "a"), "--size", "96"]) == 0
     )

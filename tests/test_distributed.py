@@ -312,6 +312,12 @@ def test_fast_stylize_dataset_equals_the_fast_engine_on_images_and_clips(local_r
     want = np.asarray(local.stylize(inp / "img0.png", learned, size=48))  # a learned style's file on Ray
     assert np.array_equal(np.asarray(Image.open(res.written[0]))[: want.shape[0]], want)
     assert json.loads(res.written[0].with_suffix(".json").read_text())["random_weights"] is True
+    mix = [tmp_path / "mine.safetensors", style]  # a learned style blended with a painting on the driver
+    res = stylize_dataset(
+        inp / "img0.png", mix, tmp_path / "m", num_workers=1, fast=True, size=48, style_weights=[0.7, 0.3]
+    )
+    want = np.asarray(local.stylize(inp / "img0.png", local.blend([learned, style], [0.7, 0.3]), size=48))
+    assert np.array_equal(np.asarray(Image.open(res.written[0]))[: want.shape[0]], want)
     with pytest.raises(LearnedStyleError, match="bad.safetensors"):
         (tmp_path / "bad.safetensors").write_text("no")
         stylize_dataset(inp / "img0.png", tmp_path / "bad.safetensors", tmp_path / "l2", fast=True)

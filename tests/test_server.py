@@ -146,7 +146,7 @@ def test_api_parameters_are_named_with_defaults(server):
             "tv_weight", "preserve_color", "seed", "optimizer", "tile", "style_loss", "init", "average",
             "mask_a", "mask_b", "mode", "strength", "builtin_a", "builtin_b", "style_file",
         ],
-        "/learn_style": ["painting", "photos", "size", "steps", "batch", "seed"],
+        "/learn_style": ["painting", "photos", "size", "steps", "batch", "seed", "content_weight"],
         "/gradcam": [
             "image", "model", "layer", "method", "top_k", "aug_smooth", "eigen_smooth", "classes",
             "score_threshold", "max_detections",

@@ -92,7 +92,7 @@ def _refused(args: argparse.Namespace) -> bool:
 def _style(fast: Any, args: argparse.Namespace) -> Any:
     if args.style_index is not None:
         return args.style_index
-    return fast.blend_vector(args.style, args.style_weights) if len(args.style) > 1 else args.style[0]
+    return fast.read_style(args.style, args.style_weights) if len(args.style) > 1 else args.style[0]
 
 
 def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:

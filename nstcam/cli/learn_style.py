@@ -34,6 +34,12 @@ def add_parser(sub: Any) -> None:
         default="norm",
         help="norm: the 694 normalisation scales and shifts (default); vector: the 100-value style vector",
     )
+    p.add_argument(
+        "--content-weight",
+        type=float,
+        help="the loss' content weight (default 1): 2 keeps more of each photo's subject and moves less "
+        "toward the painting (docs/style.md measures both)",
+    )
     p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
     p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
     p.add_argument("--device", help="cpu, cuda... (default cpu)")
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             callback=logged,
             train=args.train,
+            **({} if args.content_weight is None else {"content_weight": args.content_weight}),
         )
     except (
         FastWeightsError,

@@ -1,6 +1,7 @@
 """Fast style transfer: pretrained feed-forward networks, one forward pass per image (issue 52)."""
 
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet, ArbitraryTransformer, StylePredictor
+from nstcam.fast._blend import MAX_BLEND, blend_styles
 from nstcam.fast._import import (
     FAST_NETS,
     FastWeightsError,
@@ -18,6 +19,7 @@ from nstcam.fast.engine import FastStyle, style_weights
 
 __all__ = [
     "FAST_NETS",
+    "MAX_BLEND",
     "N_STYLES",
     "STYLE_DIM",
     "ArbitraryNet",
@@ -30,6 +32,7 @@ __all__ = [
     "LearnedStyleError",
     "MultiStyleNet",
     "StylePredictor",
+    "blend_styles",
     "fast_available",
     "fast_file",
     "import_fast",

@@ -29,6 +29,7 @@ from nstcam._files import BatchResult, expand_contents, output_names
 from nstcam._threads import sized_threads
 from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
+from nstcam.fast._blend import blend_styles
 from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
 from nstcam.fast._learn import learn_style, paint_learned
 from nstcam.fast._learned import LearnedStyle, is_style_file
@@ -86,6 +87,11 @@ def _is_vector(style: object) -> bool:
 def _as_learned(style: object) -> object:
     """A learned style's file read (and checked) as its :class:`LearnedStyle`; else ``style``."""
     return LearnedStyle.load(style) if is_style_file(style) else style
+
+
+def _holds_learned(styles: Sequence[object]) -> bool:
+    """Some of ``styles`` is a learned style (or its file): they blend by :meth:`FastStyle.blend`."""
+    return any(isinstance(s, LearnedStyle) or is_style_file(s) for s in styles)
 
 
 def _is_ready(style: object) -> bool:
@@ -221,15 +227,15 @@ class FastStyle:
         preserve_color: str | None = None,
     ) -> Any:
         """``style`` read once for many photos (a folder, a clip's frames, a Ray worker's share):
-        paintings as their blended style vector (``weights``), one painting as its vector; a built-in
-        style or a vector as it is. One painting stays an image where each photo reads it its own way:
-        at ``strength`` < 1 (the photo's own vector mixes in) or with ``preserve_color="histogram"``
-        (the painting recoloured to each photo first). A learned style's file is read (checked) once."""
+        paintings as their blended style vector (``weights``; with a learned style: :meth:`blend`),
+        one painting as its vector; a built-in, learned (its file read once) or vector style as it is.
+        One painting stays an image where each photo reads it its own way: at ``strength`` < 1 (the
+        photo's own vector mixes in) or ``preserve_color="histogram"`` (recoloured to each photo)."""
         style = _as_learned(style)
         if _is_ready(style):
             return style
         if isinstance(style, (list, tuple)):
-            return self.blend_vector(list(style), weights)
+            return (self.blend if _holds_learned(style) else self.blend_vector)(list(style), weights)
         if strength != 1.0 or preserve_color == "histogram":
             return load_image(style)
         return self.style_vector(style)
@@ -330,6 +336,7 @@ class FastStyle:
         return self.arbitrary_net.transformer(_pad4(x), vec)[..., : x.shape[-2], : x.shape[-1]]
 
     learn = learn_style  # FastStyle().learn(painting, engine=StyleTransfer()): see learn_style
+    blend = blend_styles  # FastStyle().blend([learned, painting], [0.7, 0.3]): see blend_styles
 
     def stylize_video(self, video: str | Path, style: Any, output: str | Path, **params: Any) -> Any:
         """Stylises a clip frame by frame, steadied along the optical flow; ``params``: see

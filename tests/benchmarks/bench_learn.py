@@ -174,8 +174,9 @@ def main() -> None:
                     out.save(Path(args.save) / f"{name.split('.')[0]}_{Path(held).stem}_{tag}.png")
             j = judged(st, painting, outs, photos, args.size)
             summary.setdefault(label.split(" (")[0], []).append(j["move"])
+            names = ", ".join(Path(h).stem for h, k in zip(HELD_OUT, j["kept"], strict=True) if k)
             print(
-                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} | {j['vgg']:.4g} | {secs:.0f} |"
+                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} {names} | {j['vgg']:.4g} | {secs:.0f} |"
             )
     if args.grid:
         save_grid(args.grid, lines, columns)

@@ -32,6 +32,8 @@ PREVIEW_SIZE = 256
 """Long side of the live preview: the style so far on the first photo."""
 PREVIEW_PHOTO = "chelsea.png"
 """The preview's photo when none are uploaded (one of the bundled training photos)."""
+CONTENT_WEIGHTS = (0.25, 8.0)
+"""The loss' content weight a request may set (docs/style.md measures 1 and 2)."""
 
 DOC = """Learns a painting as a new instant style for the "fast" mode of /stylize: the arbitrary
 network's style parameters (694 numbers), from its own prediction for the painting, trained on this
@@ -46,6 +48,7 @@ Args:
     steps: training steps, each one batch of crops; more is closer to the painting.
     batch: crops per step, 1 to <max_batch>.
     seed: random seed, >= 0; the same inputs and seed give the same style, bit for bit on a CPU.
+    content_weight: the loss' content weight, <min_cw> to <max_cw> (default 1: moves furthest toward the painting; 2: keeps more of each photo's subject and moves less).
 
 Returns:
     preview: the style so far on the first photo (<preview> px), every few steps.
@@ -74,6 +77,7 @@ def learn_handler(
     steps: int = 100,
     batch: int = 2,
     seed: int = 0,
+    content_weight: float = 1.0,
     preview_every: int = 10,
     stop: threading.Event | None = None,
 ) -> Iterator[tuple[Image.Image | None, str, str | None]]:
@@ -87,6 +91,7 @@ def learn_handler(
             raise refuse("Upload a painting to learn.")
         request_cost("learn_style", cfg, size, steps, batch).check()
         check(seed, "seed", 0, 2**31 - 1)
+        check(content_weight, "content_weight", *CONTENT_WEIGHTS)
         art = load_upload(painting, "painting")
         shots = _photos(photos)
         fast, engine = models.fast(), models.style()
@@ -119,6 +124,7 @@ def learn_handler(
                 callback=on_step,
                 progress_bar=False,
                 name=_own_name(painting),
+                content_weight=float(content_weight),
             )
         except LearnCancelled as c:
             return c
@@ -184,7 +190,15 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
                 elem_id="ls-steps",
             )
             batch = gr.Slider(1, MAX_LEARN_BATCH, value=2, step=1, label="Crops per step", elem_id="ls-batch")
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+            with gr.Row():
+                seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+                content_weight = gr.Slider(
+                    *CONTENT_WEIGHTS,
+                    value=1.0,
+                    step=0.25,
+                    label="Content weight (2: keeps more of the subject, moves less)",
+                    elem_id="ls-content",
+                )
             gr.Markdown(
                 f"At most {config.max_learn_minutes:g} minutes of a 2-core CPU's work per request "
                 "(crop size² x steps x crops); the file works in Style transfer's Fast mode, the "
@@ -205,7 +219,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     listen(
         run,
         learn_style,
-        [painting, photos, size, steps, batch, seed],
+        [painting, photos, size, steps, batch, seed, content_weight],
         [preview, status, style_file],
         status,
         api_name="learn_style",
@@ -223,6 +237,8 @@ def _doc(config: AppConfig) -> str:
         "max_learn_size": min(1024, config.max_size),
         "max_batch": MAX_LEARN_BATCH,
         "preview": PREVIEW_SIZE,
+        "min_cw": f"{CONTENT_WEIGHTS[0]:g}",
+        "max_cw": f"{CONTENT_WEIGHTS[1]:g}",
     }
     for name, value in mine.items():
         doc = doc.replace(f"<{name}>", str(value))

@@ -76,7 +76,7 @@ Args:
     strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
-    style_file: "fast" mode only: a learned style (.safetensors, from /learn_style) instead of the style image, painting alone; or null.
+    style_file: "fast" mode only: a learned style (.safetensors, from /learn_style) instead of the style image; style_b blends in by blend (not the built-in styles); or null.
 
 Returns:
     result: the stylised image (PNG).
@@ -275,7 +275,7 @@ def fast_handler(
         content_img = load_upload(content, "content")
         fast = models.fast()
         if style_file:
-            painting = _learned_file(style_file, style_b, blend, int(builtin_a), int(builtin_b))
+            painting = _learned_file(fast, style_file, style_b, blend, int(builtin_a), int(builtin_b))
         else:
             painting = _fast_style(fast, style, style_b, blend, int(builtin_a), int(builtin_b))
         t = time.perf_counter()
@@ -317,14 +317,16 @@ def _fast_style(fast: Any, style: Any, style_b: Any, blend: float, a: int, b: in
     return fast.blend_vector([painting, load_upload(style_b, "style B")], [1.0 - blend, blend])
 
 
-def _learned_file(style_file: Any, style_b: Any, blend: float, a: int, b: int) -> LearnedStyle:
+def _learned_file(fast: Any, style_file: Any, style_b: Any, blend: float, a: int, b: int) -> LearnedStyle:
     """A learned style's file read and checked (names, shapes, dtype, values, size; whatever its
-    name: an MCP client's upload has none of its own); it paints alone (no style B, no built-in)."""
-    if a >= 0 or b >= 0 or (style_b is not None and blend > 0):
-        raise refuse(
-            "style_file: a learned style paints alone; clear style B (or set blend to 0) and the built-in styles"
-        )
-    return LearnedStyle.load(Path(str(style_file)))
+    name: an MCP client's upload has none of its own), style B blended in by ``blend``
+    (``FastStyle.blend``); the built-in styles run on another network and do not blend with it."""
+    if a >= 0 or b >= 0:
+        raise refuse("style_file: a learned style does not blend with the built-in styles; set them to none")
+    learned = LearnedStyle.load(Path(str(style_file)))
+    if style_b is None or blend <= 0:
+        return learned
+    return fast.blend([learned, load_upload(style_b, "style B")], [1.0 - blend, blend])
 
 
 BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYLES)]
