@@ -449,7 +449,9 @@ def open_app(page, server: str) -> None:
     page.on("requestfinished", lambda r: pending.discard(r))
     page.on("requestfailed", lambda r: pending.discard(r))
     page.goto(server, wait_until="load")
-    settle(page)
+    settle(
+        page, timeout_s=180.0
+    )  # the page's load events queue behind the server's work: slow on a busy 2-core CI
 
 
 def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
