@@ -426,13 +426,11 @@ def _fast_ready(style: Any, params: dict) -> tuple[Any, bool]:
     style or a learned one (a ``.safetensors`` file read and checked here, once) as it is, and a
     list holding a learned style as their blend (``FastStyle.blend``, with ``style_weights``, which
     it then takes from ``params``); paintings (False) as PNG bytes."""
-    from nstcam.fast import FastStyle, LearnedStyle, is_style_file
+    from nstcam.fast import LearnedStyle, holds_learned, is_style_file
+    from nstcam.fast.engine import shared_fast_style
 
-    def learned(s: Any) -> bool:
-        return isinstance(s, LearnedStyle) or is_style_file(s)
-
-    if isinstance(style, (list, tuple)) and any(learned(s) for s in style):
-        style = FastStyle().blend(list(style), params.pop("style_weights", None))
+    if isinstance(style, (list, tuple)) and holds_learned(style):
+        style = shared_fast_style().blend(list(style), params.pop("style_weights", None))
     style = LearnedStyle.load(style) if is_style_file(style) else style
     return style, isinstance(style, (int, dict, LearnedStyle))
 

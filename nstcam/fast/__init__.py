@@ -13,7 +13,7 @@ from nstcam.fast._import import (
     wheel_models,
 )
 from nstcam.fast._learn import LearnCancelled, LearnStep, learn_style
-from nstcam.fast._learned import LearnedStyle, LearnedStyleError, is_style_file
+from nstcam.fast._learned import LearnedStyle, LearnedStyleError, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
 
@@ -34,6 +34,7 @@ __all__ = [
     "StylePredictor",
     "blend_styles",
     "fast_available",
+    "holds_learned",
     "fast_file",
     "import_fast",
     "import_multistyle",

@@ -19,7 +19,7 @@ import torch
 from nstcam.fast._arbitrary import STYLE_DIM
 from nstcam.fast._learned import LearnedStyle, is_style_file
 
-__all__ = ["MAX_BLEND", "blend_styles"]
+__all__ = ["MAX_BLEND", "blend_styles", "blend_weights"]
 
 MAX_BLEND = 16
 """The most styles one blend holds."""
@@ -44,7 +44,7 @@ def blend_styles(fast: Any, styles: Sequence[Any], weights: Sequence[float] | No
         raise ValueError("styles must be a list of 1 or more styles")
     if len(styles) > MAX_BLEND:
         raise ValueError(f"styles: {len(styles)} given, a blend holds at most {MAX_BLEND}")
-    w = _weights(weights, len(styles))
+    w = blend_weights(weights, len(styles))
     read = [_read(fast, s, i) for i, s in enumerate(styles)]
     flat = [
         sum(float(wi) * r.params[layer][part] for wi, r in zip(w, read, strict=True))
@@ -66,14 +66,15 @@ def blend_styles(fast: Any, styles: Sequence[Any], weights: Sequence[float] | No
     )
 
 
-def _weights(weights: Sequence[float] | None, n: int) -> torch.Tensor:
+def blend_weights(weights: Sequence[float] | None, n: int) -> torch.Tensor:
+    """``n`` blend weights (float64) normalised to sum 1, checked; None: equal."""
     if weights is not None and (not isinstance(weights, Sequence) or len(weights) != n):
         raise ValueError(f"weights must be {n} finite values >= 0 with a positive sum")
     try:
         w = torch.tensor([1.0] * n if weights is None else [float(v) for v in weights], dtype=torch.float64)
     except (TypeError, ValueError):
         raise ValueError(f"weights must be {n} numbers") from None
-    if len(w) != n or not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+    if not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
         raise ValueError(f"weights must be {n} finite values >= 0 with a positive sum")
     return w / w.sum()
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["LEARNED_CHANNELS", "MAX_FILE_BYTES", "LearnedStyle", "LearnedStyleError", "is_style_file"]
+__all__ = [
+    "LEARNED_CHANNELS",
+    "MAX_FILE_BYTES",
+    "LearnedStyle",
+    "LearnedStyleError",
+    "holds_learned",
+    "is_style_file",
+]
 
 LEARNED_CHANNELS = (32,) * 10 + (16, 8, 3)
 """Each styled convolution's channels in the arbitrary transformer, in the order it paints."""
@@ -155,3 +162,8 @@ class LearnedStyle:
 
 def _expected_names() -> set[str]:
     return {f"norm.{i}.{part}" for i in range(len(LEARNED_CHANNELS)) for part in ("scale", "shift")}
+
+
+def holds_learned(styles: Sequence[object]) -> bool:
+    """Some of ``styles`` is a learned style (or its file): the list blends by ``FastStyle.blend``."""
+    return any(isinstance(s, LearnedStyle) or is_style_file(s) for s in styles)

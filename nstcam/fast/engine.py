@@ -29,10 +29,10 @@ from nstcam._files import BatchResult, expand_contents, output_names
 from nstcam._threads import sized_threads
 from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
-from nstcam.fast._blend import blend_styles
+from nstcam.fast._blend import blend_styles, blend_weights
 from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
 from nstcam.fast._learn import learn_style, paint_learned
-from nstcam.fast._learned import LearnedStyle, is_style_file
+from nstcam.fast._learned import LearnedStyle, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.image import (
     ImageError,
@@ -87,11 +87,6 @@ def _is_vector(style: object) -> bool:
 def _as_learned(style: object) -> object:
     """A learned style's file read (and checked) as its :class:`LearnedStyle`; else ``style``."""
     return LearnedStyle.load(style) if is_style_file(style) else style
-
-
-def _holds_learned(styles: Sequence[object]) -> bool:
-    """Some of ``styles`` is a learned style (or its file): they blend by :meth:`FastStyle.blend`."""
-    return any(isinstance(s, LearnedStyle) or is_style_file(s) for s in styles)
 
 
 def _is_ready(style: object) -> bool:
@@ -210,13 +205,9 @@ class FastStyle:
         (normalised to sum 1; default equal)."""
         if not styles:
             raise ValueError("styles is empty")
-        w = torch.tensor(
-            [1.0] * len(styles) if weights is None else [float(v) for v in weights], dtype=torch.float64
-        )
-        if len(w) != len(styles) or not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError(f"weights must be {len(styles)} finite values >= 0 with a positive sum")
+        w = blend_weights(weights, len(styles))
         vectors = torch.cat([self.style_vector(s) for s in styles])
-        return ((w / w.sum()).to(vectors) @ vectors)[None]
+        return (w.to(vectors) @ vectors)[None]
 
     def read_style(
         self,
@@ -235,7 +226,7 @@ class FastStyle:
         if _is_ready(style):
             return style
         if isinstance(style, (list, tuple)):
-            return (self.blend if _holds_learned(style) else self.blend_vector)(list(style), weights)
+            return (self.blend if holds_learned(style) else self.blend_vector)(list(style), weights)
         if strength != 1.0 or preserve_color == "histogram":
             return load_image(style)
         return self.style_vector(style)
