@@ -110,3 +110,16 @@ def test_the_cli_blends_a_style_file_with_a_painting(fast, learned, tmp_path):
     assert main([*args, "--style-weights", "0.7,0.3", "-o", str(tmp_path / "a"), "--size", "96"]) == 0
     got = np.asarray(load_image(tmp_path / "a" / "chelsea_stylized.png"))
     assert np.array_equal(got, _paint(fast, fast.blend([path, GRAVEL], [0.7, 0.3])))
+
+
+def test_blends_on_threads_at_once_equal_sequential_ones(fast, learned):
+    """One shared FastStyle, four blends (different weights) painted on threads at once: each equals
+    its sequential run bit for bit (the networks are only read; a blend is a new object)."""
+    from conftest import in_threads
+
+    def run(k: int) -> np.ndarray:
+        return _paint(fast, fast.blend([learned, GRAVEL, BRICK], [1.0, k / 4, 1 - k / 4]))
+
+    sequential = [run(k) for k in range(4)]
+    assert all(np.array_equal(a, b) for a, b in zip(in_threads(run, 4), sequential, strict=True))
+    assert not np.array_equal(sequential[0], sequential[3])
