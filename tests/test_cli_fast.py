@@ -116,7 +116,12 @@ def test_learn_style_writes_a_style_that_stylize_fast_paints_with(tmp_path, caps
 
     style = LearnedStyle.load(out)
     assert len(style.losses) == 3 and style.random_weights and style.meta["painting"] == "brick"
-    assert json.loads(style.meta["settings"])["content_weight"] == 2.0  # --content-weight reached the loss
+    settings = json.loads(style.meta["settings"])
+    assert settings["content_weight"] == 2.0  # --content-weight reached the loss
+    assert settings["content_margin"] == 0.15  # learn's own margin where none is given
+    loose = tmp_path / "loose.safetensors"
+    assert main([*args, "--batch", "1", "--content-margin", "none", "--out", str(loose)]) == 0
+    assert json.loads(LearnedStyle.load(loose).meta["settings"])["content_margin"] is None
     assert (
         main(["stylize", CAT, "--fast", "--style", str(out), "-o", str(tmp_path / "a"), "--size", "96"]) == 0
     )

@@ -40,11 +40,41 @@ def add_parser(sub: Any) -> None:
         help="the loss' content weight (default 1): 2 keeps more of each photo's subject and moves less "
         "toward the painting (docs/style.md measures both)",
     )
+    p.add_argument(
+        "--content-margin",
+        type=_margin,
+        metavar="M|none",
+        help="how much more content loss than in the one pass a photo may have (default 0.15, learn's own: "
+        "a subject the one pass keeps stays longer); none: the loss alone, which moves further sooner",
+    )
     p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
     p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
     p.add_argument("--device", help="cpu, cuda... (default cpu)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=run)
+
+
+_NO_MARGIN = "none"
+
+
+def _margin(value: str) -> float | str:
+    """``--content-margin``'s value: a number, or ``none`` for no margin."""
+    if value.strip().lower() == _NO_MARGIN:
+        return _NO_MARGIN
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or none, got {value[:20]!r}") from None
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line; learn's own defaults for the rest."""
+    out: dict[str, Any] = {}
+    if args.content_margin is not None:
+        out["content_margin"] = None if args.content_margin == _NO_MARGIN else args.content_margin
+    if args.content_weight is not None:
+        out["content_weight"] = args.content_weight
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             callback=logged,
             train=args.train,
-            **({} if args.content_weight is None else {"content_weight": args.content_weight}),
+            **_given(args),
         )
     except (
         FastWeightsError,

@@ -20,12 +20,14 @@ from typing import Any, Protocol
 import torch
 from PIL import Image
 
-from nstcam._checks import whole
+from nstcam._checks import finite, whole
 from nstcam._files import expand_contents
 from nstcam.fast._learned import LearnedStyle
 from nstcam.image import SAMPLES, ImageSource, image_to_tensor, load_image, resize_long_side
 
 __all__ = [
+    "CONTENT_MARGIN",
+    "MARGIN_PENALTY",
     "MAX_PHOTOS",
     "SAMPLE_PHOTOS",
     "LearnCancelled",
@@ -41,6 +43,10 @@ SAMPLE_PHOTOS = ("chelsea.png", "coffee.png", "rocket.jpg", "astronaut.png")
 """The bundled photos learning crops from when none are given."""
 MAX_PHOTOS = 256
 """The most training photos one call reads."""
+CONTENT_MARGIN = 0.15
+"""The default ``content_margin`` of :func:`learn_style`: 15 % more content loss than the one pass's."""
+MARGIN_PENALTY = 10.0
+"""What each unit of content loss beyond the margin costs, in the teacher's weighted units."""
 
 
 class Teacher(Protocol):
@@ -97,11 +103,15 @@ def _photos(photos: str | Path | Sequence[ImageSource] | None, size: int) -> lis
     return out
 
 
-def _batch(photos: list[torch.Tensor], size: int, batch: int, gen: torch.Generator) -> torch.Tensor:
-    """``batch`` random ``size`` x ``size`` crops of random photos, each flipped at random."""
-    crops = []
+def _draw(
+    photos: list[torch.Tensor], size: int, batch: int, gen: torch.Generator
+) -> tuple[torch.Tensor, list[int]]:
+    """``batch`` random ``size`` x ``size`` crops of random photos, each flipped at random, and the
+    photo each came from."""
+    crops, which = [], []
     for _ in range(batch):
-        p = photos[int(torch.randint(len(photos), (1,), generator=gen))]
+        k = int(torch.randint(len(photos), (1,), generator=gen))
+        p = photos[k]
         h, w = p.shape[-2:]
         top = int(torch.randint(h - size + 1, (1,), generator=gen))
         left = int(torch.randint(w - size + 1, (1,), generator=gen))
@@ -109,7 +119,8 @@ def _batch(photos: list[torch.Tensor], size: int, batch: int, gen: torch.Generat
         if bool(torch.randint(2, (1,), generator=gen)):
             crop = crop.flip(-1)
         crops.append(crop)
-    return torch.cat(crops)
+        which.append(k)
+    return torch.cat(crops), which
 
 
 def learn_style(
@@ -128,6 +139,7 @@ def learn_style(
     progress_bar: bool | None = None,
     name: str | None = None,
     train: str = "norm",
+    content_margin: float | None = CONTENT_MARGIN,
     **loss_options: Any,
 ) -> LearnedStyle:
     """Learns ``painting`` as a new instant style (``FastStyle().learn``): the arbitrary network's
@@ -154,6 +166,10 @@ def learn_style(
         train: what Adam trains: ``"norm"`` (default), the 694 normalisation scales and shifts
             themselves; ``"vector"``, the 100-number style vector they are made from (fewer
             numbers, the network's own map from vector to scales; docs/style.md compares them).
+        content_margin: how much more content loss than in the one pass (the painting's predicted
+            style, where learning starts) each photo may have: beyond ``1 + content_margin`` times
+            it the excess costs ``MARGIN_PENALTY`` times as much, so a subject the one pass keeps
+            stays longer (docs/style.md measures it). None: the loss alone.
         **loss_options: options of the loss, as :meth:`nstcam.StyleTransfer.stylize` takes them
             (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...).
 
@@ -161,14 +177,12 @@ def learn_style(
         LearnCancelled: ``callback`` returned False.
         ValueError: an argument out of range (named, with its range).
     """
-    size, steps, batch = _checked(size, steps, batch, lr, minutes, engine)
-    if train not in TRAINED:
-        raise ValueError(f"train must be {' or '.join(map(repr, TRAINED))}, got {str(train)[:20]!r}")
+    size, steps, batch, margin = _checked(size, steps, batch, lr, minutes, engine, train, content_margin)
     style_img = load_image(painting)
     teacher = engine.perceptual_loss(style_img, size=size, **loss_options)  # its options checked here
     pool = [p.to(fast.device) for p in _photos(photos, size)]
     t = fast.arbitrary_net.transformer
-    leaves, current = _trained(t, fast.style_vector(style_img), train)
+    leaves, current, start = _trained(t, fast.style_vector(style_img), train)
     label = name or (Path(painting).stem if isinstance(painting, (str, Path)) else "painting")
     settings = {
         "size": size,
@@ -176,6 +190,7 @@ def learn_style(
         "lr": float(lr),
         "seed": int(seed),
         "train": train,
+        "content_margin": margin,
         **loss_options,
     }
     losses: list[float] = []
@@ -190,13 +205,10 @@ def learn_style(
     t0, bar = time.perf_counter(), _bar(steps, progress_bar)
     try:  # torch's own thread count (not sized to the load): one seed, the same bits
         with teacher as loss_fn:
+            held = _Margin(margin, loss_fn, t, pool, start)
             for step in range(1, steps + 1):
-                x = _batch(pool, size, batch, gen)
-                loss = loss_fn(t.paint(x, current()), x)[0].mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
+                x, which = _draw(pool, size, batch, gen)
+                losses.append(_step(opt, held.loss(loss_fn(t.paint(x, current()), x), which)))
                 seconds = time.perf_counter() - t0
                 _show(bar, losses[-1])
                 if (
@@ -213,24 +225,73 @@ def learn_style(
     return snapshot()
 
 
+class _Margin:
+    """The content margin: each training photo's weighted content loss painted the one pass's way
+    (the painting's predicted style, where learning starts), read once per photo, when one of its
+    crops is first drawn (the loss is a ratio, the same at any size), bounds its crops' own."""
+
+    def __init__(
+        self, margin: float | None, loss_fn: Any, t: Any, pool: list[torch.Tensor], start: Any
+    ) -> None:
+        self.margin = margin
+        self._loss, self._t, self._pool, self._start = loss_fn, t, pool, start
+        self._read: dict[int, torch.Tensor] = {}
+
+    def loss(self, terms: torch.Tensor, which: list[int]) -> torch.Tensor:
+        """Each crop's loss from the teacher's (4, N) ``terms``: the weighted total, plus, with a
+        margin, ``MARGIN_PENALTY`` times its content loss beyond ``1 + margin`` times its photo's
+        (``which``: the photo each crop came from)."""
+        if self.margin is None:
+            return terms[0]
+        reference = torch.stack([self._reference(k) for k in which])
+        return terms[0] + MARGIN_PENALTY * torch.relu(terms[1] - (1 + self.margin) * reference)
+
+    def _reference(self, k: int) -> torch.Tensor:
+        if k not in self._read:
+            p = self._pool[k]
+            p = p[..., : p.shape[-2] // 4 * 4, : p.shape[-1] // 4 * 4]  # the network's multiples of 4
+            with torch.no_grad():
+                self._read[k] = self._loss(self._t.paint(p, self._start), p)[1, 0]
+        return self._read[k]
+
+
+def _step(opt: Any, losses: torch.Tensor) -> float:
+    """One Adam step on the mean of the crops' ``losses``; that mean."""
+    loss = losses.mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 TRAINED = ("norm", "vector")
 """What :func:`learn_style` may train: the normalisation parameters, or the style vector."""
 
 
-def _trained(t: Any, vector: torch.Tensor, train: str) -> tuple[list[torch.Tensor], Callable[[], Any]]:
-    """The tensors Adam trains, from the painting's predicted style ``vector`` (1, 100), and a
-    function giving the (scale, shift) pairs they set now."""
+def _trained(
+    t: Any, vector: torch.Tensor, train: str
+) -> tuple[list[torch.Tensor], Callable[[], Any], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The tensors Adam trains, from the painting's predicted style ``vector`` (1, 100), a function
+    giving the (scale, shift) pairs they set now, and those pairs at the start (the one pass's
+    style, kept apart from what Adam trains)."""
     if train == "vector":
         vec = vector.detach().clone().requires_grad_(True)
-        return [vec], lambda: t.norm_params(vec)
+        leaves, current = [vec], lambda: t.norm_params(vec)
+    else:
+        with torch.no_grad():
+            first = t.norm_params(vector)
+        params = [p.detach().clone().requires_grad_(True) for pair in first for p in pair]
+        leaves, current = params, lambda: list(zip(params[0::2], params[1::2], strict=True))
     with torch.no_grad():
-        start = t.norm_params(vector)
-    params = [p.detach().clone().requires_grad_(True) for pair in start for p in pair]
-    return params, lambda: list(zip(params[0::2], params[1::2], strict=True))
+        start = [(s.clone(), b.clone()) for s, b in current()]
+    return leaves, current, start
 
 
-def _checked(size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any) -> tuple[int, int, int]:
-    """The arguments in range, before any work (each error names its argument and its range)."""
+def _checked(
+    size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any, train: Any, content_margin: Any
+) -> tuple[int, int, int, float | None]:
+    """The arguments in range, before any work (each error names its argument and its range): the
+    size, steps and batch as whole numbers and the content margin as a float (None: no margin)."""
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < float(lr) <= 1:
         raise ValueError(f"lr must be in (0, 1], got {str(lr)[:20]}")
     if minutes is not None and (
@@ -243,10 +304,13 @@ def _checked(size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: A
         raise ValueError(
             "engine must be a StyleTransfer (its hooked VGG loss teaches): engine=StyleTransfer()"
         )
+    if train not in TRAINED:
+        raise ValueError(f"train must be {' or '.join(map(repr, TRAINED))}, got {str(train)[:20]!r}")
     return (
         whole("size", size, minimum=64, maximum=1024),
         whole("steps", steps, minimum=1, maximum=100_000),
         whole("batch", batch, minimum=1, maximum=16),
+        None if content_margin is None else finite("content_margin", content_margin, minimum=0, maximum=10),
     )
 
 

@@ -35,6 +35,7 @@ from _style_judge import kept, style_move  # noqa: E402
 from bench_style_quality import SAMPLES, save_grid, style_image  # noqa: E402
 
 from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
+from nstcam.fast import CONTENT_MARGIN  # noqa: E402
 from nstcam.image import image_to_tensor, resize_long_side  # noqa: E402
 
 TRAIN = ("chelsea.png", "coffee.png")
@@ -100,6 +101,15 @@ def main() -> None:
     ap.add_argument("--content-weight", type=float, help="the learning loss' content weight (default: 1)")
     ap.add_argument("--strength", type=float, help="the learning loss' strength (default: 1)")
     ap.add_argument(
+        "--content-margin",
+        type=lambda v: None if v == "none" else float(v),
+        default=CONTENT_MARGIN,
+        help=f"learn's content_margin; none: no margin (default: {CONTENT_MARGIN})",
+    )
+    ap.add_argument(
+        "--style-layers", nargs="+", help="the learning loss' style layers (default: relu1_1 ... relu5_1)"
+    )
+    ap.add_argument(
         "--apply", type=float, nargs="+", default=[1.0], help="strengths the learned style is judged at"
     )
     ap.add_argument("--save", help="a folder: every result's picture saved there (for the grid)")
@@ -110,7 +120,11 @@ def main() -> None:
     args = ap.parse_args()
     loss_options = {
         k: v
-        for k, v in (("content_weight", args.content_weight), ("strength", args.strength))
+        for k, v in (
+            ("content_weight", args.content_weight),
+            ("strength", args.strength),
+            ("style_layers", args.style_layers),
+        )
         if v is not None
     }
     st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
@@ -126,7 +140,7 @@ def main() -> None:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             painting.save(Path(args.save) / f"{name.split('.')[0]}_painting.png")
         print(
-            f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}; train {args.train} {loss_options}\n"
+            f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}; train {args.train}, content margin {args.content_margin}, {loss_options}\n"
         )
         print("| result | style move (judge) | subjects kept | VGG style loss | seconds |")
         print("| --- | --- | --- | --- | --- |")
@@ -156,6 +170,7 @@ def main() -> None:
             progress_bar=True,
             name=name,
             train=args.train,
+            content_margin=args.content_margin,
             **loss_options,
         )
         marks.setdefault(max(checkpoints), (style, len(style.losses), max(checkpoints) * 60))
