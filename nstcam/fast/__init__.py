@@ -12,12 +12,13 @@ from nstcam.fast._import import (
     multistyle_file,
     wheel_models,
 )
-from nstcam.fast._learn import CONTENT_MARGIN, LearnCancelled, LearnStep, learn_style
+from nstcam.fast._learn import CONTENT_LAYERS, CONTENT_MARGIN, LearnCancelled, LearnStep, learn_style
 from nstcam.fast._learned import LearnedStyle, LearnedStyleError, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
 
 __all__ = [
+    "CONTENT_LAYERS",
     "CONTENT_MARGIN",
     "FAST_NETS",
     "MAX_BLEND",

@@ -26,6 +26,7 @@ from nstcam.fast._learned import LearnedStyle
 from nstcam.image import SAMPLES, ImageSource, image_to_tensor, load_image, resize_long_side
 
 __all__ = [
+    "CONTENT_LAYERS",
     "CONTENT_MARGIN",
     "MARGIN_PENALTY",
     "MAX_PHOTOS",
@@ -45,6 +46,10 @@ MAX_PHOTOS = 256
 """The most training photos one call reads."""
 CONTENT_MARGIN = 0.15
 """The default ``content_margin`` of :func:`learn_style`: 15 % more content loss than the one pass's."""
+CONTENT_LAYERS = ("relu4_2", "relu5_2")
+"""The content layers learning reads unless ``content_layers`` is given: the style engine's relu4_2
+and the VGG's deepest, relu5_2 (what a classifier reads): with relu4_2 alone the gravel style lost the
+rocket after 10 minutes; with both it kept it (docs/style.md)."""
 MARGIN_PENALTY = 10.0
 """What each unit of content loss beyond the margin costs, in the teacher's weighted units."""
 
@@ -171,13 +176,15 @@ def learn_style(
             it the excess costs ``MARGIN_PENALTY`` times as much, so a subject the one pass keeps
             stays longer (docs/style.md measures it). None: the loss alone.
         **loss_options: options of the loss, as :meth:`nstcam.StyleTransfer.stylize` takes them
-            (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...).
+            (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...);
+            ``content_layers`` defaults to ``CONTENT_LAYERS`` here.
 
     Raises:
         LearnCancelled: ``callback`` returned False.
         ValueError: an argument out of range (named, with its range).
     """
     size, steps, batch, margin = _checked(size, steps, batch, lr, minutes, engine, train, content_margin)
+    loss_options = {"content_layers": CONTENT_LAYERS, **loss_options}
     style_img = load_image(painting)
     teacher = engine.perceptual_loss(style_img, size=size, **loss_options)  # its options checked here
     pool = [p.to(fast.device) for p in _photos(photos, size)]

@@ -110,6 +110,9 @@ def main() -> None:
         "--style-layers", nargs="+", help="the learning loss' style layers (default: relu1_1 ... relu5_1)"
     )
     ap.add_argument(
+        "--content-layers", nargs="+", help="the learning loss' content layers (default: relu4_2)"
+    )
+    ap.add_argument(
         "--apply", type=float, nargs="+", default=[1.0], help="strengths the learned style is judged at"
     )
     ap.add_argument("--save", help="a folder: every result's picture saved there (for the grid)")
@@ -124,6 +127,7 @@ def main() -> None:
             ("content_weight", args.content_weight),
             ("strength", args.strength),
             ("style_layers", args.style_layers),
+            ("content_layers", args.content_layers),
         )
         if v is not None
     }
