@@ -35,7 +35,7 @@ from _style_judge import kept, style_move  # noqa: E402
 from bench_style_quality import SAMPLES, save_grid, style_image  # noqa: E402
 
 from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
-from nstcam.fast import CONTENT_MARGIN  # noqa: E402
+from nstcam.fast import CONTENT_LAYERS, CONTENT_MARGIN  # noqa: E402
 from nstcam.image import image_to_tensor, resize_long_side  # noqa: E402
 
 TRAIN = ("chelsea.png", "coffee.png")
@@ -110,7 +110,9 @@ def main() -> None:
         "--style-layers", nargs="+", help="the learning loss' style layers (default: relu1_1 ... relu5_1)"
     )
     ap.add_argument(
-        "--content-layers", nargs="+", help="the learning loss' content layers (default: relu4_2)"
+        "--content-layers",
+        nargs="+",
+        help=f"the learning loss' content layers (default: learn's, {' '.join(CONTENT_LAYERS)})",
     )
     ap.add_argument(
         "--apply", type=float, nargs="+", default=[1.0], help="strengths the learned style is judged at"
