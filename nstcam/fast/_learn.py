@@ -192,15 +192,7 @@ def learn_style(
     t = fast.arbitrary_net.transformer
     leaves, current, start = _trained(t, fast.style_vector(style_img), train)
     label = name or (Path(painting).stem if isinstance(painting, (str, Path)) else "painting")
-    settings = {
-        "size": size,
-        "batch": batch,
-        "lr": float(lr),
-        "seed": int(seed),
-        "train": train,
-        "content_margin": margin,
-        **loss_options,
-    }
+    settings = _settings(size, batch, lr, seed, train, margin, loss_options)
     losses: list[float] = []
 
     def snapshot() -> LearnedStyle:
@@ -261,6 +253,21 @@ class _Margin:
             with torch.no_grad():
                 self._read[k] = self._loss(self._t.paint(p, self._start), p)[1, 0]
         return self._read[k]
+
+
+def _settings(
+    size: int, batch: int, lr: float, seed: int, train: str, margin: float | None, loss_options: dict
+) -> dict[str, Any]:
+    """What the style file records of how it was learned (its metadata's ``settings``)."""
+    return {
+        "size": size,
+        "batch": batch,
+        "lr": float(lr),
+        "seed": int(seed),
+        "train": train,
+        "content_margin": margin,
+        **loss_options,
+    }
 
 
 def _step(opt: Any, losses: torch.Tensor) -> float:
