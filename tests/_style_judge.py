@@ -51,6 +51,16 @@ def kept(content: ImageSource, out: ImageSource) -> bool:
     return top5(load_image(content).resize(out.size, Image.LANCZOS))[0] in top5(out)
 
 
+def rank(content: ImageSource, out: ImageSource) -> int:
+    """Where the content's top-1 class (the content seen at the output's size) ranks among the
+    output's classes: 1 is its top class; :func:`kept` means a rank of 5 or better."""
+    j, out = judge(), load_image(out)
+    with torch.no_grad():
+        want = int(j.model(j.preprocess(load_image(content).resize(out.size, Image.LANCZOS))).argmax())
+        p = j.model(j.preprocess(out)).softmax(-1)[0]
+    return int((p > p[want]).sum()) + 1
+
+
 def grams(img: ImageSource) -> list[torch.Tensor]:
     """The Gram matrices (C x C, over positions) of the judge's ``JUDGE_BLOCKS`` for ``img``."""
     j, got = judge(), []

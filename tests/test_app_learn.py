@@ -14,9 +14,10 @@ from PIL import Image
 
 from nstcam import load_image
 from nstcam.app import AppConfig, Models
+from nstcam.app.cost import request_cost
 from nstcam.app.tabs.learn import MAX_LEARN_PHOTOS, learn_handler
 from nstcam.app.tabs.style import stylize_handler
-from nstcam.fast import LearnedStyle
+from nstcam.fast import REFERENCE_AREA, LearnedStyle
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -120,7 +121,7 @@ def test_the_cost_cap_refuses_before_any_work(files, tmp_path):
     with pytest.raises(gr.Error) as e:
         list(learn_handler(fresh, missing, None, 256, 500, 2))
     assert str(e.value.message) == (
-        "learning a style at 256 px for 500 steps of 2 crops would cost 65,536,000 pixel-steps (1 minutes "
+        "learning a style at 256 px for 500 steps of 2 crops would cost 65,885,525 pixel-steps (1 minutes "
         "of a 2-core CPU's work is the limit), over this CPU server's limit of 3,208,556. Use fewer "
         "steps, a smaller size or a smaller batch."
     )
@@ -135,6 +136,9 @@ def test_the_cost_cap_refuses_before_any_work(files, tmp_path):
             list(learn_handler(fresh, missing, None, *args))
     with pytest.raises(gr.Error, match=f"photos: 17 sent, at most {MAX_LEARN_PHOTOS}"):
         list(learn_handler(fresh, str(painting), [str(photo)] * 17, 64, 2, 1))
+    # the margin's one look at each photo counts: 2 steps of 1 crop at 256 px and 16 photos
+    looks = 256**2 * 16 * REFERENCE_AREA / 3
+    assert request_cost("learn_style", fresh.config, 256, 2, 1, 16).units == pytest.approx(256**2 * 2 + looks)
     with pytest.raises(gr.Error, match="Upload a painting to learn"):
         list(learn_handler(fresh, None, None, 64, 2, 1))
 

@@ -110,7 +110,8 @@ def test_learn_style_writes_a_style_that_stylize_fast_paints_with(tmp_path, caps
     picture), then ``nstcam stylize --fast --style mine.safetensors``; a bad --out is refused."""
     out = tmp_path / "mine.safetensors"
     args = ["learn-style", BRICK, "--out", str(out), "--weights", "random", "--size", "64", "--steps", "3"]
-    assert main([*args, "--batch", "1", "--photos", str(SAMPLES / "c*.png"), "--content-weight", "2"]) == 0
+    given = ["--content-weight", "2", "--margin-penalty", "30"]
+    assert main([*args, "--batch", "1", "--photos", str(SAMPLES / "c*.png"), *given]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     from nstcam.fast import LearnedStyle
 
@@ -119,6 +120,7 @@ def test_learn_style_writes_a_style_that_stylize_fast_paints_with(tmp_path, caps
     settings = json.loads(style.meta["settings"])
     assert settings["content_weight"] == 2.0  # --content-weight reached the loss
     assert settings["content_margin"] == 0.15  # learn's own margin where none is given
+    assert settings["margin_penalty"] == 30.0  # --margin-penalty reached learn
     loose = tmp_path / "loose.safetensors"
     assert main([*args, "--batch", "1", "--content-margin", "none", "--out", str(loose)]) == 0
     assert json.loads(LearnedStyle.load(loose).meta["settings"])["content_margin"] is None

@@ -11,12 +11,16 @@ import numpy as np
 import pytest
 import torch
 from conftest import in_threads
+from PIL import Image
 from safetensors.torch import save_file
 
 from nstcam import StyleTransfer
 from nstcam.fast import (
     CONTENT_LAYERS,
     CONTENT_MARGIN,
+    MARGIN_PENALTY,
+    REFERENCE_AREA,
+    ArbitraryTransformer,
     FastStyle,
     LearnCancelled,
     LearnedStyle,
@@ -173,6 +177,10 @@ def test_bad_arguments_are_refused_before_any_work(fast, st):
         _learn(fast, st, content_margin=-1)
     with pytest.raises(ValueError, match="content_margin must be a finite number"):
         _learn(fast, st, content_margin=float("nan"))
+    with pytest.raises(ValueError, match="margin_penalty must be >= 0, got -1"):
+        _learn(fast, st, margin_penalty=-1)
+    with pytest.raises(ValueError, match="margin_penalty must be <= 10000, got 1e"):
+        _learn(fast, st, margin_penalty=1e9)
 
 
 def _content_ratios(fast, st, style) -> list[float]:
@@ -204,14 +212,33 @@ def test_the_content_margin_holds_each_photos_content_nearer_its_one_pass(fast, 
     free_style, held_style = _learn(fast, st, steps=12, content_margin=None), _learn(fast, st, steps=12)
     free, held = _content_ratios(fast, st, free_style), _content_ratios(fast, st, held_style)
     # measured (content at relu4_2 and relu5_2): the loss alone 2.17 and 2.13 times the one pass's
-    # content loss, the default margin 1.83 and 1.95 (12 steps; its 15 % is passed on both photos, so
-    # the penalty bites throughout; it passes under old-cpu and OMP_NUM_THREADS=1)
+    # content loss, the default margin (15 %, penalty 100) 0.76 and 1.22 (12 steps; ten times, the
+    # penalty before, gave 1.83 and 1.95); it passes under old-cpu and OMP_NUM_THREADS=1
     assert all(h < 0.97 * f for h, f in zip(held, free, strict=True)) and min(free) > 1.15
+    assert max(held) < 1.5  # near the margin's 1.15, where the loss alone goes past 2
     settings = json.loads(held_style.meta["settings"])
     assert settings["content_margin"] == CONTENT_MARGIN and settings["content_layers"] == list(CONTENT_LAYERS)
+    assert settings["margin_penalty"] == MARGIN_PENALTY
     relu4_2 = _learn(fast, st, steps=1, content_layers=["relu4_2"])  # given, the engine's own default
     assert json.loads(relu4_2.meta["settings"])["content_layers"] == ["relu4_2"]
     assert _same(free_style, _learn(fast, st, steps=12, content_margin=10.0))  # never reached: no penalty
+
+
+def test_the_margin_reads_a_long_photo_scaled_down_to_reference_area_crops(fast, st, tmp_path, monkeypatch):
+    """A 64 x 1024 px panorama is sixteen 64 px crops wide: the margin's one look at it is scaled down
+    to ``REFERENCE_AREA`` crops' pixels, so a stranger's long photo costs what the estimate counts."""
+    pano = tmp_path / "pano.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 1024, 3), dtype=np.uint8)).save(pano)
+    painted, paint = [], ArbitraryTransformer.paint
+
+    def counted(t, x, params):
+        painted.append(x.shape[-2] * x.shape[-1])
+        return paint(t, x, params)
+
+    monkeypatch.setattr(ArbitraryTransformer, "paint", counted)
+    fast.learn(SAMPLES / "brick.png", [pano], engine=st, size=64, steps=1, batch=1)
+    assert painted[0] == 64 * 64  # the step's crop, then the margin's look
+    assert 64 * 64 < max(painted) <= REFERENCE_AREA * 64 * 64 < 64 * 1024
 
 
 @pytest.mark.slow

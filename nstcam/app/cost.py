@@ -39,6 +39,7 @@ from nstcam.app.shapes import kpca_passes, layer_positions, pass_factor, widest_
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
 from nstcam.cam.trust import CORRELATION_SAMPLES, maps_per_image, trust_passes
+from nstcam.fast import REFERENCE_AREA, SAMPLE_PHOTOS
 
 __all__ = [
     "ESTIMATES",
@@ -126,17 +127,22 @@ MAX_LEARN_STEPS = 5000
 MAX_LEARN_BATCH = 8
 
 
-def learn_cost(cfg: AppConfig, size: float | None, steps: float | None, batch: float | None) -> Cost:
+def learn_cost(
+    cfg: AppConfig, size: float | None, steps: float | None, batch: float | None, photos: int | None = None
+) -> Cost:
     """A learning request's pixel-steps (``/learn_style``): its crops' side squared x its steps x its
-    batch, each in range first; the limit is :attr:`AppConfig.max_learn_minutes` of a 2-core CPU's
-    work (:data:`LEARN_SECONDS_PER_PIXEL_STEP`; 10 minutes is about 245 steps of two 256 px crops)."""
+    batch, each in range first, plus the content margin's one look at each of its ``photos`` (None:
+    the bundled ones; a forward pass, a third of a step, of at most ``REFERENCE_AREA`` crops'
+    pixels); the limit is :attr:`AppConfig.max_learn_minutes` of a 2-core CPU's work
+    (:data:`LEARN_SECONDS_PER_PIXEL_STEP`; 10 minutes is about 245 steps of two 256 px crops)."""
     check(size, "size", 64, min(1024, cfg.max_size))
     check(steps, "steps", 1, MAX_LEARN_STEPS)
     check(batch, "batch", 1, MAX_LEARN_BATCH)
+    looks = len(SAMPLE_PHOTOS) if photos is None else int(photos)
     minutes = cfg.max_learn_minutes
     return Cost(
         f"learning a style at {size:g} px for {steps:g} steps of {batch:g} crops",
-        float(size) ** 2 * float(steps) * float(batch),
+        float(size) ** 2 * (float(steps) * float(batch) + looks * REFERENCE_AREA / 3),
         minutes * 60 / LEARN_SECONDS_PER_PIXEL_STEP,
         f"pixel-steps ({minutes:g} minutes of a 2-core CPU's work is the limit)",
         "Use fewer steps, a smaller size or a smaller batch.",

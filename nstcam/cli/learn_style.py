@@ -9,6 +9,7 @@ from typing import Any
 
 from nstcam._commands import command
 from nstcam.cli._common import error, kept, warn_random
+from nstcam.fast import MARGIN_PENALTY
 
 __all__ = ["add_parser", "run"]
 
@@ -47,6 +48,12 @@ def add_parser(sub: Any) -> None:
         help="how much more content loss than in the one pass a photo may have (default 0.15, learn's own: "
         "a subject the one pass keeps stays longer); none: the loss alone, which moves further sooner",
     )
+    p.add_argument(
+        "--margin-penalty",
+        type=float,
+        help=f"what content loss beyond the margin costs (default {MARGIN_PENALTY:g}): more keeps the "
+        "subject surer and moves less (docs/style.md)",
+    )
     p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
     p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
     p.add_argument("--device", help="cpu, cuda... (default cpu)")
@@ -72,6 +79,8 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.content_margin is not None:
         out["content_margin"] = None if args.content_margin == _NO_MARGIN else args.content_margin
+    if args.margin_penalty is not None:
+        out["margin_penalty"] = args.margin_penalty
     if args.content_weight is not None:
         out["content_weight"] = args.content_weight
     return out

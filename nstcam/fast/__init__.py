@@ -12,7 +12,16 @@ from nstcam.fast._import import (
     multistyle_file,
     wheel_models,
 )
-from nstcam.fast._learn import CONTENT_LAYERS, CONTENT_MARGIN, LearnCancelled, LearnStep, learn_style
+from nstcam.fast._learn import (
+    CONTENT_LAYERS,
+    CONTENT_MARGIN,
+    MARGIN_PENALTY,
+    REFERENCE_AREA,
+    SAMPLE_PHOTOS,
+    LearnCancelled,
+    LearnStep,
+    learn_style,
+)
 from nstcam.fast._learned import LearnedStyle, LearnedStyleError, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
 from nstcam.fast.engine import FastStyle, style_weights
@@ -21,8 +30,11 @@ __all__ = [
     "CONTENT_LAYERS",
     "CONTENT_MARGIN",
     "FAST_NETS",
+    "MARGIN_PENALTY",
     "MAX_BLEND",
     "N_STYLES",
+    "REFERENCE_AREA",
+    "SAMPLE_PHOTOS",
     "STYLE_DIM",
     "ArbitraryNet",
     "ArbitraryTransformer",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._checks import finite, whole
@@ -30,6 +31,7 @@ __all__ = [
     "CONTENT_MARGIN",
     "MARGIN_PENALTY",
     "MAX_PHOTOS",
+    "REFERENCE_AREA",
     "SAMPLE_PHOTOS",
     "LearnCancelled",
     "LearnStep",
@@ -49,10 +51,15 @@ CONTENT_MARGIN = 0.15
 CONTENT_LAYERS = ("relu4_2", "relu5_2")
 """The content layers learning reads unless ``content_layers`` is given: the style engine's relu4_2
 and the VGG's deepest, relu5_2 (what a classifier reads): the four paintings of docs/style.md move
-further with both (0.644 against 0.615 at 10 minutes); gravel's rocket, lost with relu4_2 alone, was
-kept in one 10-minute run of two."""
-MARGIN_PENALTY = 10.0
-"""What each unit of content loss beyond the margin costs, in the teacher's weighted units."""
+further with both (0.644 against 0.615 at 10 minutes, the penalty at ten)."""
+MARGIN_PENALTY = 100.0
+"""What each unit of content loss beyond the margin costs, in the teacher's weighted units (the
+default ``margin_penalty``): at ten, gravel's rocket was lost in one 10-minute run of two; at a
+hundred it was kept in both, the mean move 0.627 against the one pass's 0.557 (docs/style.md)."""
+REFERENCE_AREA = 4
+"""The margin reads each photo's one-pass content loss at most at ``REFERENCE_AREA * size**2`` pixels
+(a longer photo is read scaled down: the loss is a mean, about the same at any size), so a panorama
+costs no more than four crops."""
 
 
 class Teacher(Protocol):
@@ -146,6 +153,7 @@ def learn_style(
     name: str | None = None,
     train: str = "norm",
     content_margin: float | None = CONTENT_MARGIN,
+    margin_penalty: float = MARGIN_PENALTY,
     **loss_options: Any,
 ) -> LearnedStyle:
     """Learns ``painting`` as a new instant style (``FastStyle().learn``): the arbitrary network's
@@ -174,8 +182,10 @@ def learn_style(
             numbers, the network's own map from vector to scales; docs/style.md compares them).
         content_margin: how much more content loss than in the one pass (the painting's predicted
             style, where learning starts) each photo may have: beyond ``1 + content_margin`` times
-            it the excess costs ``MARGIN_PENALTY`` times as much, so a subject the one pass keeps
+            it the excess costs ``margin_penalty`` times as much, so a subject the one pass keeps
             stays longer (docs/style.md measures it). None: the loss alone.
+        margin_penalty: what each unit of content loss beyond the margin costs (0 to 10000;
+            docs/style.md measures 10 and 100: more keeps the subject surer and moves less).
         **loss_options: options of the loss, as :meth:`nstcam.StyleTransfer.stylize` takes them
             (``strength``, ``style_weight``, ``style_layers``, ``style_loss``...);
             ``content_layers`` defaults to ``CONTENT_LAYERS`` here.
@@ -184,7 +194,8 @@ def learn_style(
         LearnCancelled: ``callback`` returned False.
         ValueError: an argument out of range (named, with its range).
     """
-    size, steps, batch, margin = _checked(size, steps, batch, lr, minutes, engine, train, content_margin)
+    size, steps, batch = _checked(size, steps, batch, lr, minutes, engine, train)
+    margin = _margin(content_margin, margin_penalty)
     loss_options = {"content_layers": CONTENT_LAYERS, **loss_options}
     style_img = load_image(painting)
     teacher = engine.perceptual_loss(style_img, size=size, **loss_options)  # its options checked here
@@ -205,7 +216,7 @@ def learn_style(
     t0, bar = time.perf_counter(), _bar(steps, progress_bar)
     try:  # torch's own thread count (not sized to the load): one seed, the same bits
         with teacher as loss_fn:
-            held = _Margin(margin, loss_fn, t, pool, start)
+            held = _Margin(margin, loss_fn, t, pool, start, size)
             for step in range(1, steps + 1):
                 x, which = _draw(pool, size, batch, gen)
                 losses.append(_step(opt, held.loss(loss_fn(t.paint(x, current()), x), which)))
@@ -231,24 +242,35 @@ class _Margin:
     crops is first drawn (the loss is a ratio, the same at any size), bounds its crops' own."""
 
     def __init__(
-        self, margin: float | None, loss_fn: Any, t: Any, pool: list[torch.Tensor], start: Any
+        self,
+        margin: tuple[float, float] | None,
+        loss_fn: Any,
+        t: Any,
+        pool: list[torch.Tensor],
+        start: Any,
+        size: int,
     ) -> None:
-        self.margin = margin
+        self.margin, self._most = margin, REFERENCE_AREA * size**2
         self._loss, self._t, self._pool, self._start = loss_fn, t, pool, start
         self._read: dict[int, torch.Tensor] = {}
 
     def loss(self, terms: torch.Tensor, which: list[int]) -> torch.Tensor:
         """Each crop's loss from the teacher's (4, N) ``terms``: the weighted total, plus, with a
-        margin, ``MARGIN_PENALTY`` times its content loss beyond ``1 + margin`` times its photo's
-        (``which``: the photo each crop came from)."""
+        margin ``(fraction, penalty)``, ``penalty`` times its content loss beyond ``1 + fraction``
+        times its photo's (``which``: the photo each crop came from)."""
         if self.margin is None:
             return terms[0]
         reference = torch.stack([self._reference(k) for k in which])
-        return terms[0] + MARGIN_PENALTY * torch.relu(terms[1] - (1 + self.margin) * reference)
+        fraction, penalty = self.margin
+        return terms[0] + penalty * torch.relu(terms[1] - (1 + fraction) * reference)
 
     def _reference(self, k: int) -> torch.Tensor:
         if k not in self._read:
             p = self._pool[k]
+            h, w = p.shape[-2:]
+            if h * w > self._most:  # a panorama: read scaled down to REFERENCE_AREA crops' pixels
+                scale = (self._most / (h * w)) ** 0.5
+                p = F.interpolate(p, size=(int(h * scale), int(w * scale)), mode="area")
             p = p[..., : p.shape[-2] // 4 * 4, : p.shape[-1] // 4 * 4]  # the network's multiples of 4
             with torch.no_grad():
                 self._read[k] = self._loss(self._t.paint(p, self._start), p)[1, 0]
@@ -256,7 +278,13 @@ class _Margin:
 
 
 def _settings(
-    size: int, batch: int, lr: float, seed: int, train: str, margin: float | None, loss_options: dict
+    size: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    train: str,
+    margin: tuple[float, float] | None,
+    loss_options: dict,
 ) -> dict[str, Any]:
     """What the style file records of how it was learned (its metadata's ``settings``)."""
     return {
@@ -265,7 +293,8 @@ def _settings(
         "lr": float(lr),
         "seed": int(seed),
         "train": train,
-        "content_margin": margin,
+        "content_margin": None if margin is None else margin[0],
+        "margin_penalty": None if margin is None else margin[1],
         **loss_options,
     }
 
@@ -303,10 +332,10 @@ def _trained(
 
 
 def _checked(
-    size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any, train: Any, content_margin: Any
-) -> tuple[int, int, int, float | None]:
+    size: Any, steps: Any, batch: Any, lr: Any, minutes: Any, engine: Any, train: Any
+) -> tuple[int, int, int]:
     """The arguments in range, before any work (each error names its argument and its range): the
-    size, steps and batch as whole numbers and the content margin as a float (None: no margin)."""
+    size, steps and batch as whole numbers."""
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < float(lr) <= 1:
         raise ValueError(f"lr must be in (0, 1], got {str(lr)[:20]}")
     if minutes is not None and (
@@ -325,8 +354,15 @@ def _checked(
         whole("size", size, minimum=64, maximum=1024),
         whole("steps", steps, minimum=1, maximum=100_000),
         whole("batch", batch, minimum=1, maximum=16),
-        None if content_margin is None else finite("content_margin", content_margin, minimum=0, maximum=10),
     )
+
+
+def _margin(content_margin: Any, margin_penalty: Any) -> tuple[float, float] | None:
+    """The content margin as ``(fraction, penalty)``, each in range (None: no margin)."""
+    penalty = finite("margin_penalty", margin_penalty, minimum=0, maximum=10_000)
+    if content_margin is None:
+        return None
+    return finite("content_margin", content_margin, minimum=0, maximum=10), penalty
 
 
 def _show(bar: Any, loss: float) -> None:

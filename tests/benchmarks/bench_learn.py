@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
 
 from _real_vgg import real_vgg16  # noqa: E402
-from _style_judge import kept, style_move  # noqa: E402
+from _style_judge import kept, rank, style_move  # noqa: E402
 from bench_style_quality import SAMPLES, save_grid, style_image  # noqa: E402
 
 from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
-from nstcam.fast import CONTENT_LAYERS, CONTENT_MARGIN  # noqa: E402
+from nstcam.fast import CONTENT_LAYERS, CONTENT_MARGIN, MARGIN_PENALTY  # noqa: E402
 from nstcam.image import image_to_tensor, resize_long_side  # noqa: E402
 
 TRAIN = ("chelsea.png", "coffee.png")
@@ -55,6 +55,7 @@ def judged(st, painting, outs: list, photos: list, size: int) -> dict:
     return {
         "move": statistics.fmean(style_move(o, p, painting) for o, p in zip(outs, photos, strict=True)),
         "kept": [kept(p, o) for o, p in zip(outs, photos, strict=True)],
+        "ranks": [rank(p, o) for o, p in zip(outs, photos, strict=True)],
         "vgg": statistics.fmean(
             vgg_style_loss(st, painting, o, p, size) for o, p in zip(outs, photos, strict=True)
         ),
@@ -96,6 +97,10 @@ def main() -> None:
     ap.add_argument("--photos", help="training photos (a folder or glob; default: TRAIN)")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=0, help="learn's seed (the crops and flips drawn)")
+    ap.add_argument(
+        "--margin-penalty", type=float, default=MARGIN_PENALTY, help=f"learn's (default: {MARGIN_PENALTY:g})"
+    )
     ap.add_argument("--optimise", action="store_true", help="also the optimisation at its defaults")
     ap.add_argument("--train", choices=("norm", "vector"), default="norm", help="what learning trains")
     ap.add_argument("--content-weight", type=float, help="the learning loss' content weight (default: 1)")
@@ -117,7 +122,9 @@ def main() -> None:
     ap.add_argument(
         "--apply", type=float, nargs="+", default=[1.0], help="strengths the learned style is judged at"
     )
-    ap.add_argument("--save", help="a folder: every result's picture saved there (for the grid)")
+    ap.add_argument(
+        "--save", help="a folder: every result's picture and learned style saved there (for the grid)"
+    )
     ap.add_argument("--apply-cost", action="store_true", help="then what applying each kind of style costs")
     ap.add_argument(
         "--grid", type=Path, help="a picture grid: a line per painting and photo, a column per result"
@@ -146,9 +153,9 @@ def main() -> None:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             painting.save(Path(args.save) / f"{name.split('.')[0]}_painting.png")
         print(
-            f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}; train {args.train}, content margin {args.content_margin}, {loss_options}\n"
+            f"\n{name}, {args.size} px, held-out photos: {', '.join(HELD_OUT)}; train {args.train}, content margin {args.content_margin} (penalty {args.margin_penalty:g}), {loss_options}\n"
         )
-        print("| result | style move (judge) | subjects kept | VGG style loss | seconds |")
+        print("| result | style move (judge) | subjects kept (ranks) | VGG style loss | seconds |")
         print("| --- | --- | --- | --- | --- |")
         rows = [("one pass", [fast.stylize(p, painting) for p in photos], 0.0)]
         if args.optimise:
@@ -172,16 +179,20 @@ def main() -> None:
             minutes=max(checkpoints),
             batch=args.batch,
             lr=args.lr,
+            seed=args.seed,
             callback=mark,
             progress_bar=True,
             name=name,
             train=args.train,
             content_margin=args.content_margin,
+            margin_penalty=args.margin_penalty,
             **loss_options,
         )
         marks.setdefault(max(checkpoints), (style, len(style.losses), max(checkpoints) * 60))
         for m in checkpoints:
             learned, step, secs = marks[m]
+            if args.save:
+                learned.save(Path(args.save) / f"{name.split('.')[0]}_learned_{m:g}_min.safetensors")
             for k in args.apply:
                 at = "" if k == 1 else f" at strength {k:g}"
                 outs = [fast.stylize(p, learned, strength=k) for p in photos]
@@ -196,8 +207,9 @@ def main() -> None:
             j = judged(st, painting, outs, photos, args.size)
             summary.setdefault(label.split(" (")[0], []).append(j["move"])
             names = ", ".join(Path(h).stem for h, k in zip(HELD_OUT, j["kept"], strict=True) if k)
+            ranks = ", ".join(str(r) for r in j["ranks"])
             print(
-                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} {names} | {j['vgg']:.4g} | {secs:.0f} |"
+                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} {names} ({ranks}) | {j['vgg']:.4g} | {secs:.0f} |"
             )
     if args.grid:
         save_grid(args.grid, lines, columns)

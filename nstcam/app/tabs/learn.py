@@ -58,14 +58,23 @@ Returns:
 """The endpoint's docstring, this server's limits filled in."""
 
 
-def _photos(photos: Any) -> list[Image.Image] | None:
-    """The uploaded training photos read and checked (at most :data:`MAX_LEARN_PHOTOS`), or None."""
+def _count(photos: Any) -> int | None:
+    """How many training photos a request sends (at most :data:`MAX_LEARN_PHOTOS`; None: none, the
+    bundled ones), before any is read."""
     if not photos:
+        return None
+    n = len(photos) if isinstance(photos, (list, tuple)) else 1
+    if n > MAX_LEARN_PHOTOS:
+        raise refuse(f"photos: {n} sent, at most {MAX_LEARN_PHOTOS} on this server")
+    return n
+
+
+def _photos(photos: Any) -> list[Image.Image] | None:
+    """The uploaded training photos read and checked (:func:`_count` first), or None."""
+    if _count(photos) is None:
         return None
     if not isinstance(photos, (list, tuple)):
         photos = [photos]
-    if len(photos) > MAX_LEARN_PHOTOS:
-        raise refuse(f"photos: {len(photos)} sent, at most {MAX_LEARN_PHOTOS} on this server")
     return [load_upload(p, f"photo {k}") for k, p in enumerate(photos, 1)]
 
 
@@ -89,7 +98,7 @@ def learn_handler(
     try:
         if painting is None:
             raise refuse("Upload a painting to learn.")
-        request_cost("learn_style", cfg, size, steps, batch).check()
+        request_cost("learn_style", cfg, size, steps, batch, _count(photos)).check()
         check(seed, "seed", 0, 2**31 - 1)
         check(content_weight, "content_weight", *CONTENT_WEIGHTS)
         art = load_upload(painting, "painting")
