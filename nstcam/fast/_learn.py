@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._checks import finite, whole
@@ -57,9 +56,9 @@ MARGIN_PENALTY = 100.0
 default ``margin_penalty``): at ten, gravel's rocket was lost in one 10-minute run of two; at a
 hundred it was kept in both, the mean move 0.627 against the one pass's 0.557 (docs/style.md)."""
 REFERENCE_AREA = 4
-"""The margin reads each photo's one-pass content loss at most at ``REFERENCE_AREA * size**2`` pixels
-(a longer photo is read scaled down: the loss is a mean, about the same at any size), so a panorama
-costs no more than four crops."""
+"""The margin reads each photo's one-pass content loss on at most ``REFERENCE_AREA * size**2``
+pixels (a longer photo on its middle, at the crops' scale: the loss is a mean), so a panorama costs
+no more than four crops."""
 
 
 class Teacher(Protocol):
@@ -268,9 +267,10 @@ class _Margin:
         if k not in self._read:
             p = self._pool[k]
             h, w = p.shape[-2:]
-            if h * w > self._most:  # a panorama: read scaled down to REFERENCE_AREA crops' pixels
-                scale = (self._most / (h * w)) ** 0.5
-                p = F.interpolate(p, size=(int(h * scale), int(w * scale)), mode="area")
+            if h * w > self._most:  # a panorama: its middle, REFERENCE_AREA crops' pixels, at full scale
+                keep_h, keep_w = (min(h, self._most // w), w) if h > w else (h, min(w, self._most // h))
+                top, left = (h - keep_h) // 2, (w - keep_w) // 2
+                p = p[..., top : top + keep_h, left : left + keep_w]
             p = p[..., : p.shape[-2] // 4 * 4, : p.shape[-1] // 4 * 4]  # the network's multiples of 4
             with torch.no_grad():
                 self._read[k] = self._loss(self._t.paint(p, self._start), p)[1, 0]
