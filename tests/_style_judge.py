@@ -47,13 +47,12 @@ def kept(content: ImageSource, out: ImageSource) -> bool:
     """Whether the content's top-1 class, the content seen at the output's size, is among the
     output's top 5 (a photo loses detail at 192 px too: the rocket is a "projectile" at full size,
     a "drilling platform" at 192 px)."""
-    out = load_image(out)
-    return top5(load_image(content).resize(out.size, Image.LANCZOS))[0] in top5(out)
+    return rank(content, out) <= 5
 
 
 def rank(content: ImageSource, out: ImageSource) -> int:
     """Where the content's top-1 class (the content seen at the output's size) ranks among the
-    output's classes: 1 is its top class; :func:`kept` means a rank of 5 or better."""
+    output's classes: 1 is its top class (:func:`kept`: 5 or better)."""
     j, out = judge(), load_image(out)
     with torch.no_grad():
         want = int(j.model(j.preprocess(load_image(content).resize(out.size, Image.LANCZOS))).argmax())

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
 
 from _real_vgg import real_vgg16  # noqa: E402
-from _style_judge import kept, rank, style_move  # noqa: E402
+from _style_judge import rank, style_move  # noqa: E402
 from bench_style_quality import SAMPLES, save_grid, style_image  # noqa: E402
 
 from nstcam import FastStyle, Preprocess, StyleTransfer, load_image  # noqa: E402
@@ -54,8 +54,7 @@ def vgg_style_loss(st: StyleTransfer, painting, out, photo, size: int) -> float:
 def judged(st, painting, outs: list, photos: list, size: int) -> dict:
     return {
         "move": statistics.fmean(style_move(o, p, painting) for o, p in zip(outs, photos, strict=True)),
-        "kept": [kept(p, o) for o, p in zip(outs, photos, strict=True)],
-        "ranks": [rank(p, o) for o, p in zip(outs, photos, strict=True)],
+        "ranks": [rank(p, o) for o, p in zip(outs, photos, strict=True)],  # kept: 5 or better
         "vgg": statistics.fmean(
             vgg_style_loss(st, painting, o, p, size) for o, p in zip(outs, photos, strict=True)
         ),
@@ -206,10 +205,11 @@ def main() -> None:
                     out.save(Path(args.save) / f"{name.split('.')[0]}_{Path(held).stem}_{tag}.png")
             j = judged(st, painting, outs, photos, args.size)
             summary.setdefault(label.split(" (")[0], []).append(j["move"])
-            names = ", ".join(Path(h).stem for h, k in zip(HELD_OUT, j["kept"], strict=True) if k)
+            kept = [r <= 5 for r in j["ranks"]]
+            names = ", ".join(Path(h).stem for h, k in zip(HELD_OUT, kept, strict=True) if k)
             ranks = ", ".join(str(r) for r in j["ranks"])
             print(
-                f"| {label} | {j['move']:.3f} | {sum(j['kept'])}/{len(photos)} {names} ({ranks}) | {j['vgg']:.4g} | {secs:.0f} |"
+                f"| {label} | {j['move']:.3f} | {sum(kept)}/{len(photos)} {names} ({ranks}) | {j['vgg']:.4g} | {secs:.0f} |"
             )
     if args.grid:
         save_grid(args.grid, lines, columns)
