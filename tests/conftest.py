@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -263,6 +264,11 @@ def server(server_uploads, server_log):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+HTTP = httpx.Client()
+"""One client of the live servers that keeps its cookies as a browser and gradio_client do: what it
+uploads is its own, and may be named in its later requests (nstcam.app.access)."""
 
 
 def rss_mb() -> float:

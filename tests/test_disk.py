@@ -12,13 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import _free_port, app_env, launch_app, pattern
+from conftest import HTTP, _free_port, app_env, launch_app, pattern
 from test_security import upload
 
 from nstcam.app.limits import RequestLimits
-from nstcam.app.owned import Owned, claimed_by_others, sweep_leftovers
+from nstcam.app.owned import Owned, claimed_by_others, ledger_folder, sweep_leftovers
 from nstcam.app.quota import UploadQuota, client_of
 
 
@@ -104,6 +103,8 @@ def test_a_ledger_removes_only_its_own_files_and_a_dead_servers_are_swept(tmp_pa
         owned.add(mine)
         owned.add(theirs)  # the same name recorded by both: the other live server keeps it
         assert theirs.stat().st_ino in claimed_by_others(folder)
+        assert not owned.ledger.resolve().is_relative_to(folder.resolve())  # never where Gradio serves
+        assert owned.ledger.parent.stat().st_mode & 0o077 == 0  # nor readable by other users
         assert owned.remove_all() == 1 and not mine.exists() and theirs.exists()
         assert not owned.ledger.exists()
     finally:
@@ -117,7 +118,7 @@ def test_a_ledger_removes_only_its_own_files_and_a_dead_servers_are_swept(tmp_pa
     live_outbox.mkdir()
     assert sweep_leftovers(folder, tmp_path) == 2
     assert not theirs.exists() and not outbox.exists() and live_outbox.exists()
-    assert list(folder.glob(".nstcam-*.owned")) == []
+    assert list(ledger_folder(folder).glob("*.owned")) == [] and list(folder.rglob("*.owned")) == []
 
 
 @pytest.mark.subprocess
@@ -145,7 +146,7 @@ def test_a_second_servers_sigterm_leaves_the_first_servers_files(tmp_path):
         procs[1].send_signal(signal.SIGTERM)
         assert procs[1].wait(30) == 0
         assert Path(first).exists()  # the first server's file stays
-        r = httpx.get(urls[0] + f"gradio_api/file={first}", timeout=10)
+        r = HTTP.get(urls[0] + f"gradio_api/file={first}", timeout=10)
         assert r.status_code == 200 and r.content == photo.read_bytes()
         procs[0].send_signal(signal.SIGTERM)
         assert procs[0].wait(30) == 0

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _media import write_clip
-from conftest import _free_port, app_env, launch_app, pattern
+from conftest import HTTP, _free_port, app_env, launch_app, pattern
 from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
 
@@ -28,7 +28,7 @@ from nstcam.app.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEX
 @pytest.fixture(scope="module")
 def live(server, server_log, tmp_path_factory):
     """The live app's endpoints by name, and two uploaded images."""
-    config = httpx.get(server + "config", timeout=10).json()
+    config = HTTP.get(server + "config", timeout=10).json()
     comps = {c["id"]: c for c in config["components"]}
     d = tmp_path_factory.mktemp("hostile")
     pattern(1, 64, 48).save(d / "content.png")
@@ -127,23 +127,23 @@ def test_one_request_cannot_exhaust_the_server(server, server_log, live):
     fn_index, data = _event(live, "gradcam", i2="x" * (5 * 2**20))
     t = time.time()
     join = server + "gradio_api/queue/join"
-    r = httpx.post(join, json={"data": data, "fn_index": fn_index, "session_hash": "big"})
+    r = HTTP.post(join, json={"data": data, "fn_index": fn_index, "session_hash": "big"})
     assert r.status_code == 413 and time.time() - t < 5 and len(r.text) < 200
     assert r.json()["detail"].startswith("a request may hold at most 1 MB on this server")
 
     big = [("files", (f"f{i}.bin", b"\0" * (900 * 1024))) for i in range(4)]  # 4 x 0.9 MB: each under 1 MB
-    r = httpx.post(server + "gradio_api/upload", files=big, timeout=30)
+    r = HTTP.post(server + "gradio_api/upload", files=big, timeout=30)
     assert r.status_code == 413 and "upload request" in r.json()["detail"]
-    r = httpx.post(server + "gradio_api/upload", files=big[:2], timeout=30)
+    r = HTTP.post(server + "gradio_api/upload", files=big[:2], timeout=30)
     assert r.status_code == 200 and len(r.json()) == 2
 
-    r = httpx.post(join, json={"data": [], "fn_index": 99_999, "session_hash": "x"})
+    r = HTTP.post(join, json={"data": [], "fn_index": 99_999, "session_hash": "x"})
     assert r.status_code == 422 and "fn_index must be the number of one of this app's" in r.text
-    r = httpx.post(join, json={"data": "y" * 50_000, "fn_index": 0, "session_hash": "x"})
+    r = HTTP.post(join, json={"data": "y" * 50_000, "fn_index": 0, "session_hash": "x"})
     assert r.status_code == 422 and "yyyy" not in r.text and len(r.text) < 200
 
     deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit: was HTTP 500
-    r = httpx.post(
+    r = HTTP.post(
         join,
         content=f'{{"data": {deep}, "fn_index": 0, "session_hash": "x"}}',
         headers={"content-type": "application/json"},
@@ -242,7 +242,7 @@ def test_bad_values_get_one_line_naming_the_input_and_no_traceback(
 def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_server(server, live):
     fn_index, data = _event(live, "stylize", i4=128, i5=20, i18="optimise")  # a CPU server opens in Fast
     session = uuid.uuid4().hex[:12]
-    join = httpx.post(
+    join = HTTP.post(
         server + "gradio_api/queue/join",
         json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None},
     )
@@ -253,12 +253,12 @@ def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_serve
     def ping() -> None:  # another user loading the page meanwhile
         while not done.is_set():
             t = time.time()
-            httpx.get(server + "config", timeout=30)
+            HTTP.get(server + "config", timeout=30)
             waits.append(time.time() - t)
             time.sleep(0.05)
 
     pinger = threading.Thread(target=ping)
-    with httpx.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
+    with HTTP.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
         steps = 0
         for line in s.iter_lines():
             steps += "process_generating" in line
@@ -266,7 +266,7 @@ def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_serve
                 break
     pinger.start()
     t = time.time()
-    r = httpx.post(
+    r = HTTP.post(
         server + "gradio_api/cancel",
         json={"session_hash": session, "fn_index": fn_index, "event_id": event_id},
         timeout=60,
@@ -318,7 +318,7 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         outbox = Path(re.search(r"results folder (\S+)", log.read_text()).group(1))
         pattern(1, 128, 96).save(tmp_path / "c.png")
         content = upload(url, tmp_path / "c.png")
-        config = httpx.get(url + "config", timeout=10).json()
+        config = HTTP.get(url + "config", timeout=10).json()
         fn_index = next(i for i, d in enumerate(config["dependencies"]) if d.get("api_name") == "stylize")
         comps = {c["id"]: c for c in config["components"]}
         data = [comps[x]["props"].get("value") for x in config["dependencies"][fn_index]["inputs"]]
@@ -330,10 +330,10 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         data[0], data[1], data[4], data[5] = content, content, 128, 300
         data[18] = "optimise"  # the mode: a CPU server's page (and so the API) opens in Fast
         session = uuid.uuid4().hex[:12]
-        httpx.post(
+        HTTP.post(
             url + "gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session}
         ).raise_for_status()
-        with httpx.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
+        with HTTP.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
             for line in s.iter_lines():
                 if "process_generating" in line:
                     break  # the run is under way: a step done, a preview written
@@ -375,7 +375,7 @@ def test_an_upload_cut_at_the_cap_or_dropped_by_its_client_leaves_no_file(server
     boundary = "nstcam" + uuid.uuid4().hex
     headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
     try:
-        r = httpx.post(
+        r = HTTP.post(
             server + "gradio_api/upload", content=_parts(6, 900_000, boundary), headers=headers, timeout=30
         )
         assert r.status_code == 413 and "at most 3 files" in r.json()["detail"]
@@ -396,7 +396,7 @@ def test_an_upload_cut_at_the_cap_or_dropped_by_its_client_leaves_no_file(server
     assert _files(server_uploads) - before == set()
     log = server_log.read_text()
     assert "upload cut at the size cap: removed its" in log and "upload dropped by its client: removed" in log
-    r = httpx.post(server + "gradio_api/upload", content=_parts(1, 100_000, boundary), headers=headers)
+    r = HTTP.post(server + "gradio_api/upload", content=_parts(1, 100_000, boundary), headers=headers)
     assert r.status_code == 200 and Path(r.json()[0]).is_file()  # a whole upload lands
 
 
@@ -433,18 +433,18 @@ def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(se
         ("-1e999", "top_k must be a finite number, got -inf"),
     ]:
         sent = body.replace('"gradcam", 0,', f'"gradcam", {literal},')
-        r = httpx.post(
+        r = HTTP.post(
             server + "gradio_api/run/gradcam", content=sent, headers={"content-type": "application/json"}
         )
         assert r.json()["error"] == said, r.text
     for route in ("gradio_api/run/predict", "gradio_api/call/nope", "gradio_api/api/x"):
-        r = httpx.post(server + route, json={"data": []})
+        r = HTTP.post(server + route, json={"data": []})
         assert r.status_code == 404 and r.json()["detail"].startswith("this app has no endpoint named "), (
             r.text
         )
         assert "gradcam, gradcam_video, learn_style, stylize, stylize_video" in r.json()["detail"]
     # the page's own calls: /run/predict with an fn_index
-    r = httpx.post(server + "gradio_api/run/predict", json={"data": [None], "fn_index": fn_index})
+    r = HTTP.post(server + "gradio_api/run/predict", json={"data": [None], "fn_index": fn_index})
     assert r.json()["error"].startswith("this endpoint takes 10 values"), r.text  # the event's own gate
     log = _log_since(server_log, start)
     assert "Traceback" not in log and "FnIndexInferError" not in log

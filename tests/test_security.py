@@ -10,15 +10,15 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
-from conftest import ENDPOINTS, marked
+from conftest import ENDPOINTS, HTTP, marked
 from PIL import Image
 
 from nstcam.app.files import NOT_AN_UPLOAD
 
 FILE_TYPES = {"image", "video", "file", "imageeditor", "gallery", "audio", "model3d"}
+
 
 
 def call(url: str, fn_index: int, data: list, timeout: float = 120, seen: list | None = None) -> dict:
@@ -27,14 +27,14 @@ def call(url: str, fn_index: int, data: list, timeout: float = 120, seen: list |
     infinity as ``1e999``), as an attacker may."""
     session = uuid.uuid4().hex[:12]
     body = json.dumps({"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None})
-    r = httpx.post(
+    r = HTTP.post(
         url + "gradio_api/queue/join",
         content=body.replace("Infinity", "1e999"),
         headers={"content-type": "application/json"},
         timeout=timeout,
     )
     r.raise_for_status()
-    with httpx.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=timeout) as s:
+    with HTTP.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=timeout) as s:
         for line in s.iter_lines():
             if line.startswith("data:"):
                 msg = json.loads(line[5:])
@@ -48,7 +48,7 @@ def call(url: str, fn_index: int, data: list, timeout: float = 120, seen: list |
 def upload(url: str, path: Path) -> dict:
     """A real upload (the positive control): the server's FileData for ``path``."""
     with open(path, "rb") as fh:
-        r = httpx.post(url + "gradio_api/upload", files={"files": (path.name, fh)}, timeout=30)
+        r = HTTP.post(url + "gradio_api/upload", files={"files": (path.name, fh)}, timeout=30)
     r.raise_for_status()
     return {"path": r.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
 
@@ -157,10 +157,10 @@ def test_a_real_upload_still_works_and_the_secret_never_came_back(server, app):
     msg = call(server, fn_index, data)
     assert msg["success"] is True, msg
     gallery = msg["output"]["data"][0]
-    overlay = httpx.get(gallery[0]["image"]["url"], timeout=30).raise_for_status().content
+    overlay = HTTP.get(gallery[0]["image"]["url"], timeout=30).raise_for_status().content
     assert Image.open(io.BytesIO(overlay)).size == marked((60, 40))  # the upload, explained (and marked)
     for path in ["gradio_api/file=" + str(app["secret"]), "gradio_api/file=/etc/passwd"]:
-        assert httpx.get(server + path).status_code == 403  # Gradio's file route: closed already
+        assert HTTP.get(server + path).status_code == 403  # Gradio's file route: closed already
 
 
 def test_upload_path_accepts_only_regular_files_inside_the_upload_folder(tmp_path, monkeypatch):

@@ -13,10 +13,9 @@ import time
 import uuid
 
 import gradio as gr
-import httpx
 import numpy as np
 import pytest
-from conftest import pattern, rss_mb
+from conftest import HTTP, pattern, rss_mb
 from gradio.data_classes import ImageData
 from PIL import Image
 from test_hostile_requests import _event, live  # noqa: F401 - the live app's endpoints (a fixture)
@@ -81,7 +80,7 @@ def _join(server: str, fn_index: int, data: list, client: str) -> tuple[int, str
     """A stream's queue request from ``client`` (a proxy on loopback names it); (status, text, session)."""
     session = uuid.uuid4().hex[:12]
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None}
-    r = httpx.post(
+    r = HTTP.post(
         server + "gradio_api/queue/join", json=body, headers={"x-forwarded-for": client}, timeout=30
     )
     return r.status_code, r.text, session
@@ -108,7 +107,7 @@ def test_idle_streams_never_fill_the_queue_and_a_gone_clients_stream_is_freed(se
     freed = threading.Event()
 
     def listen_then_leave(session: str) -> None:
-        with httpx.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=30) as s:
+        with HTTP.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=30) as s:
             for _ in s.iter_lines():
                 break
         freed.set()
@@ -143,7 +142,7 @@ def test_frames_are_dropped_not_queued_when_the_server_is_behind(server, live): 
     painted, done = [], threading.Event()
 
     def listen() -> None:
-        with httpx.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
+        with HTTP.stream("GET", server + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
             for line in s.iter_lines():
                 if line.startswith("data:"):
                     msg = json.loads(line[5:]).get("msg")
@@ -162,12 +161,12 @@ def test_frames_are_dropped_not_queued_when_the_server_is_behind(server, live): 
     with ThreadPoolExecutor(8) as pool:
         list(
             pool.map(
-                lambda _: httpx.post(server + f"gradio_api/stream/{event_id}", json=body, timeout=60),
+                lambda _: HTTP.post(server + f"gradio_api/stream/{event_id}", json=body, timeout=60),
                 range(sent),
             )
         )
     time.sleep(3)
-    httpx.post(server + f"gradio_api/stream/{event_id}/close", timeout=30)
+    HTTP.post(server + f"gradio_api/stream/{event_id}/close", timeout=30)
     listener.join(60)
     frames = painted.count("process_streaming")
     assert 1 <= frames < sent, (frames, sent)  # the burst's frames mostly dropped, the latest painted

@@ -20,6 +20,7 @@ from nstcam.app.gate import input_names
 __all__ = ["describe_api", "parameter_docs"]
 
 _ARG = re.compile(r"^ {4}(\w+): (.*)$")
+_FILEDATA_DOC = "The FileData class"
 
 
 def parameter_docs(doc: str) -> dict[str, str]:
@@ -32,15 +33,27 @@ def _schema(comp: Any) -> dict[str, Any]:
     """``comp``'s API schema with its true type: whole numbers as integers, a name that takes other
     values than its first choices as free text."""
     base = dict(comp.api_info())
+    for key in ("additional_description", "description"):  # Gradio's FileData docstring: what to send is ours
+        if str(base.get(key, "")).startswith(_FILEDATA_DOC):
+            base.pop(key)
     if isinstance(comp, gr.Number) and getattr(comp, "precision", None) == 0:
         return {**base, "type": "integer"}
     if isinstance(comp, gr.Slider) and comp.step == 1 and float(comp.minimum or 0).is_integer():
         return {**base, "type": "integer"}
+    values = [c[1] if isinstance(c, (tuple, list)) else c for c in getattr(comp, "choices", None) or ()]
+    if isinstance(comp, (gr.Dropdown, gr.Radio)) and values and all(_is_int(v) for v in values):
+        # a built-in style's number: Gradio types every dropdown as text ("-1" was then refused by
+        # its own enum of integers, and -1 by its type)
+        return {**{k: v for k, v in base.items() if k != "anyOf"}, "type": "integer", "enum": values}
     if isinstance(comp, gr.Dropdown) and comp.allow_custom_value and not comp.multiselect:
         # a layer: any of the model's, not the few names it was built with (a list keeps its
         # choices: every offered model's class names, which the description sorts out)
         return {**{k: v for k, v in base.items() if k not in ("anyOf", "enum")}, "type": "string"}
     return base
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:

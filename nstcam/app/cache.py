@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nstcam.app.access import ACCESS
 from nstcam.app.owned import OWNED
 
-__all__ = ["CACHED", "track_cached_files"]
+__all__ = ["CACHED", "record_cached_files", "track_cached_files"]
 
 CACHED: set[str] = set()
 """Paths of the files Gradio cached in this process (other processes' files are never in it)."""
@@ -43,6 +44,7 @@ def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
         path = save(*args, **kwargs)
         if isinstance(path, str):
             CACHED.add(path)
+            ACCESS.grant(path)  # the client whose request it answers (everyone's: an example)
             if _written_since(path, start):
                 OWNED.add(path)  # made (or rewritten) by this call: this process's to remove
         return path
@@ -58,15 +60,21 @@ def _written_since(path: str, start_ns: int) -> bool:
         return False
 
 
-def track_cached_files(demo: Any) -> Any:
-    """Records every file Gradio caches (idempotent) and lists the record among ``demo``'s
-    ``temp_file_sets``; returns ``demo``."""
+def record_cached_files() -> None:
+    """Makes Gradio's cache savers record each file they write (idempotent): called before the
+    app's examples are built, so that their files are recorded (and granted to everyone) too."""
     from gradio import processing_utils
 
     for name in _SAVERS:
         save = getattr(processing_utils, name, None)
         if save is not None and not getattr(save, "nstcam_records", False):
             setattr(processing_utils, name, _recorded(save))
+
+
+def track_cached_files(demo: Any) -> Any:
+    """Records every file Gradio caches (idempotent) and lists the record among ``demo``'s
+    ``temp_file_sets``; returns ``demo``."""
+    record_cached_files()
     if not any(s is CACHED for s in demo.temp_file_sets):
         demo.temp_file_sets.append(CACHED)
     return demo

@@ -54,6 +54,7 @@ __all__ = [
     "max_volume_side",
     "request_cost",
     "style_cost",
+    "style_pixel_steps",
     "trust_cost",
     "trust_settings",
     "video_cost",
@@ -99,20 +100,29 @@ def square_pixels_at_scales(size: int) -> float:
     return float(sum(side**2 for side in auto_scales(int(size))))
 
 
+def style_pixel_steps(size: int, steps: int) -> float:
+    """A ``size`` px square's pixels times each scale's steps, summed, when ``steps`` in all are
+    shared over the default scales (:func:`nstcam.style.options.split_steps`: what the app runs)."""
+    from nstcam.style.options import split_steps
+
+    scales, per_scale = split_steps(int(size), max(1, int(steps)))
+    return float(sum(side**2 * n for side, n in zip(scales, per_scale, strict=True)))
+
+
 def _server(cfg: AppConfig) -> str:
     return f"this {cfg.torch_device.type.upper()} server"
 
 
 def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
-    """A style request's pixel-steps (``side**2 * steps`` over its scales, coarse to fine: a square
-    at most, the long side being ``size``), its size and steps each in range first (``/stylize``,
+    """A style request's pixel-steps (:func:`style_pixel_steps`: ``side**2`` times each scale's share of
+    ``steps``, a square at most, the long side being ``size``), its size and steps each in range first (``/stylize``,
     ``/subject_aware``)."""
     check(size, "size", 64, cfg.max_size)
     check(steps, "steps", 1, cfg.max_steps)
     return Cost(
         f"a style request of {size:g} px and {steps:g} steps",
-        square_pixels_at_scales(int(size)) * float(steps),
-        square_pixels_at_scales(cfg.max_size) * cfg.max_steps,
+        style_pixel_steps(int(size), int(steps)),
+        style_pixel_steps(cfg.max_size, cfg.max_steps),
         "pixel-steps",
         "Use a smaller size or fewer steps.",
         _server(cfg),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import tempfile
@@ -15,6 +16,7 @@ import numpy as np
 from gradio.utils import get_upload_folder
 from PIL import Image
 
+from nstcam.app.access import ACCESS, current_client
 from nstcam.app.errors import logger, refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
 from nstcam.video import MediaError, check_media
@@ -22,6 +24,7 @@ from nstcam.video import MediaError, check_media
 __all__ = [
     "NOT_AN_UPLOAD",
     "Outbox",
+    "check_picture",
     "SafeEditor",
     "SafeFile",
     "SafeFiles",
@@ -116,8 +119,10 @@ def upload_path(payload: Any, what: str) -> str:
     when the request says it is a file (``meta``), so an image sent without it could name any
     file the server can read. Here a path is accepted only if, symlinks followed and ``..``
     resolved, it is a regular file inside Gradio's upload folder (where uploads, cached results
-    and examples live); anything else gets the one message :data:`NOT_AN_UPLOAD`, which says
-    nothing about the path (whether it exists, what it is).
+    and examples live) and, in a request, one granted to that request's client
+    (:mod:`nstcam.app.access`: its own uploads and results, the examples); anything else gets the
+    one message :data:`NOT_AN_UPLOAD`, which says nothing about the path (whether it exists, what it
+    is, whose it is). A Python call (no request) reads any upload.
 
     Args:
         payload: what Gradio hands a component's ``preprocess`` (a ``FileData`` / ``ImageData``),
@@ -132,6 +137,9 @@ def upload_path(payload: Any, what: str) -> str:
         raise refuse(f"Bad {what}: the request holds no file")
     real = os.path.realpath(os.fspath(path))
     if not Path(real).is_relative_to(os.path.realpath(get_upload_folder())) or not os.path.isfile(real):
+        raise refuse(f"Bad {what}: {NOT_AN_UPLOAD}.")
+    client = current_client()
+    if client is not None and not ACCESS.may_read(real, client):  # another client's upload or result
         raise refuse(f"Bad {what}: {NOT_AN_UPLOAD}.")
     return real
 
@@ -241,6 +249,18 @@ def upload_size(path: Any, what: str) -> tuple[int, int]:
     """An upload's ``(width, height)`` from its header alone (nothing decoded), within
     :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes it; errors as its."""
     return _read_upload(probe_image, path, what)
+
+
+def check_picture(path: Any, what: str, max_pixels: int) -> tuple[int, int]:
+    """An upload's ``(width, height)`` from its header alone (nothing decoded), refused in one line
+    naming its own file name, ``what`` it is and the limit where it holds more than ``max_pixels`` or
+    is thinner than :data:`nstcam.app.shapes.MAX_ASPECT` (a 1 KB 16 x 20000 PNG scaled to a 256 px
+    crop was a 320000 x 256 tensor, about 1 GB)."""
+    from nstcam.app.shapes import check_aspect
+
+    size = _read_upload(functools.partial(probe_image, max_pixels=max_pixels), path, what)
+    check_aspect(f"{what} ({Path(str(path)).name})", size, "a picture that")
+    return size
 
 
 def _read_upload(read: Any, path: Any, what: str) -> Any:

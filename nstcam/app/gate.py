@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gradio as gr
+from gradio.data_classes import FileData
 from pydantic import ValidationError
 
 from nstcam.app.errors import refuse
@@ -52,6 +53,9 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
             )
         for name, value in zip(names, inputs, strict=False):  # extras unread
             _check_contents(name, value)
+        for k, block in enumerate(block_fn.inputs[: len(inputs)]):
+            if _takes_several(block) and isinstance(inputs[k], dict):
+                inputs[k] = [inputs[k]]  # one file sent to a list of files: a list of one
         validate(block_fn, inputs)
         for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):
             for url in _named_urls(value):
@@ -113,8 +117,22 @@ def _check_file_value(block: Any, name: str, value: Any) -> None:
     model = getattr(block, "data_model", None)
     if value is None or model is None or not _is_file_input(block):
         return
-    if not isinstance(value, dict):
-        raise refuse(f"{name} must be an uploaded file, got {shown(value)}: {_FILE_HINT}")
+    if _takes_several(block):  # a list of files (a single file is read as a list of one)
+        items = value if isinstance(value, list) else [value]
+        for k, item in enumerate(items, 1):
+            _check_one_file(FileData, f"{name} (file {k})", item)
+        return
+    _check_one_file(model, name, value)
+
+
+def _takes_several(block: Any) -> bool:
+    return isinstance(block, gr.File) and getattr(block, "file_count", "single") != "single"
+
+
+def _check_one_file(model: Any, name: str, value: Any) -> None:
+    if not isinstance(value, dict):  # never echoes a path: a file value is named by its kind only
+        got = "a list" if isinstance(value, list) else shown(value)
+        raise refuse(f"{name} must be an uploaded file, got {got}: {_FILE_HINT}")
     try:
         model.model_validate(value, context={"validate_meta": True})
     except (ValidationError, ValueError, TypeError) as e:

@@ -10,7 +10,9 @@ gallery as one text, a Python repr of server paths); a text file (the trust repo
 markdown) comes back as its name and its text; a learned style's file as its name and a ``data:``
 URL (which the agent sends back as ``/stylize``'s ``style_file``: Gradio gave a URL holding its
 server path); and no item names a server path (Gradio adds an
-"Image URL" text per image, a URL that holds the file's path on the server).
+"Image URL" text per image, a URL that holds the file's path on the server). The files an agent
+sends are its own (:mod:`nstcam.app.access`): granted to the client of the request that calls the
+tool.
 """
 
 from __future__ import annotations
@@ -49,8 +51,26 @@ def enable_mcp() -> None:
         items = contents(self, data, root_url)
         return [i for i in items if not (i.type == "text" and i.text.startswith(_URL_TEXT))]
 
+    prepare = GradioMCPServer._prepare_tool_call_args
+
+    @functools.wraps(prepare)
+    def as_caller(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The files an agent sends (data: URLs) are written here, in the MCP session's own task:
+        # they are granted to the client of the HTTP request that calls the tool (a call Gradio
+        # runs directly reads them as that client). A queued call goes through Gradio's loopback
+        # client, which uploads them again as its own: it runs as that client, so its cookie, not
+        # the agent's, goes with the call (an agent names no server path: its files are data: URLs).
+        from nstcam.app.access import as_client, client_of_gradio_request, new_token
+
+        client = client_of_gradio_request(self.mcp_server.request_context.request) or new_token()
+        with as_client(client):
+            endpoint, values, headers, block_fn = prepare(self, *args, **kwargs)
+        headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
+        return endpoint, values, headers, block_fn
+
     unpacked._nstcam_unpacks = True  # type: ignore[attr-defined]
     GradioMCPServer._execute_tool_without_progress = unpacked  # type: ignore[method-assign]
+    GradioMCPServer._prepare_tool_call_args = as_caller  # type: ignore[method-assign]
     GradioMCPServer.postprocess_output_data = without_paths  # type: ignore[method-assign]
     logger.debug("MCP: multi-output tools return one content item per output")
 

@@ -6,8 +6,11 @@ make files of the same name: a fresh process's SIGTERM removed 10 files that ear
 made with the same content, the cached examples included. And a crash (SIGKILL, out of memory) left
 everything behind for good (355 MB in one probe).
 
-So each process keeps a ledger, ``.nstcam-<pid>.owned`` in the upload folder: the inode and path of
-every file it made there (an upload it moved in, a result Gradio cached for it). At shutdown it
+So each process keeps a ledger, ``<pid>.owned``: the inode and path of every file it made in the
+upload folder (an upload it moved in, a result Gradio cached for it). The ledgers live in a private
+folder (:func:`ledger_folder`, mode 0700) beside the system's temporary folder, never inside a folder
+Gradio serves: a ledger in the upload folder was served to anyone who asked for its path, and listed
+every client's uploads and results (1,079 paths in one probe). At shutdown it
 removes those files whose inode is still its own; at start-up it removes what the ledgers of dead
 processes list, and their results folders (``nstcam-out-<pid>-*``). An upload whose name is already
 taken keeps the file that was there (its content is the same: the folder is its hash) instead of
@@ -16,6 +19,7 @@ replacing it, so no process ever removes a file another one made.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -33,6 +37,7 @@ __all__ = [
     "Owned",
     "claimed_by_others",
     "keep_existing_uploads",
+    "ledger_folder",
     "others_files",
     "pid_alive",
     "prune_empty",
@@ -41,8 +46,27 @@ __all__ = [
 
 logger = logging.getLogger("nstcam.app")
 
-_LEDGER = re.compile(r"^\.nstcam-(\d+)\.owned$")
+_LEDGER = re.compile(r"^(\d+)\.owned$")
 _OUTBOX = re.compile(r"^nstcam-out-(\d+)-")
+
+
+def ledger_folder(upload_folder: str | os.PathLike) -> Path:
+    """Where the servers sharing ``upload_folder`` keep their ledgers: a folder of the system's
+    temporary folder named by the upload folder's real path (so servers sharing it share it), or the
+    upload folder's parent where the temporary folder is inside the upload folder; never inside it,
+    so never served. Made with mode 0700."""
+    upload = Path(os.path.realpath(upload_folder))
+    base = Path(os.path.realpath(tempfile.gettempdir()))
+    if base.is_relative_to(upload):
+        base = upload.parent
+    folder = base / f".nstcam-ledgers-{hashlib.sha256(str(upload).encode()).hexdigest()[:16]}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def _ledgers(upload_folder: str | os.PathLike) -> list[Path]:
+    folder = ledger_folder(upload_folder)
+    return [p for p in folder.glob("*.owned") if _LEDGER.match(p.name)]
 
 
 def pid_alive(pid: int) -> bool:
@@ -78,7 +102,7 @@ class Owned:
 
     @property
     def ledger(self) -> Path:
-        return self.folder / f".nstcam-{os.getpid()}.owned"
+        return ledger_folder(self.folder) / f"{os.getpid()}.owned"
 
     def add(self, path: str | os.PathLike) -> None:
         """Records ``path`` (a file this process just made) with its inode."""
@@ -153,7 +177,7 @@ def _read_ledger(path: Path) -> dict[str, int]:
 def claimed_by_others(folder: str | os.PathLike) -> set[int]:
     """Inodes that the ledgers of other live processes in ``folder`` list."""
     inodes: set[int] = set()
-    for ledger in Path(folder).glob(".nstcam-*.owned"):
+    for ledger in _ledgers(folder):
         m = _LEDGER.match(ledger.name)
         if m and int(m[1]) != os.getpid() and pid_alive(int(m[1])):
             inodes.update(_read_ledger(ledger).values())
@@ -166,7 +190,7 @@ def sweep_leftovers(folder: str | os.PathLike, temp: str | os.PathLike | None = 
     system's temporary folder); returns how many files and folders. Live processes' files stay."""
     folder = Path(folder)
     removed = 0
-    for ledger in folder.glob(".nstcam-*.owned") if folder.is_dir() else ():
+    for ledger in _ledgers(folder) if folder.is_dir() else ():
         m = _LEDGER.match(ledger.name)
         if not m or pid_alive(int(m[1])):
             continue
@@ -189,20 +213,24 @@ OWNED = Owned()
 class _KeepExisting:
     """``os`` as Gradio's upload route sees it: ``rename`` never replaces a file already there (its
     content is the same: the folder is the content's hash); a file moved in is recorded in
-    :data:`OWNED`."""
+    :data:`OWNED`, and granted to the uploading client (:mod:`nstcam.app.access`)."""
 
     def __getattr__(self, name: str) -> object:
         return getattr(os, name)
 
     @staticmethod
     def rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        from nstcam.app.access import ACCESS
+
         try:
             os.link(src, dst)  # fails where dst exists: the file there stays its maker's
         except FileExistsError:
             os.unlink(src)
+            ACCESS.grant(dst)  # the same content (the folder is its hash): this client may read it too
             return
         os.unlink(src)
         OWNED.add(dst)
+        ACCESS.grant(dst)  # the uploader's
 
 
 STARTED = time.time() - 1.0

@@ -11,8 +11,9 @@ import gradio as gr
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 
+from nstcam.app.access import ClientCookie, public_files, requests_as_their_clients
 from nstcam.app.api_info import describe_api
-from nstcam.app.cache import track_cached_files
+from nstcam.app.cache import record_cached_files, track_cached_files
 from nstcam.app.cancels import CancelAtOnce
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.gate import guard_requests
@@ -29,7 +30,8 @@ __all__ = ["build_demo", "launch_kwargs"]
 def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
     """What ``demo.launch`` needs besides host and port: the upload cap, the caps on every request
     (:class:`nstcam.app.limits.RequestLimits`: body size, uploads in all, the event named; malformed
-    requests answered in one line), an API cancel or a closed page stopping its run at once
+    requests answered in one line), each client's files served to it alone
+    (:class:`nstcam.app.access.ClientCookie`), an API cancel or a closed page stopping its run at once
     (:class:`nstcam.app.cancels.CancelAtOnce`), errors shown, and with ``mcp`` the endpoints served as Model
     Context Protocol tools (``/gradio_api/mcp/``)."""
     if mcp:
@@ -42,6 +44,7 @@ def launch_kwargs(config: AppConfig, mcp: bool = False) -> dict[str, Any]:
         "mcp_server": bool(mcp),
         "app_kwargs": {
             "middleware": [
+                Middleware(ClientCookie),  # first: every request, uploads included, runs as its client's
                 Middleware(RequestLimits, upload_bytes=upload_bytes, quota=config.upload_quota()),
                 Middleware(StreamLimits),
                 Middleware(CancelAtOnce),
@@ -60,7 +63,9 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
     config = config or AppConfig()
     models = models or Models(config)
     runs = models.runs
-    with gr.Blocks(title="nstcam — style transfer and Grad-CAM", delete_cache=(600, 1800)) as demo:
+    record_cached_files()  # the examples' files too: they are granted to everyone
+    title = "nstcam — style transfer and Grad-CAM"
+    with public_files(), gr.Blocks(title=title, delete_cache=(600, 1800)) as demo:
         gr.Markdown(
             "# nstcam\nNeural style transfer on VGG16_bn and Grad-CAM on torchvision classifiers, detectors "
             "and segmenters, built on PyTorch hooks."
@@ -75,7 +80,11 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
             f"{config.max_steps} steps, uploads up to {config.max_upload_mb:g} MB, Score-CAM up to "
             f"{config.scorecam_budget} masked images (channels x top-k) per request"
             + (" (CPU limits; a GPU Space allows more)." if on_cpu else ".")
-            + f" Style transfer runs on {config.style_network}."
+            + (
+                " Style transfer's optimisation is unavailable (above); Fast still runs."
+                if "vgg16_bn" in models.errors
+                else f" Style transfer runs on {config.style_network}."
+            )
         )
         gr.Markdown(limits, elem_id="limits")
         others = []
@@ -86,4 +95,4 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         webcam.stop_when_left(others)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     keep_existing_uploads()  # an upload never replaces another server's file of the same name
-    return track_cached_files(guard_requests(describe_api(demo, config)))
+    return requests_as_their_clients(track_cached_files(guard_requests(describe_api(demo, config))))

@@ -30,6 +30,7 @@ __all__ = [
     "auto_scales",
     "auto_steps",
     "fitted_steps",
+    "split_steps",
     "strength_weight",
     "stylize_defaults",
 ]
@@ -275,6 +276,23 @@ def auto_steps(n_scales: int) -> list[int]:
     if n_scales == 1:
         return [100]
     return [min(300, DEFAULT_STEPS_FINEST * 2 ** (n_scales - 1 - i)) for i in range(n_scales)]
+
+
+def split_steps(size: int, total: int) -> tuple[list[int], list[int]]:
+    """The default scales of ``size`` (:func:`auto_scales`) and ``total`` evaluations shared among
+    them as :func:`auto_steps` shares its own (each coarser scale twice the next finer's), adding up
+    to ``total`` exactly: what a user who asks for 50 steps gets (at 256 px, 33 at 128 px and 17 at
+    256 px), where ``steps=50`` alone runs 50 at each scale. Fewer steps than scales drop the
+    coarsest scales."""
+    total = whole("steps", total, minimum=1)
+    scales = auto_scales(whole("size", size, minimum=16))[-total:]
+    shares = [2 ** (len(scales) - 1 - i) for i in range(len(scales))]
+    steps = [max(1, total * w // sum(shares)) for w in shares]
+    steps[-1] += total - sum(steps)  # the rounding's remainder at the finest scale
+    if steps[-1] < 1:  # only where each scale's floor of 1 overshot: take it back from the coarsest
+        steps[0] += steps[-1] - 1
+        steps[-1] = 1
+    return scales, steps
 
 
 AUTO_STEPS_ASPECT = 2 / 3

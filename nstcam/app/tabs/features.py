@@ -58,7 +58,9 @@ def features_handler(
             raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
         layer = layer or ("relu3_1" if model == "vgg16_bn" else default_layer(model))
         check_layer(model, layer, feature_layer_choices(model))
-        size = image_size(image, model) if model != "vgg16_bn" else None
+        size = image_size(image, model)  # VGG's long side at 224: a thin strip would leave no rows
+        if model == "vgg16_bn":
+            size = None  # priced as one photo: the long side is scaled, so no image costs more
         request_cost("features", models.config, top, model, size).check()
         img = load_upload(image, "image")
         engine = models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")

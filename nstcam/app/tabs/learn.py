@@ -17,7 +17,7 @@ from PIL import Image
 from nstcam.app.config import AppConfig, Models, Runs
 from nstcam.app.cost import MAX_LEARN_BATCH, request_cost
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeFiles, SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.files import SafeFiles, SafeImage, check_picture, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
 from nstcam.app.running import Result, cancel_on, check, endpoint, fail, halted, in_thread, weights_note
 from nstcam.app.tools import fill_doc
@@ -69,13 +69,24 @@ def _count(photos: Any) -> int | None:
     return n
 
 
+def _listed(photos: Any) -> list[Any]:
+    if _count(photos) is None:
+        return []
+    return list(photos) if isinstance(photos, (list, tuple)) else [photos]
+
+
+def _check_pictures(cfg: AppConfig, painting: Any, photos: Any) -> None:
+    """Every upload's shape from its header, before any is decoded: at most the server's frame
+    pixels (:attr:`AppConfig.max_frame_pixels`) and :data:`nstcam.app.shapes.MAX_ASPECT`."""
+    check_picture(painting, "painting", cfg.max_frame_pixels)
+    for k, p in enumerate(_listed(photos), 1):
+        check_picture(p, f"photo {k}", cfg.max_frame_pixels)
+
+
 def _photos(photos: Any) -> list[Image.Image] | None:
     """The uploaded training photos read and checked (:func:`_count` first), or None."""
-    if _count(photos) is None:
-        return None
-    if not isinstance(photos, (list, tuple)):
-        photos = [photos]
-    return [load_upload(p, f"photo {k}") for k, p in enumerate(photos, 1)]
+    listed = _listed(photos)
+    return [load_upload(p, f"photo {k}") for k, p in enumerate(listed, 1)] or None
 
 
 def learn_handler(
@@ -101,6 +112,7 @@ def learn_handler(
         request_cost("learn_style", cfg, size, steps, batch, _count(photos)).check()
         check(seed, "seed", 0, 2**31 - 1)
         check(content_weight, "content_weight", *CONTENT_WEIGHTS)
+        _check_pictures(cfg, painting, photos)
         art = load_upload(painting, "painting")
         shots = _photos(photos)
         fast, engine = models.fast(), models.style()

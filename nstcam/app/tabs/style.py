@@ -14,7 +14,7 @@ from PIL import Image
 
 from nstcam._mark import is_random
 from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost, square_pixels_at_scales
+from nstcam.app.cost import request_cost, style_pixel_steps
 from nstcam.app.errors import refuse
 from nstcam.app.files import SafeEditor, SafeFile, SafeImage, editor_mask, load_upload, warn_bad_uploads
 from nstcam.app.listen import listen
@@ -35,7 +35,7 @@ from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers
 from nstcam.fast import N_STYLES, LearnedStyle
 from nstcam.style import Cancelled, StyleOptions, stylize_defaults
 from nstcam.style.losses import REGISTRY as STYLE_LOSSES
-from nstcam.style.options import INITS, auto_scales
+from nstcam.style.options import INITS, auto_scales, split_steps
 
 __all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
 
@@ -50,8 +50,9 @@ DOC = """Neural style transfer: repaints the content image in the colours and br
 style image while keeping its layout (default mode on this server: "{style_mode}"). `mode` "optimise": Gatys et al.'s optimisation on
 VGG16_bn, each step a forward and backward pass; on this {device} server: {cost}. "fast": one pass
 of a pretrained feed-forward network (Magenta's arbitrary style network, real weights whatever the
-VGG's), well under a second at 512 px on a CPU; "fast_refine": the optimisation starts from that
-painting. Results from random weights are labelled as such.
+VGG's), well under a second at 512 px on a CPU; the optimisation starts from that painting by default
+(`init` "auto"), and "fast_refine" is another name for "optimise" with init "fast". Results from
+random weights are labelled as such.
 
 Args:
     content: the photo to repaint: {image}.
@@ -72,7 +73,7 @@ Args:
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
-    mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (the optimisation, starting from the fast painting).
+    mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (another name for "optimise" with init "fast", where init "auto" starts too on this server unless a region is set).
     strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
@@ -150,10 +151,12 @@ def stylize_handler(
         _check_request(cfg, content, style, size, steps, blend, average, tile)
         content_img = load_upload(content, "content")
         styles, weights, masks = _styles_and_regions(style, style_b, blend, mask_a, mask_b)
+        scales, per_scale = split_steps(int(size), int(steps))  # the steps asked, over every scale
         options = StyleOptions.of(
             style_weights=weights,
             size=int(size),
-            steps=int(steps),
+            scales=scales,
+            steps=per_scale,
             style_weight=None if style_weight is None else float(style_weight),
             strength=float(strength),
             content_weight=float(content_weight),
@@ -237,12 +240,21 @@ def _outcome(
         return img, f"{halted_at} {len(value.history)}/{total}" + note, path
     meta = value.info["nstcam"]
     status = (
-        f"done: {value.width}x{value.height}, {count(len(meta['history']), 'step')} in "
+        f"done: {value.width}x{value.height}, {count(len(meta['history']), 'step')}"
+        f"{_per_scale(meta['params'])} in "
         f"{meta['seconds']:.1f} s, seed {meta['params']['seed']}"
         + (", a style per region" if meta["params"].get("style_masks") else "")
         + note
     )
     return value, status, models.outbox.save(value, "stylized.png")
+
+
+def _per_scale(params: dict[str, Any]) -> str:
+    """" (33 at 128 px, 17 at 256 px)": each scale's planned steps, where there are several."""
+    scales, steps = params.get("scales") or [], params.get("steps") or []
+    if len(scales) < 2 or len(steps) != len(scales):
+        return ""
+    return " (" + ", ".join(f"{n} at {side} px" for side, n in zip(scales, steps, strict=True)) + ")"
 
 
 def fast_handler(
@@ -346,10 +358,10 @@ def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> s
     rate = SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
     where = config.torch_device.type.upper()
     halves = " and at half that" if len(auto_scales(size)) > 1 else ""
-    slow = f"Optimise and Fast then refine: {steps} steps at {size} px{halves}"
+    slow = f"Optimise: {steps} steps at {size} px{halves}"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
-    seconds = rate * square_pixels_at_scales(size) * (2 / 3) * steps  # each scale runs ``steps``
+    seconds = rate * style_pixel_steps(size, steps) * (2 / 3)  # ``steps`` shared over the scales
     return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
 
 
@@ -397,7 +409,7 @@ def _choices(config: AppConfig) -> dict[str, Any]:
             elem_id="st-style-b",
         )
     mode = gr.Radio(
-        [("Fast", "fast"), ("Fast then refine", "fast_refine"), ("Optimise", "optimise")],
+        [("Fast", "fast"), ("Optimise", "optimise")],  # one optimisation: its start is "Start from"
         value=config.style_mode,  # the API's default too (view_api says it): Fast on a CPU server
         label="Mode",
         info="Fast: a pretrained network, under a second (real weights); Optimise: Gatys et al. "

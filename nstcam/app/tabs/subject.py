@@ -32,6 +32,7 @@ from nstcam.app.running import (
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, gallery, pickers, sample, size_steps
 from nstcam.style import Cancelled
+from nstcam.style.options import split_steps
 
 __all__ = ["DOC", "subject_handler", "tab"]
 
@@ -98,6 +99,8 @@ def subject_handler(
         raise fail(e) from e
     note = weights_note(engine.weights.is_random)
 
+    scales, per_scale = split_steps(int(size), int(steps))
+
     def run(put: Callable[[Any], None]) -> SubjectAwareResult | Cancelled:
         try:
             return subject_aware_stylize(
@@ -111,7 +114,8 @@ def subject_handler(
                 top_k=3,
                 on_mask=lambda mask, saliency: put(("mask", mask, saliency)),
                 size=int(size),
-                steps=int(steps),
+                scales=scales,
+                steps=per_scale,  # the steps asked, shared over every scale
                 seed=0,
                 progress=progress_reporter(put, stop),
                 preview_every=max(1, int(preview_every)),

@@ -1,0 +1,263 @@
+"""Who may read which file: each client reads only the uploads it sent and the results made for it.
+
+Gradio serves every file of its upload folder to anyone who names its path
+(``/gradio_api/file=<path>``) and reads any such path named in a request. Paths are named by a
+hash, but they are not secrets: every upload's response and every result names one, and one leak
+(a ledger once kept in that folder listed 1,079 of them) gave a stranger every other visitor's
+photos. So each client carries a random token of its own, the cookie :data:`COOKIE` (set by
+:class:`ClientCookie` on its first response: a browser keeps it, and so does ``gradio_client``,
+which sends the cookies of its first response with every later request), and every file made in
+the upload folder is granted to the client of the request that made it (:data:`ACCESS`): an upload
+to its uploader, a cached result to the client whose request it answers, an example (made while the
+app is built) to everyone (:data:`PUBLIC`). A file of the upload folder is then served, and read as
+a request's input, only for a client it was granted to; any other client is answered as if it did
+not exist (404), whether it does or not. A file granted to nobody (made outside any request after
+start) is served to nobody.
+
+A request with no valid token gets a new one, written into the request itself (so its upload and
+everything it starts belong to it) and sent back in ``Set-Cookie``; a client that drops cookies
+(``curl`` without ``-b``/``-c``) can therefore not use in one request what it uploaded in another.
+Over HTTPS (a Space) the cookie is ``SameSite=None; Secure; Partitioned``, so that it also works in
+the Space's frame on another site.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from nstcam.app.limits import answer
+
+__all__ = [
+    "ACCESS",
+    "COOKIE",
+    "PUBLIC",
+    "Access",
+    "ClientCookie",
+    "as_client",
+    "client_of_gradio_request",
+    "current_client",
+    "public_files",
+    "requests_as_their_clients",
+]
+
+COOKIE = "nstcam-client"
+"""The name of the cookie that holds a client's token."""
+
+PUBLIC = "*"
+"""The client every client is: files granted to it (the examples) are everyone's."""
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{32}$")
+_CLIENT: ContextVar[str | None] = ContextVar("nstcam_client", default=None)
+_FILE_ROUTE = re.compile(r"/file[=/](.+)$")
+
+
+def new_token() -> str:
+    """A fresh client token: 24 random bytes, 32 URL-safe characters."""
+    return secrets.token_urlsafe(24)
+
+
+def token_of_cookie_header(header: str | None) -> str | None:
+    """The client token in a ``Cookie`` header, or None where there is none or it is malformed."""
+    for part in (header or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and _TOKEN.match(value):
+            return value
+    return None
+
+
+def current_client() -> str | None:
+    """The client of the request this code runs for; None outside any request (a Python call)."""
+    return _CLIENT.get()
+
+
+@contextmanager
+def as_client(client: str) -> Iterator[None]:
+    """Runs the block as ``client``'s: the files it makes are granted to ``client``."""
+    token = _CLIENT.set(client)
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
+
+
+def public_files() -> Any:
+    """The block's files are everyone's (the app's examples, made while it is built)."""
+    return as_client(PUBLIC)
+
+
+class Access:
+    """Which clients each file was granted to, by its real path; thread-safe.
+
+    Args:
+        prune_every: how many grants between two sweeps of the records of files gone from disk.
+    """
+
+    def __init__(self, prune_every: int = 1000) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[str, set[str]] = {}
+        self._grants = 0
+        self.prune_every = prune_every
+
+    def grant(self, path: str | os.PathLike, client: str | None = None) -> None:
+        """Grants ``path`` to ``client`` (default: the current request's; nobody outside one)."""
+        client = client or current_client()
+        if client is None:
+            return  # made outside any request after start: nobody's
+        real = os.path.realpath(path)
+        with self._lock:
+            self._owners.setdefault(real, set()).add(client)
+            self._grants += 1
+            prune = self._grants % self.prune_every == 0
+        if prune:
+            self.prune()
+
+    def may_read(self, path: str | os.PathLike, client: str | None) -> bool:
+        """Whether ``client`` may read ``path``: it was granted to that client or to everyone."""
+        with self._lock:
+            owners = self._owners.get(os.path.realpath(path), ())
+        return PUBLIC in owners or (client is not None and client in owners)
+
+    def prune(self) -> None:
+        """Forgets the files that are gone from disk."""
+        with self._lock:
+            paths = list(self._owners)
+        gone = [p for p in paths if not os.path.lexists(p)]
+        with self._lock:
+            for p in gone:
+                self._owners.pop(p, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._owners)
+
+
+ACCESS = Access()
+"""This process's grants."""
+
+
+def _upload_root() -> Path:
+    from gradio.utils import get_upload_folder
+
+    return Path(os.path.realpath(get_upload_folder()))
+
+
+def in_upload_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (as named, or with its links followed) lies in Gradio's upload folder."""
+    root = _upload_root()
+    named = Path(os.path.abspath(path))
+    return named.is_relative_to(root) or Path(os.path.realpath(named)).is_relative_to(root)
+
+
+def _headers(scope: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    return list(scope.get("headers") or [])
+
+
+def _secure(scope: dict[str, Any]) -> bool:
+    if scope.get("scheme") == "https":
+        return True
+    return any(k == b"x-forwarded-proto" and v.strip().lower() == b"https" for k, v in _headers(scope))
+
+
+def _set_cookie(token: str, secure: bool) -> bytes:
+    same_site = "SameSite=None; Secure; Partitioned" if secure else "SameSite=Lax"
+    return f"{COOKIE}={token}; Path=/; HttpOnly; {same_site}".encode()
+
+
+class ClientCookie:
+    """ASGI middleware: every HTTP request runs as its client's (the cookie :data:`COOKIE`, or a new
+    token written into the request and sent back), and a file of the upload folder is served only
+    to a client it was granted to (404 to any other, in one line, naming no path).
+
+    Args:
+        app: the ASGI app (Gradio's FastAPI app).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        cookie = ";".join(v.decode("latin-1") for k, v in headers if k == b"cookie")
+        client = token_of_cookie_header(cookie)
+        if client is None:
+            client = new_token()
+            cookie = f"{cookie}; {COOKIE}={client}" if cookie.strip() else f"{COOKIE}={client}"
+            headers = [(k, v) for k, v in headers if k != b"cookie"] + [(b"cookie", cookie.encode("latin-1"))]
+            scope = {**scope, "headers": headers}
+            send = _with_cookie(send, _set_cookie(client, _secure(scope)))
+        if not self._may_fetch(scope, client):
+            await answer(
+                send,
+                404,
+                "File not found: only files uploaded by this client or made for its requests are served",
+            )
+            return
+        with as_client(client):
+            await self.app(scope, receive, send)
+
+    @staticmethod
+    def _may_fetch(scope: dict[str, Any], client: str) -> bool:
+        if scope.get("method") not in ("GET", "HEAD"):
+            return True
+        m = _FILE_ROUTE.search(scope.get("path", ""))
+        if m is None or "://" in m[1]:
+            return True  # not a file, or a URL (Gradio's own checks)
+        path = m[1]
+        try:
+            return not in_upload_folder(path) or ACCESS.may_read(path, client)
+        except (OSError, ValueError):
+            return False
+
+
+def _with_cookie(send: Any, cookie: bytes) -> Any:
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+        await send(message)
+
+    return sending
+
+
+def client_of_gradio_request(request: Any) -> str | None:
+    """The client token of a request Gradio hands on (a ``gr.Request``, a Starlette request, a list
+    of them for a batch: the first), or None."""
+    if isinstance(request, (list, tuple)):
+        request = request[0] if request else None
+    if request is None:
+        return None
+    try:
+        headers = request.headers
+    except (AttributeError, KeyError):
+        return None
+    get = getattr(headers, "get", None)
+    return token_of_cookie_header(get("cookie") if get else None)
+
+
+def requests_as_their_clients(demo: Any) -> Any:
+    """Runs every event of ``demo`` (``process_api``: its inputs read, its function, its outputs
+    cached) as the client of its request: the client's files only are its inputs, and its results
+    are granted to it. A request with no client (none reaches the queue without one) runs as a
+    client of its own, which owns nothing. Idempotent; returns ``demo``."""
+    process = demo.process_api
+    if getattr(process, "nstcam_as_client", False):
+        return demo
+
+    async def as_its_client(*args: Any, **kwargs: Any) -> Any:
+        client = client_of_gradio_request(kwargs.get("request")) or new_token()
+        with as_client(client):
+            return await process(*args, **kwargs)
+
+    as_its_client.nstcam_as_client = True  # type: ignore[attr-defined]
+    demo.process_api = as_its_client
+    return demo
