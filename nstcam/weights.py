@@ -383,10 +383,17 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def load_checked(model: nn.Module, sd: dict[str, torch.Tensor], what: str, arch: str) -> None:
+def load_checked(
+    model: nn.Module, sd: dict[str, torch.Tensor], what: str, arch: str, part: str | None = None
+) -> None:
     """Loads ``sd`` into ``model`` by name, or raises a ValueError saying how file ``what`` does not
-    fit ``arch``: missing and unexpected keys, wrong shapes (a few of each)."""
+    fit ``arch``: missing and unexpected keys, wrong shapes (a few of each). With ``part`` (a
+    submodule's name, ``"features"``), only that part must be in the file, and only it is loaded (a
+    VGG's convolutions without its classifier); the file's other keys are not read."""
     own = model.state_dict()
+    if part is not None:
+        own = {k: v for k, v in own.items() if k.startswith(part + ".")}
+        sd = {k: v for k, v in sd.items() if k.startswith(part + ".")}
     missing = [k for k in own if k not in sd]
     unexpected = [k for k in sd if k not in own]
     wrong = [
@@ -402,8 +409,9 @@ def load_checked(model: nn.Module, sd: dict[str, torch.Tensor], what: str, arch:
     if wrong:
         problems.append(f"{len(wrong)} wrong shapes (e.g. {'; '.join(wrong[:3])})")
     if problems:
-        raise ValueError(f"{what} does not fit {arch}: " + "; ".join(problems))
-    model.load_state_dict(sd)
+        where = f"{arch}'s {part}" if part else arch
+        raise ValueError(f"{what} does not fit {where}: " + "; ".join(problems))
+    model.load_state_dict(sd, strict=part is None)
 
 
 def build_model(
@@ -413,6 +421,7 @@ def build_model(
     seed: int = 0,
     download: bool = True,
     timeout: float = 5.0,
+    part: str | None = None,
 ) -> nn.Module:
     """Builds a torchvision model in eval mode with the chosen weights.
 
@@ -425,6 +434,8 @@ def build_model(
         seed: seed of the random initialisation with ``weights="random"``.
         download: allow downloading missing official weights.
         timeout: seconds to wait for the download server before giving up.
+        part: with a state dict file, the only submodule it must hold (``"features"``: a VGG's
+            convolutions, all that style transfer reads); the rest keeps torchvision's initialisation.
 
     Returns:
         The model; ``model.nstcam_weights`` is a :class:`WeightsInfo` saying where its weights came
@@ -463,7 +474,7 @@ def build_model(
         path = Path(weights)
         sd = read_state_dict(path)
         model = _construct(ctor, trained=any(k.startswith("aux_classifier.") for k in sd))
-        load_checked(model, sd, path.name, arch)
+        load_checked(model, sd, path.name, arch, part)
         info = WeightsInfo(arch, "file", str(path), categories)
     else:
         raise ValueError(

@@ -144,3 +144,29 @@ def one_or_many(paths: list[str]) -> str | list[str]:
     """A command's positional inputs as the engines take them: one path (a file, a folder or a glob)
     as it is, several as a list."""
     return paths[0] if len(paths) == 1 else paths
+
+
+def add_vgg_arguments(p: argparse.ArgumentParser) -> None:
+    """``--arch`` and ``--preprocess``: which VGG the style engine runs, and how it takes an image
+    (caffe's BGR and mean for a VGG trained in caffe or Keras, such as a features-only VGG16 file)."""
+    from nstcam.style import STYLE_ARCHS
+
+    p.add_argument("--arch", default="vgg16_bn", choices=STYLE_ARCHS, help="the VGG (default vgg16_bn)")
+    p.add_argument(
+        "--preprocess",
+        default="torchvision",
+        choices=("torchvision", "caffe"),
+        help="how the VGG takes an image: torchvision's (RGB, ImageNet mean and std) or caffe's (BGR, "
+        "mean subtracted, 0-255)",
+    )
+
+
+def style_engine(args: argparse.Namespace, device: str | None = None) -> Any:
+    """The style engine ``--weights``, ``--arch`` and ``--preprocess`` ask for, on ``--device``."""
+    from nstcam.preprocess import Preprocess
+    from nstcam.style import StyleTransfer
+
+    caffe = Preprocess.caffe() if getattr(args, "preprocess", "torchvision") == "caffe" else None
+    arch = getattr(args, "arch", "vgg16_bn")
+    return StyleTransfer(args.weights, device=device or args.device, arch=arch, transform=caffe)
+

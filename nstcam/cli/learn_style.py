@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from nstcam._commands import command
-from nstcam.cli._common import error, kept, warn_random
+from nstcam.cli._common import add_vgg_arguments, error, kept, style_engine, warn_random
 from nstcam.fast import MARGIN_PENALTY
 
 __all__ = ["add_parser", "run"]
@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
         "subject surer and moves less (docs/style.md)",
     )
     p.add_argument("--weights", default="imagenet", help="the teaching VGG's: imagenet, random, or a file")
-    p.add_argument("--arch", default="vgg16_bn", help="the teaching VGG (default vgg16_bn)")
+    add_vgg_arguments(p)  # the teaching VGG: --arch, --preprocess
     p.add_argument("--device", help="cpu, cuda... (default cpu)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=run)
@@ -90,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
     """Learns the style and writes it; the loss is logged every 10 steps and at the end."""
     from pathlib import Path
 
-    from nstcam import StyleTransfer
     from nstcam.fast import FastStyle, FastWeightsError
     from nstcam.image import ImageError
     from nstcam.weights import WeightsUnavailableError
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             logger.info("step %d/%d loss %.4g · %.0f s", info.step, info.steps, info.loss, info.seconds)
 
     try:
-        engine = StyleTransfer(args.weights, arch=args.arch, device=args.device or "cpu")
+        engine = style_engine(args, device=args.device or "cpu")
         warn_random(engine.weights)
         fast = FastStyle(device=args.device or "cpu")
         style = fast.learn(

@@ -10,6 +10,7 @@ from typing import Any
 from nstcam._commands import command
 from nstcam.cli._common import (
     add_ray_arguments,
+    add_vgg_arguments,
     error,
     floats,
     gradcam,
@@ -19,6 +20,7 @@ from nstcam.cli._common import (
     ray_address,
     report_kept,
     run_dataset,
+    style_engine,
     warn_random,
 )
 from nstcam.cli.fast import add_fast_arguments, cmd_stylize_fast
@@ -91,6 +93,7 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--tile-overlap", type=int, help="px neighbouring windows share (default min(64, tile/4))")
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
+    add_vgg_arguments(s)
     s.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     s.add_argument("--ext", default=".png", choices=[".png", ".jpg"], help="output format")
     s.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
@@ -152,7 +155,6 @@ def _add_region_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nstcam.style import StyleTransfer
 
     if args.fast:
         return cmd_stylize_fast(args)
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray:
         return _cmd_stylize_ray(args, options)
     try:
-        st = StyleTransfer(args.weights, device=args.device)
+        st = style_engine(args)
     except (WeightsUnavailableError, ValueError, FileNotFoundError) as e:
         error(e)
         return 1

@@ -10,6 +10,7 @@ from typing import Any
 from nstcam._commands import command
 from nstcam.cli._common import (
     add_ray_arguments,
+    add_vgg_arguments,
     error,
     floats,
     frame_logger,
@@ -18,6 +19,7 @@ from nstcam.cli._common import (
     loss_weights,
     ray_address,
     run_dataset,
+    style_engine,
     warn_random,
 )
 from nstcam.cli.fast import add_fast_arguments, cmd_video_fast
@@ -88,6 +90,7 @@ def add_parser(sub: Any) -> None:
     )
     v.add_argument("--seed", type=int, default=0, help="seed of every frame's optimisation (default 0)")
     v.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
+    add_vgg_arguments(v)
     v.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     v.add_argument("--overwrite", action="store_true", help="redo outputs that exist (default: keep them)")
     v.add_argument("--video-ext", default=".mp4", help="with --ray: format of the outputs (default .mp4)")
@@ -119,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
             ),
             lambda res: res.written,
         )
-    from nstcam.style import StyleTransfer
     from nstcam.video import VideoError
 
     if args.fps is not None and args.fps <= 0:
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if kept(args.output, args.overwrite):
         return 0
     try:
-        st = StyleTransfer(args.weights, device=args.device)
+        st = style_engine(args)
         warn_random(st.weights)
         res = st.stylize_video(
             args.video, args.style, args.output, fps=args.fps, progress=frame_logger(), **_video_params(args)

