@@ -170,7 +170,7 @@ def test_bad_arguments_are_refused_before_any_work(fast, st):
     with pytest.raises(ValueError, match="neither tile nor preserve_color"):
         _learn(fast, st, preserve_color="luminance")
     with pytest.raises(ValueError, match="engine must be a StyleTransfer"):
-        _learn(fast, None)
+        _learn(fast, "vgg16")  # None is the default teacher (tests/test_newcomer.py)
     with pytest.raises(ValueError, match="train must be 'norm' or 'vector', got 'all'"):
         _learn(fast, st, train="all")
     with pytest.raises(ValueError, match="content_margin must be >= 0, got -1"):

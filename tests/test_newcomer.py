@@ -109,23 +109,9 @@ def test_a_features_only_caffe_vgg16_loads_in_the_api_and_the_cli(tmp_path):
         StyleTransfer(weights=str(tmp_path / "broken.pth"), arch="vgg16")
     photo = _png(tmp_path / "photo.png", 48, 32)
     out = tmp_path / "out"
-    code = main(
-        [
-            "stylize",
-            photo,
-            "--style",
-            photo,
-            "-o",
-            str(out),
-            "--size",
-            "32",
-            "--steps",
-            "1",
-            "--weights",
-            str(path),
-        ]
-        + ["--arch", "vgg16", "--preprocess", "caffe", "--init", "content"]
-    )
+    args = ["stylize", photo, "--style", photo, "-o", str(out), "--size", "32", "--steps", "1"]
+    vgg = ["--weights", str(path), "--arch", "vgg16", "--preprocess", "caffe", "--init", "content"]
+    code = main([*args, *vgg])
     assert code == 0 and Image.open(out / "photo_stylized.png").size[0] == 32
 
 
@@ -144,7 +130,7 @@ def test_learning_has_a_default_teacher_built_once(tmp_path, monkeypatch):
         built.append(kw)
         return StyleTransfer("random", **kw)
 
-    monkeypatch.setattr("nstcam.style.StyleTransfer", random_engine)
+    monkeypatch.setitem(_learn.TEACHERS, "default", random_engine)
     fast2 = FastStyle(device="cpu")
     for _ in range(2):
         style = fast2.learn(painting, [painting], size=64, steps=1, batch=1)

@@ -304,9 +304,10 @@ def test_estimates_count_what_bounds_the_work():
     (Score-CAM's progress, the clip's windows, a volume's passes; tested beside each), and monotone in
     every argument that adds work."""
     cfg = AppConfig(random_weights=True, device="cpu", scorecam_budget=1024)
-    assert request_cost("stylize", cfg, 256, 100).units == (128**2 + 256**2) * 100  # both scales
+    shared = 66 * 128**2 + 34 * 256**2  # 100 steps shared by the scales, 2:1
+    assert request_cost("stylize", cfg, 256, 100).units == shared
     most = request_cost("stylize", cfg, 512, 300).check()  # the largest size and most steps fit exactly
-    assert most.units == most.limit == (256**2 + 512**2) * 300
+    assert most.units == most.limit == 200 * 256**2 + 100 * 512**2
     assert request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam").units == 512
     assert request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam", True).units == 6 * 512
     assert request_cost("gradcam", cfg, "resnet18", "layer4", 10, "gradcam").units == 0

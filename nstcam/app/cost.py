@@ -114,9 +114,9 @@ def _server(cfg: AppConfig) -> str:
 
 
 def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
-    """A style request's pixel-steps (:func:`style_pixel_steps`: ``side**2`` times each scale's share of
-    ``steps``, a square at most, the long side being ``size``), its size and steps each in range first (``/stylize``,
-    ``/subject_aware``)."""
+    """A style request's pixel-steps (:func:`style_pixel_steps`: ``side**2`` times each scale's share
+    of ``steps``, a square at most, the long side being ``size``), its size and steps each in range
+    first (``/stylize``, ``/subject_aware``)."""
     check(size, "size", 64, cfg.max_size)
     check(steps, "steps", 1, cfg.max_steps)
     return Cost(

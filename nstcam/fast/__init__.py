@@ -18,8 +18,10 @@ from nstcam.fast._learn import (
     MARGIN_PENALTY,
     REFERENCE_AREA,
     SAMPLE_PHOTOS,
+    TEACHERS,
     LearnCancelled,
     LearnStep,
+    default_teacher,
     learn_style,
 )
 from nstcam.fast._learned import LearnedStyle, LearnedStyleError, holds_learned, is_style_file
@@ -36,6 +38,7 @@ __all__ = [
     "REFERENCE_AREA",
     "SAMPLE_PHOTOS",
     "STYLE_DIM",
+    "TEACHERS",
     "ArbitraryNet",
     "ArbitraryTransformer",
     "FastStyle",
@@ -47,6 +50,7 @@ __all__ = [
     "MultiStyleNet",
     "StylePredictor",
     "blend_styles",
+    "default_teacher",
     "fast_available",
     "holds_learned",
     "fast_file",

@@ -137,6 +137,9 @@ def _draw(
 
 
 _TEACHER_LOCK = threading.Lock()
+TEACHERS: dict[str, Callable[..., Any]] = {}
+"""How ``learn`` builds its default teacher: ``TEACHERS["default"](device=...)``, registered by
+:mod:`nstcam.style` (which sits above this package) as ``StyleTransfer``."""
 
 
 def default_teacher(fast: Any) -> Teacher:
@@ -146,9 +149,9 @@ def default_teacher(fast: Any) -> Teacher:
     with _TEACHER_LOCK:
         teacher = getattr(fast, "_default_teacher", None)
         if teacher is None:
-            from nstcam.style import StyleTransfer
-
-            teacher = StyleTransfer(device=fast.device)
+            if "default" not in TEACHERS:  # pragma: no cover - nstcam imports nstcam.style
+                raise ValueError("engine: pass engine=StyleTransfer() (import nstcam.style first)")
+            teacher = TEACHERS["default"](device=fast.device)
             fast._default_teacher = teacher
         return teacher
 
@@ -183,10 +186,8 @@ def learn_style(
         painting: the style image.
         photos: a folder, a glob, or a list of photos to crop from (at most ``MAX_PHOTOS``);
             None: the bundled sample photos (``SAMPLE_PHOTOS``).
-        engine: the :class:`nstcam.StyleTransfer` whose loss teaches (any VGG it takes); None
-            (default): ``StyleTransfer()`` on ``fast``'s device, VGG16_bn with torchvision's
-            official ImageNet weights (built once per ``fast``; offline without them it raises
-            :class:`nstcam.weights.WeightsUnavailableError`, whose message says what to do).
+        engine: the :class:`nstcam.StyleTransfer` whose loss teaches (any VGG it takes); None:
+            :func:`default_teacher` (VGG16_bn, official ImageNet weights, built once per ``fast``).
         size: the crops' side in px (64 to 1024); the style is read at this size too.
         steps: Adam steps, each one batch of crops.
         minutes: stop after this much time, whatever ``steps`` says.

@@ -23,6 +23,7 @@ from PIL import Image
 
 from nstcam._checks import whole
 from nstcam.anchor import PixelAnchor
+from nstcam.fast import TEACHERS
 from nstcam.image import SAMPLES, ImageSource, load_image
 from nstcam.mask import MaskSource, load_mask
 from nstcam.style._base import StyleEngine
@@ -259,3 +260,6 @@ def warmup(rt: Runtime, width: int, height: int, **params: object) -> float:
     opts = StyleOptions.of(**{"size": max(size), "steps": 2, "seed": 0, "optimizer": "adam", **params})
     run(rt, photo, [texture], make_plan(opts, n_styles=1, **rt.planning()), None, False, {})
     return time.perf_counter() - t
+
+
+TEACHERS["default"] = StyleTransfer  # FastStyle().learn(painting) without engine=: VGG16_bn, official weights

@@ -172,7 +172,8 @@ def verdict(report: TrustReport, model: str, layer: str) -> str:
     leaders = [m for m, w in wins.items() if w == best]
     blind = [m for m in report.methods if report.stats[m]["randomisation"][0] >= 0.9]
     said = (
-        f"On {model} {layer}, **{', '.join(leaders)}** rank first on {best} of {len(report.metrics)} metrics "
+        f"On {model} {layer}, **{', '.join(leaders)}** {'ranks' if len(leaders) == 1 else 'rank'} first on "
+        f"{best} of {len(report.metrics)} metrics "
         f"(one photo: a value each, no interval; `nstcam cam --trust` takes a folder)."
     )
     if blind:
