@@ -548,6 +548,12 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
         table = page.locator("#cam-table").bounding_box()
         head = page.get_by_text("probability", exact=True).first.bounding_box()
         assert head["x"] + head["width"] <= table["x"] + table["width"] + 1
+        # another method picked: the map of the old one leaves the screen (no panel measures a map
+        # of other settings than those shown), and the Status says why
+        page.locator("#cam-method input").click()
+        page.get_by_role("option", name=re.compile("· gradcam\\+\\+$")).first.click()
+        page.get_by_text("Settings changed since this map").wait_for(timeout=30_000)
+        assert page.locator("#cam-overlays img").count() == 0
     finally:
         page.close()
     assert (ARTIFACTS / "browser_gradcam.png").stat().st_size > 10_000

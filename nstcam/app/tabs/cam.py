@@ -3,6 +3,7 @@ each explained (:meth:`nstcam.GradCAM.explain`); its handler, layout and ``/grad
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -165,6 +166,24 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
     report = trust_panel(config, models, runs, cam_image, arch, layer)
     for trigger in (ui["explain"].click, arch.change):  # in the browser, at once
         trigger(None, None, [*figures, *report], js="() => [null, null, '', null, null, '']", api_name=False)
+    _forget_stale_maps(ui, [*figures, *report])
+
+
+STALE = "Settings changed since this map: press **Explain** for a map of these settings."
+"""The Status once a setting the map depends on changes: the map on screen is taken away, so that no
+panel (faithfulness, trust) is read beside a map of other settings."""
+
+
+def _forget_stale_maps(ui: dict[str, Any], panels: list[gr.components.Component]) -> None:
+    """A new model, layer, method or smoothing (a person's change, not the page's own updates) takes
+    the map on screen and the panels' figures away at once: Measure and Compare then read the
+    settings on screen, as the map would."""
+    shown = [ui["overlays"], ui["heatmap"], ui["table"], ui["status"], *panels]
+    blank = ["null", "null", "null", json.dumps(STALE), "null", "null", "''", "null", "null", "''"]
+    for name in ("arch", "layer", "method", "aug_smooth", "eigen_smooth"):
+        ui[name].input(
+            None, None, shown, js=f"() => [{', '.join(blank[: len(shown)])}]", api_name=False, queue=False
+        )
 
 
 def _picks(config: AppConfig) -> dict[str, Any]:
