@@ -138,3 +138,25 @@ def test_learning_has_a_default_teacher_built_once(tmp_path, monkeypatch):
     assert built == [{"device": fast2.device}] and _learn.default_teacher(fast2) is _learn.default_teacher(
         fast2
     )
+
+
+def test_a_closed_video_run_leaves_no_clip_in_the_results_folder(tmp_path):
+    import threading
+
+    from _media import panning, write_clip
+
+    from nstcam.app.tabs.video import video_handler
+
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    clip = write_clip(tmp_path / "clip.mp4", panning(4, 2, w=64, h=48), fps=6)
+    style = _png(tmp_path / "s.png", 48, 48, 2)
+    run = video_handler(models, str(clip), style, 64, 2)
+    for _, status, _ in run:
+        if status.startswith("frame 1/4 done"):
+            break
+    run.close()  # the connection dropped: Gradio closes the generator
+    for worker in [t for t in threading.enumerate() if t.name == "nstcam-run"]:
+        worker.join(120)
+    assert list(models.outbox.root.rglob("*.mp4")) == []
+    *_, (_, status, path) = video_handler(models, str(clip), style, 64, 1)  # a finished one stays
+    assert status.startswith("done: 4 frames") and path.endswith("clip_stylized.mp4")

@@ -163,8 +163,16 @@ def video_handler(
     note = "" if fast else weights_note(st.weights.is_random)
     out = models.outbox.reserve(f"{Path(str(video)).stem}_stylized.mp4")
     trimmed = f" (the first {n} of {info.frames})" if n < info.frames else ""
+    gone = threading.Event()  # the request was closed (a dropped connection): nobody gets the clip
 
     def run(put: Callable[[Any], None]) -> VideoResult:
+        try:
+            return paint(put)
+        finally:
+            if gone.is_set():
+                _discard(out)  # a clip nobody asked for any more: never left in the results folder
+
+    def paint(put: Callable[[Any], None]) -> VideoResult:
         def on_frame(f: Any) -> bool:
             if f.done:  # a file of its own per frame: Gradio would rewrite one file while it is served
                 frame = models.outbox.save(f.preview, f"frame_{f.frame:05d}.png")
@@ -190,11 +198,16 @@ def video_handler(
             progress_bar=False,
         )
 
-    yield None, f"{STARTING} {n} frames{trimmed}" + note, None
     try:
+        yield None, f"{STARTING} {n} frames{trimmed}" + note, None
         for preview, status in (result := Result(in_thread(run, stop))):
             yield preview, status + note, None
+    except GeneratorExit:
+        gone.set()
+        _discard(out)  # the worker discards it too, when it stops after its current frame
+        raise
     except Exception as e:
+        _discard(out)
         raise fail(e) from e
     res: VideoResult = result.value
     err = res.warping_error_text + (" (lower is steadier)" if res.warping_error is not None else "")
@@ -211,6 +224,15 @@ def video_handler(
         + note
     )
     yield None, status, str(res.path)
+
+
+def _discard(path: Path) -> None:
+    """Removes an unfinished clip and its folder (the results folder keeps only delivered files)."""
+    path.unlink(missing_ok=True)
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # not empty, or gone already
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
