@@ -18,7 +18,8 @@ from PIL import Image
 
 os.environ["NSTCAM_OFFLINE"] = "1"
 if "OMP_NUM_THREADS" not in os.environ:  # the numeric matrix sets it (1 and 3 threads): kept as set
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    # one thread per pytest-xdist worker (two workers fill two cores), else both cores
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, torch.get_num_threads()))
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINTS = (
     "stylize",
@@ -321,3 +322,26 @@ def in_threads(fn, n: int) -> list:
 
     with ThreadPoolExecutor(n) as pool:
         return list(pool.map(fn, range(n)))
+
+
+@pytest.fixture(scope="session")
+def images(tmp_path_factory):
+    """A 72 x 48 photo of noise and a file that only claims to be an image (the live app's tests)."""
+    d = tmp_path_factory.mktemp("img")
+    rng = np.random.default_rng(1)
+    c = d / "content.png"
+    Image.fromarray((rng.random((48, 72, 3)) * 255).astype(np.uint8)).save(c)
+    bad = d / "upload.png"
+    bad.write_bytes(b"GIF89a but not really an image")
+    return c, bad
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole session (``browser.new_page`` opens a context of its own
+    for each test); skipped where Chromium is absent."""
+    from _browser import chromium
+
+    with chromium() as b:
+        yield b
+

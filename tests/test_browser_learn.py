@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 
+from _browser import open_app
 from PIL import Image
-from test_server import browser, images, open_app  # noqa: F401 - fixtures
 
 from nstcam.fast import LearnedStyle
 
 
-def test_the_style_file_from_learn_style_paints_in_fast_mode(server, images):  # noqa: F811
+def test_the_style_file_from_learn_style_paints_in_fast_mode(server, images):
     from gradio_client import Client, handle_file
 
     c, _ = images
@@ -51,7 +51,7 @@ def _set(page, elem: str, value: int) -> None:
     box.press("Enter")
 
 
-def test_a_person_learns_cancels_downloads_and_paints_with_the_file(server, images, browser):  # noqa: F811
+def test_a_person_learns_cancels_downloads_and_paints_with_the_file(server, images, browser):
     c, _ = images
     page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     try:

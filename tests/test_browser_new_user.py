@@ -5,7 +5,7 @@ the 26 built-in styles) and hides the optimisation's."""
 from __future__ import annotations
 
 import pytest
-from test_server import chromium, images, open_app  # noqa: F401 - images: a fixture
+from _browser import chromium, open_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
 
@@ -52,7 +52,7 @@ def test_the_webcam_tab_paints_frames_and_stops_when_left(server, camera_browser
         context.close()
 
 
-def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, images, camera_browser):  # noqa: F811
+def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, images, camera_browser):
     c, _ = images
     context = camera_browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
@@ -64,7 +64,7 @@ def test_fast_mode_shows_its_own_controls_and_paints_a_built_in_style(server, im
         assert page.locator("#st-mode").get_by_label("Fast", exact=True).is_checked()
         assert not steps.is_visible()
         estimate = page.locator("#st-estimate")  # the slower modes' cost, before any run
-        assert "Optimise and Fast then refine: 20 steps at 128 px: about" in estimate.inner_text()
+        assert "Optimise: 20 steps at 128 px: about" in estimate.inner_text()
         page.locator("#st-mode").get_by_label("Optimise").check()
         steps.wait_for(state="visible", timeout=10_000)
         assert not fast_row.is_visible()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -13,23 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _browser import open_app, settle
 from conftest import ENDPOINTS, marked
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory):
-    d = tmp_path_factory.mktemp("img")
-    rng = np.random.default_rng(1)
-    c = d / "content.png"
-    Image.fromarray((rng.random((48, 72, 3)) * 255).astype(np.uint8)).save(c)
-    bad = d / "upload.png"
-    bad.write_bytes(b"GIF89a but not really an image")
-    return c, bad
 
 
 def test_endpoints_through_gradio_client(server, images):
@@ -434,79 +422,6 @@ def test_identical_requests_at_once_never_get_a_partial_file(server, images):
     with ThreadPoolExecutor(4) as ex:
         sizes = [s for chunk in ex.map(call, range(4)) for s in chunk]
     assert len(sizes) == 60 and min(sizes) > 0
-
-
-_PENDING: dict[int, set] = {}
-
-
-def open_app(page, server: str) -> None:
-    """Loads the app and waits until the network is quiet, Gradio's heartbeat aside: a page whose app
-    keeps session state (``gr.State``: the volume viewer's) holds one request open to
-    ``/gradio_api/heartbeat/`` for as long as it is open, so Playwright's "networkidle" never comes."""
-    pending: set = set()
-    _PENDING[id(page)] = pending
-    page.on("request", lambda r: None if "/heartbeat/" in r.url else pending.add(r))
-    page.on("requestfinished", lambda r: pending.discard(r))
-    page.on("requestfailed", lambda r: pending.discard(r))
-    page.goto(server, wait_until="load")
-    settle(
-        page, timeout_s=180.0
-    )  # the page's load events queue behind the server's work: slow on a busy 2-core CI
-
-
-def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
-    """Waits until no request of ``page`` (opened with :func:`open_app`) has been pending for ``idle_ms``."""
-    pending = _PENDING[id(page)]
-    deadline, quiet_since = time.monotonic() + timeout_s, None
-    while time.monotonic() < deadline:
-        if pending:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= idle_ms / 1000:
-            return
-        page.wait_for_timeout(50)
-    raise TimeoutError(f"requests still pending after {timeout_s:g} s: {[r.url for r in pending][:5]}")
-
-
-def chromium(*flags: str):
-    """Debian's Chromium, headless, driven by Playwright (a context manager); ``flags`` added to the
-    ones every browser test needs on this closed network."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def launched():
-        if CHROMIUM is None:
-            pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            b = p.chromium.launch(
-                executable_path=CHROMIUM,
-                headless=True,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                    "--disable-quic",
-                    *flags,
-                ],
-            )
-            try:
-                yield b
-            finally:
-                b.close()
-
-    return launched()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def open_cam_tab(page, server: str, image: Path) -> None:
