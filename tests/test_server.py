@@ -341,10 +341,7 @@ def test_readme_client_snippets_run_as_written(server, images, tmp_path, monkeyp
     readme = (ROOT / "README.md").read_text()
     blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "gradio_client" in b]
     assert len(blocks) == 1
-    c, _ = images
-    for name in ("cat.jpg", "starry.jpg"):
-        (tmp_path / name).write_bytes(c.read_bytes())
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(ROOT)  # its files are the bundled samples, named from the repository's root
     code = blocks[0].replace('"http://127.0.0.1:7860/"', repr(server))
     code = code.replace("size=256", "size=64").replace("steps=50", "steps=2")
     scope: dict = {}
@@ -729,6 +726,13 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
         plot = page.evaluate("() => document.querySelector('#camv-plot img').naturalWidth")
         assert plot == 720
         assert "Explained with r3d_18" in page.locator("#camv-status").inner_text()
+        page.locator("#camv-table td").first.wait_for(timeout=30_000)
+        cut = page.evaluate(  # the table's every cell whole ("peak frames" was cut at 1400 px)
+            """() => [...document.querySelectorAll('#camv-table th, #camv-table td')]
+                .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+                .map(e => e.textContent.trim())"""
+        )
+        assert cut == [], f"cut off: {cut}"
         page.screenshot(path=str(ARTIFACTS / "browser_gradcam_video.png"), full_page=True)
     finally:
         page.close()

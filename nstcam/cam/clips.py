@@ -38,7 +38,7 @@ from PIL import Image
 
 from nstcam._checks import StoppedEarly, whole
 from nstcam._files import atomic_file
-from nstcam._mark import RANDOM_LABEL, caption_strip, stack_below, tag_weights
+from nstcam._mark import MIN_FONT, RANDOM_LABEL, caption_strip, stack_below, tag_weights
 from nstcam.cam._maps import resize_grid, upsample_maps
 from nstcam.cam.overlay import overlay_heatmap
 from nstcam.image import save_image
@@ -415,19 +415,34 @@ def _caption_lines(label: str, score: str, seconds: float) -> list[str]:
     return [f"{label} {score}", f"{seconds:.2f} s"]
 
 
-def _captioned(img: Image.Image, lines: list[str], height: int) -> Image.Image:
+def _captioned(img: Image.Image, lines: list[str], height: int, max_font: int | None = None) -> Image.Image:
     """``img`` with ``lines`` in a margin below it (never over the frame), ``height`` px at least."""
-    return stack_below(img, caption_strip(lines, img.width, height))
+    return stack_below(img, caption_strip(lines, img.width, height, max_font))
 
 
-def _caption_height(result: VideoCamResult, width: int, random: bool) -> int:
+def frame_font(height: int) -> int:
+    """The largest caption text under an explained clip's frame ``height`` px tall: a twentieth of
+    it (a 320 x 240 frame's caption took 76 px, a third of the frame, at the width's size alone)."""
+    return max(MIN_FONT, height // 20)
+
+
+def _frame_lines(c: ClipClass, i: int, fps: float) -> list[str]:
+    """An overlay frame's caption: its label, score and time on one line."""
+    return [" · ".join(_lines(c, i, fps))]
+
+
+def _caption_height(
+    result: VideoCamResult, width: int, random: bool, max_font: int | None = None, joined: bool = False
+) -> int:
     """The tallest caption any frame of any class gets at ``width`` (each class with its longest
-    score text, at the last frame's time): one height for the whole clip, so no frame's is cut."""
+    score text, at the last frame's time): one height for the whole clip, so no frame's is cut;
+    ``joined``: the overlay's captions, on one line."""
     said = [RANDOM_LABEL] if random else []
     last = (result.frames - 1) / result.fps
     longest = {c.label: max((score_text(v) for v in c.frame_scores), key=len) for c in result.classes}
     lines = [_caption_lines(label, score, last) for label, score in longest.items()]
-    return max(caption_strip([*one, *said], width).height for one in lines)
+    lines = [[" · ".join(one)] for one in lines] if joined else lines
+    return max(caption_strip([*one, *said], width, max_font=max_font).height for one in lines)
 
 
 def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> None:
@@ -437,7 +452,8 @@ def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> Non
     from nstcam.video.source import read_frames
 
     said = [RANDOM_LABEL] if result.random_weights else []
-    below = _caption_height(result, info.width, result.random_weights)
+    font = frame_font(info.height)
+    below = _caption_height(result, info.width, result.random_weights, font, joined=True)
     framed = (info.width, info.height + below)
     if output and even_size(framed, Path(output)) != framed:  # 4:2:0 needs even sides: pad, never cut
         framed = (framed[0] + framed[0] % 2, framed[1] + framed[1] % 2)
@@ -452,7 +468,9 @@ def _draw(cam, info, result: VideoCamResult, output, contact_sheet, tick) -> Non
             if writer is not None:
                 first = _frame_overlay(cam, img, result.classes[0], i)
                 shown = Image.new("RGB", framed, (0, 0, 0))
-                shown.paste(_captioned(first, [*_lines(result.classes[0], i, result.fps), *said], below))
+                shown.paste(
+                    _captioned(first, [*_frame_lines(result.classes[0], i, result.fps), *said], below, font)
+                )
                 writer.write(shown)
             if i in picks:
                 cells[i] = [_frame_overlay(cam, img, c, i) for c in result.classes]

@@ -173,9 +173,11 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             result = gr.Video(label="Explained clip", interactive=False, elem_id="camv-result")
             plot = gr.Image(label="Score over time", type="filepath", interactive=False, elem_id="camv-plot")
             sheet = gr.Image(label="Contact sheet", type="filepath", interactive=False, elem_id="camv-sheet")
-            table = gr.Dataframe(
+            table = gr.Dataframe(  # wrapped, its widths set: "peak frames" was cut at 1400 px
                 headers=list(HEADERS),
                 label="Top classes",
+                wrap=True,
+                column_widths=["10%", "14%", "36%", "17%", "23%"],
                 elem_id="camv-table",
             )
 

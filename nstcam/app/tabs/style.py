@@ -346,8 +346,11 @@ BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYL
 
 
 SECONDS_PER_PIXEL_STEP = {"cpu": 7.5e-6}
-"""One evaluation of VGG16_bn (forward and backward) per output pixel: 1.365 s at 512 x 341 px on
-this project's 2-core CPU (docs/benchmarks.md, ``bench_examples.py``); not measured on a GPU yet."""
+"""One evaluation of VGG16_bn (forward and backward) per output pixel on this project's 2-core CPU,
+end to end through the handler (``bench_estimate.py``, docs/benchmarks.md); not measured on a GPU."""
+SETUP_SECONDS = {"cpu": 0.0}
+"""What a run costs before its first step and after its last (the style's targets, the fast start,
+the result's file), whatever its steps: ``bench_estimate.py``'s fit on this project's 2-core CPU."""
 
 
 def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> str:
@@ -361,7 +364,7 @@ def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> s
     slow = f"Optimise: {steps} steps at {size} px{halves}"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
-    seconds = rate * style_pixel_steps(size, steps) * (2 / 3)  # ``steps`` shared over the scales
+    seconds = SETUP_SECONDS[config.torch_device.type] + rate * style_pixel_steps(size, steps) * (2 / 3)
     return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
 
 
