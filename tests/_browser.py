@@ -4,8 +4,11 @@ and a page loaded until the network is quiet."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,9 +48,21 @@ def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"requests still pending after {timeout_s:g} s: {[r.url for r in pending][:5]}")
 
 
+FLAGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+"""What every browser test's Chromium needs on this closed network (as root, headless)."""
+
+
 def chromium(*flags: str):
-    """Debian's Chromium, headless, driven by Playwright (a context manager); ``flags`` added to the
-    ones every browser test needs on this closed network."""
+    """Debian's Chromium, headless, launched and driven by Playwright (a context manager); ``flags``
+    added to :data:`FLAGS` (the webcam test's fake camera)."""
     from contextlib import contextmanager
 
     @contextmanager
@@ -57,23 +72,35 @@ def chromium(*flags: str):
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
-            b = p.chromium.launch(
-                executable_path=CHROMIUM,
-                headless=True,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                    "--disable-quic",
-                    *flags,
-                ],
-            )
+            b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*FLAGS, *flags])
             try:
                 yield b
             finally:
                 b.close()
 
     return launched()
+
+
+def start_chromium(folder: Path, timeout_s: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """One headless Chromium for a whole test session, as a process of its own that Playwright
+    connects to (its DevTools endpoint, the second item): a Playwright connection per test module
+    (Playwright's sync API keeps an event loop running while it is open, which other tests'
+    ``asyncio.run`` cannot share), one browser for all of them."""
+    log = folder / "chromium.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--remote-debugging-port=0", f"--user-data-dir={folder / 'profile'}",
+             *FLAGS, "about:blank"],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = re.search(r"DevTools listening on (ws://\S+)", log.read_text(errors="replace"))
+        if found:
+            return proc, found[1]
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"Chromium did not start: {log.read_text(errors='replace')[-2000:]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -315,12 +316,27 @@ def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
     return Image.fromarray((a * 255).astype(np.uint8))
 
 
-def in_threads(fn, n: int) -> list:
-    """``[fn(0), ..., fn(n - 1)]``, each call on a thread of its own, all running at once; an
-    exception in any call is raised here."""
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Runs the block with ``n`` intra-op threads (a pytest-xdist worker runs one): for the few tests
+    whose comparison was validated at two threads only (README's suite ran at two before xdist)."""
+    if "OMP_NUM_THREADS" in os.environ:  # the numeric matrix's setting: kept as set
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def in_threads(fn, n: int, at_once: int | None = None) -> list:
+    """``[fn(0), ..., fn(n - 1)]``, each call on a thread of its own, all running at once (at most
+    ``at_once`` at a time); an exception in any call is raised here."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(n) as pool:
+    with ThreadPoolExecutor(min(n, at_once or n)) as pool:
         return list(pool.map(fn, range(n)))
 
 
@@ -337,11 +353,33 @@ def images(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    """One headless Chromium for the whole session (``browser.new_page`` opens a context of its own
-    for each test); skipped where Chromium is absent."""
-    from _browser import chromium
+def chromium_endpoint(tmp_path_factory):
+    """One headless Chromium for the whole session (its DevTools endpoint); skipped where absent."""
+    from _browser import CHROMIUM, start_chromium
 
-    with chromium() as b:
-        yield b
+    if CHROMIUM is None:
+        pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
+    proc, endpoint = start_chromium(tmp_path_factory.mktemp("chromium"))
+    try:
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_endpoint):
+    """The session's Chromium, through a Playwright connection of this module's (``browser.new_page``
+    opens a context of its own for each test)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.connect_over_cdp(chromium_endpoint)
+        try:
+            yield b
+        finally:
+            b.close()  # the connection: the browser stays for the next module
 

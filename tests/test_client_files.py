@@ -276,3 +276,50 @@ def test_every_mcp_parameter_is_read_as_its_schema_types_it(server, tmp_path):
         said = " ".join(x.text for x in result.content if x.type == "text")
         assert not result.isError and said.startswith("done: 64x"), said
     assert "the 26-style network" in " ".join(x.text for x in calls[0].content if x.type == "text")
+
+
+def test_a_learn_run_holds_only_its_own_worker_and_stops_on_cancel_or_a_closed_connection(server, tmp_path):
+    """Issue 73's probes: while one client learns, another's /gradcam is answered (each endpoint has
+    its own worker); a cancelled learn run and one whose connection closed end with no style file,
+    and the next learn run is served."""
+    from gradio_client import Client, handle_file
+
+    painting, photo = _png(tmp_path / "painting.png", 64, 64, 4), _png(tmp_path / "photo.png", 72, 48, 5)
+    learner, other = Client(server, verbose=False), Client(server, verbose=False)
+    before = {p.name for p in tmp_path.iterdir()}
+    long = dict(painting=handle_file(str(painting)), size=64, steps=5000, batch=1, api_name="/learn_style")
+    job = learner.submit(**long)
+    _wait_for(lambda: any(s.startswith("step ") for s in _statuses(job)), "the learn run's first step")
+    gallery, _, _ = other.predict(
+        image=handle_file(str(photo)), model="resnet18", top_k=1, api_name="/gradcam"
+    )
+    assert len(gallery) == 1 and not job.done()  # answered while the learn run still holds its worker
+    job.cancel()
+    _wait_for(job.done, "the cancelled run's end")
+    assert not any(s.startswith("done") for s in _statuses(job))  # stopped: no style file
+    # a closed connection: the client goes away mid-run; the worker is free for the next run
+    raw = _client(server)
+    sent = _file(_upload(raw, painting))
+    r = raw.post("gradio_api/call/learn_style", json={"data": [sent, None, 64, 5000, 1, 0, 1.0]})
+    with raw.stream("GET", f"gradio_api/call/learn_style/{r.json()['event_id']}") as events:
+        for line in events.iter_lines():
+            if "step " in line:
+                break  # the stream is closed here, mid-run
+    _, status, style_file = learner.predict(
+        painting=handle_file(str(painting)), size=64, steps=2, batch=1, api_name="/learn_style"
+    )
+    assert status.startswith("done: 2 steps") and style_file.endswith(".safetensors")
+    assert {p.name for p in tmp_path.iterdir()} == before  # nothing written beside the test's files
+
+
+def _statuses(job) -> list[str]:
+    return [out[1] for out in job.outputs() if isinstance(out, (list, tuple)) and len(out) > 1 and out[1]]
+
+
+def _wait_for(done, what: str, timeout_s: float = 240.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"no {what} in {timeout_s:g} s"
+        time.sleep(0.2)

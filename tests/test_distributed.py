@@ -13,7 +13,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from conftest import pattern
+from conftest import pattern, torch_threads
 from PIL import Image
 
 ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "nstcam[ray]"')
@@ -223,7 +223,8 @@ def test_explain_dataset_takes_detectors_and_segmenters(local_ray, data, tmp_pat
         rows = list(csv.DictReader(fh))
     assert list(rows[0])[-4:] == ["x0", "y0", "x1", "y1"] and len(rows) == 4  # a box per image
     local = GradCAM("fasterrcnn_mobilenet_v3_large_fpn", weights="random", device="cpu")
-    want = local.explain(str(inp / "img0.png"), score_threshold=0.0, max_detections=1)[0]
+    with torch_threads(2):  # random weights' boxes score nearly alike: the top one follows the float path
+        want = local.explain(str(inp / "img0.png"), score_threshold=0.0, max_detections=1)[0]
     got = next(r for r in rows if r["image"].endswith("img0.png"))
     assert [float(got[k]) for k in ("x0", "y0", "x1", "y1")] == pytest.approx(list(want.box), abs=0.01)
     seg = explain_dataset(inp, tmp_path / "seg", arch="lraspp_mobilenet_v3_large", weights="random",

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from _media import write_clip
 from conftest import HTTP, _free_port, app_env, launch_app, pattern
@@ -329,14 +330,14 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         assert [f for f in uploads.rglob("*.png") if f.name.startswith(("overlay", "heatmap"))]  # cached
         data[0], data[1], data[4], data[5] = content, content, 128, 300
         data[18] = "optimise"  # the mode: a CPU server's page (and so the API) opens in Fast
-        session = uuid.uuid4().hex[:12]
-        HTTP.post(
-            url + "gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session}
-        ).raise_for_status()
-        with HTTP.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
-            for line in s.iter_lines():
-                if "process_generating" in line:
-                    break  # the run is under way: a step done, a preview written
+        frames = [np.asarray(pattern(k, 64, 48)) for k in range(6)]
+        clip = upload(url, write_clip(tmp_path / "clip.mp4", frames))
+        v_index, video = _defaults(config, "stylize_video")
+        video[0], video[1], video[2], video[3] = clip, content, 64, 20
+        l_index, learn = _defaults(config, "learn_style")
+        learn[0], learn[2], learn[3], learn[4] = content, 64, 5000, 1
+        for index, values in [(fn_index, data), (v_index, video), (l_index, learn)]:  # style, video, learn
+            _started(url, index, values)
         assert any(f.is_file() and f.name != "someone_else.txt" for f in uploads.rglob("*"))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()[-2000:]
@@ -347,7 +348,27 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
     assert "terminate called" not in text and "Traceback" not in text, text[-2000:]
     assert list(uploads.rglob("*")) == [uploads / "someone_else.txt"]  # no file, no folder of its own
     assert not outbox.exists()
-    assert re.search(r"stopped 1 run\(s\); removed \d+ upload\(s\)", text), text[-1500:]
+    assert re.search(r"stopped 3 run\(s\); removed \d+ upload\(s\)", text), text[-1500:]
+
+
+def _defaults(config: dict, api_name: str) -> tuple[int, list]:
+    """``api_name``'s fn_index and the default values of its inputs."""
+    index = next(i for i, d in enumerate(config["dependencies"]) if d.get("api_name") == api_name)
+    comps = {c["id"]: c for c in config["components"]}
+    return index, [comps[x]["props"].get("value") for x in config["dependencies"][index]["inputs"]]
+
+
+def _started(url: str, fn_index: int, data: list) -> None:
+    """Joins the queue with ``data`` and returns once the run is under way (its first update)."""
+    session = uuid.uuid4().hex[:12]
+    HTTP.post(
+        url + "gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session}
+    ).raise_for_status()
+    with HTTP.stream("GET", url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as s:
+        for line in s.iter_lines():
+            assert "process_completed" not in line, line[:300]  # refused or finished: not a run to stop
+            if "process_generating" in line:
+                return  # under way: a step done, a preview written
 
 
 def _files(folder: Path) -> set[Path]:

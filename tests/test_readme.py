@@ -167,6 +167,11 @@ def test_readme_counts_the_endpoints_mcp_serves():
     assert words.index(said) + 1 == len(public), sorted(public)
 
 
+QUICK_LEAVES_OUT = ("slow", "browser", "ray", "subprocess")
+"""The markers README's quick loop leaves out (``-m "not slow and not browser and not ray and not
+subprocess"``)."""
+
+
 def _whole_suite(config: pytest.Config) -> bool:
     """Whether this run collected every test (README's command: no paths, -k, -m or deselection)."""
     o = config.option
@@ -188,9 +193,14 @@ def test_readme_says_how_many_tests_there_are(request):
     import subprocess
     import sys
 
-    said = int(re.search(r"as CI does: ([\d,]+) tests", (ROOT / "README.md").read_text())[1].replace(",", ""))
+    readme = (ROOT / "README.md").read_text()
+    said = int(re.search(r"as CI does: ([\d,]+) tests", readme)[1].replace(",", ""))
+    quick_said = int(re.search(r"the quick loop runs ([\d,]+) of them", readme)[1].replace(",", ""))
     if _whole_suite(request.config):
-        collected = len(request.session.items)
+        items = request.session.items
+        collected = len(items)
+        quick = sum(not any(i.get_closest_marker(m) for m in QUICK_LEAVES_OUT) for i in items)
+        assert quick_said == quick, f"README says the quick loop runs {quick_said}; it runs {quick}"
     else:
         out = subprocess.run(
             [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],

@@ -94,5 +94,5 @@ def test_the_app_counts_both_scales_in_a_requests_cost():
     from nstcam.app.cost import style_cost
 
     cfg = AppConfig(random_weights=True, device="cpu")
-    assert style_cost(cfg, 512, 10).units == (256**2 + 512**2) * 10
+    assert style_cost(cfg, 512, 10).units == 6 * 256**2 + 4 * 512**2  # the 10 steps shared, 2:1 (rounded)
     assert style_cost(cfg, 200, 10).units == 200**2 * 10
