@@ -287,7 +287,7 @@ def test_a_learn_run_holds_only_its_own_worker_and_stops_on_cancel_or_a_closed_c
     painting, photo = _png(tmp_path / "painting.png", 64, 64, 4), _png(tmp_path / "photo.png", 72, 48, 5)
     learner, other = Client(server, verbose=False), Client(server, verbose=False)
     before = {p.name for p in tmp_path.iterdir()}
-    long = dict(painting=handle_file(str(painting)), size=64, steps=5000, batch=1, api_name="/learn_style")
+    long = dict(painting=handle_file(str(painting)), size=64, steps=1000, batch=1, api_name="/learn_style")
     job = learner.submit(**long)
     _wait_for(lambda: any(s.startswith("step ") for s in _statuses(job)), "the learn run's first step")
     gallery, _, _ = other.predict(
@@ -300,7 +300,7 @@ def test_a_learn_run_holds_only_its_own_worker_and_stops_on_cancel_or_a_closed_c
     # a closed connection: the client goes away mid-run; the worker is free for the next run
     raw = _client(server)
     sent = _file(_upload(raw, painting))
-    r = raw.post("gradio_api/call/learn_style", json={"data": [sent, None, 64, 5000, 1, 0, 1.0]})
+    r = raw.post("gradio_api/call/learn_style", json={"data": [sent, None, 64, 1000, 1, 0, 1.0]})
     with raw.stream("GET", f"gradio_api/call/learn_style/{r.json()['event_id']}") as events:
         for line in events.iter_lines():
             if "step " in line:

@@ -335,7 +335,7 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
         v_index, video = _defaults(config, "stylize_video")
         video[0], video[1], video[2], video[3] = clip, content, 64, 20
         l_index, learn = _defaults(config, "learn_style")
-        learn[0], learn[2], learn[3], learn[4] = content, 64, 5000, 1
+        learn[0], learn[2], learn[3], learn[4] = content, 64, 1000, 1
         for index, values in [(fn_index, data), (v_index, video), (l_index, learn)]:  # style, video, learn
             _started(url, index, values)
         assert any(f.is_file() and f.name != "someone_else.txt" for f in uploads.rglob("*"))

@@ -228,7 +228,10 @@ class _KeepExisting:
             os.unlink(src)
             ACCESS.grant(dst)  # the same content (the folder is its hash): this client may read it too
             return
-        os.unlink(src)
+        except OSError:  # a file system without hard links: a plain move (Gradio's own)
+            os.rename(src, dst)
+        else:
+            os.unlink(src)
         OWNED.add(dst)
         ACCESS.grant(dst)  # the uploader's
 

@@ -345,12 +345,14 @@ BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYL
 """The 26 built-in styles by index (docs/fast_styles.png shows them), or none (the style image)."""
 
 
-SECONDS_PER_PIXEL_STEP = {"cpu": 7.5e-6}
+SECONDS_PER_PIXEL_STEP = {"cpu": 6.5e-6}
 """One evaluation of VGG16_bn (forward and backward) per output pixel on this project's 2-core CPU,
 end to end through the handler (``bench_estimate.py``, docs/benchmarks.md); not measured on a GPU."""
-SETUP_SECONDS = {"cpu": 0.0}
+SETUP_SECONDS = {"cpu": 0.3}
 """What a run costs before its first step and after its last (the style's targets, the fast start,
-the result's file), whatever its steps: ``bench_estimate.py``'s fit on this project's 2-core CPU."""
+the result's file), whatever its steps: ``bench_estimate.py``'s fit on this project's 2-core CPU
+(six runs from 5 steps at 128 px to 100 at 384 px, each within 8 % of the fit; the server's first
+run after start builds the network too, 1.8 s more)."""
 
 
 def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> str:
@@ -364,7 +366,7 @@ def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> s
     slow = f"Optimise: {steps} steps at {size} px{halves}"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
-    seconds = SETUP_SECONDS[config.torch_device.type] + rate * style_pixel_steps(size, steps) * (2 / 3)
+    seconds = SETUP_SECONDS.get(config.torch_device.type, 0.0) + rate * style_pixel_steps(size, steps) * (2 / 3)
     return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
 
 
