@@ -73,6 +73,13 @@ def test_a_person_learns_cancels_downloads_and_paints_with_the_file(server, imag
             timeout=30_000,
         )
         assert "no style file" in _status(page) and page.locator("#ls-file a").count() == 0
+        photos = [c.with_name("photo_a.png"), c.with_name("photo_b.png")]  # two photos of its own, as a list
+        for k, p in enumerate(photos):
+            Image.open(c).rotate(90 * (k + 1), expand=True).save(p)
+        page.locator("#ls-photos input[type=file]").set_input_files([str(p) for p in photos])
+        page.wait_for_function(
+            "() => (document.querySelector('#ls-photos') || {}).innerText.includes('photo_b')", timeout=30_000
+        )
         _set(page, "ls-steps", 3)
         page.locator("#ls-run").click()
         page.wait_for_function(
