@@ -726,9 +726,12 @@ def test_browser_gradcam_video_plays_the_explained_clip_and_plots_the_score(serv
         plot = page.evaluate("() => document.querySelector('#camv-plot img').naturalWidth")
         assert plot == 720
         assert "Explained with r3d_18" in page.locator("#camv-status").inner_text()
-        page.locator("#camv-table td").first.wait_for(timeout=30_000)
-        cut = page.evaluate(  # the table's every cell whole ("peak frames" was cut at 1400 px)
-            """() => [...document.querySelectorAll('#camv-table th, #camv-table td')]
+        page.wait_for_function(  # a visible cell (Gradio keeps hidden template cells too)
+            "() => [...document.querySelectorAll('#camv-table td')].some(e => e.offsetParent !== null)",
+            timeout=30_000,
+        )
+        cut = page.evaluate(  # every column's header whole ("peak frames" was cut at 1400 px)
+            """() => [...document.querySelectorAll('#camv-table th')]
                 .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
                 .map(e => e.textContent.trim())"""
         )
