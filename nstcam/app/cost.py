@@ -92,14 +92,6 @@ class Cost:
         return self
 
 
-def square_pixels_at_scales(size: int) -> float:
-    """The pixels of a ``size`` px square at each scale the optimisation runs at by default
-    (:func:`nstcam.style.auto_scales`: its half, then ``size``, from 256 px), summed."""
-    from nstcam.style.options import auto_scales
-
-    return float(sum(side**2 for side in auto_scales(int(size))))
-
-
 def style_pixel_steps(size: int, steps: int) -> float:
     """A ``size`` px square's pixels times each scale's steps, summed, when ``steps`` in all are
     shared over the default scales (:func:`nstcam.style.options.split_steps`: what the app runs)."""
