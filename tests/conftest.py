@@ -42,8 +42,8 @@ SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `py
     "test_real_weights.py::test_explain_evaluate_reports_both_baselines",
     "test_selfcheck.py::test_style_compiles_beside_grad_cam_captures_never_overlap",
     "test_selfcheck.py::test_two_compiled_engines_from_two_threads_each_equal_their_own_eager_run",
-    "test_selfcheck.py::test_the_warm_ups_compile_and_keep_their_keys_on_this_cpu",
-    "test_tiles.py::test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
+    "test_selfcheck.py::test_the_app_warm_up_compiles_and_keeps_its_keys_on_this_cpu",
+    "test_tiles.py::test_tiled_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
     "test_app.py::test_faithfulness_handler_equals_explain_evaluate",
     "test_app_trust.py::test_the_panel_shows_the_engines_report_and_exports_it",
     "test_cam_trust.py::test_cli_trust_takes_a_clip_and_goes_past_a_bad_file",
@@ -138,7 +138,7 @@ SUBPROCESS = {  # start Python processes of their own (besides the live app: the
     "test_package.py::test_python_m_nstcam_runs",
     "test_numeric_matrix.py::test_a_setting_runs_in_a_process_of_its_own_with_its_variables",
     "test_server.py::test_the_results_folder_goes_when_the_app_is_stopped",
-    "test_tiles.py::test_tiled_640px_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
+    "test_tiles.py::test_tiled_in_half_the_memory_without_seams_and_the_estimate_is_calibrated",
     "test_video.py::test_frames_over_the_pixel_limit_are_refused_from_the_header",
 }
 

@@ -448,11 +448,15 @@ def test_features_handler(models, files):
     assert count_hooks(models.style().net) == 0
 
 
-def test_faithfulness_handler_equals_explain_evaluate(models, files):
+def test_faithfulness_handler_equals_explain_evaluate(models, files, monkeypatch):
+    import nstcam.app.tabs.faithfulness as tab
+
+    assert tab.faithfulness_steps(models.config) == 10  # the app's CPU curves; the test draws 3 points
+    monkeypatch.setattr(tab, "faithfulness_steps", lambda cfg: 2)
     c, _, bad = files
     rows, plot, verdict = faithfulness_handler(models, str(c), "resnet18", "layer4", "gradcam")
     (r,) = models.cam("resnet18", "layer4", "gradcam").explain(
-        load_image(str(c)), top_k=1, evaluate=True, evaluate_steps=10
+        load_image(str(c)), top_k=1, evaluate=True, evaluate_steps=2
     )
     keys = ["confidence_change", "deletion_auc", "insertion_auc", "road"]
     assert [row[1] for row in rows] == [round(getattr(r.faithfulness, k), 4) for k in keys]
