@@ -38,7 +38,7 @@ ENDPOINTS = (
 
 # -- markers: `python -m pytest -m "not slow and not browser and not ray and not subprocess"` is the quick
 # loop (README gives its time); CI runs everything. Each rule is here, in one place.
-SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `pytest --durations=80`
+SLOW = {  # 3 s or more a test (each case of a parametrised one) on 2 cores (5 s before 2026-12-03)
     "test_real_weights.py::test_explain_evaluate_reports_both_baselines",
     "test_selfcheck.py::test_style_compiles_beside_grad_cam_captures_never_overlap",
     "test_selfcheck.py::test_two_compiled_engines_from_two_threads_each_equal_their_own_eager_run",
@@ -126,6 +126,31 @@ SLOW = {  # 5 s or more a test (each case of a parametrised one) on 2 cores: `py
     "test_video.py::test_cancel_after_frame_k_writes_a_playable_clip_of_k_frames",
     "test_video.py::test_cli_video_writes_the_clip_and_reports_the_warping_error",
     "test_video.py::test_mp4_with_audio_keeps_frames_rate_and_audio",
+    # 3 s or more in the 2026-12-03 quick loop on two xdist workers (223 s; docs/development.md)
+    "test_selfcheck.py::test_the_float64_reference_measures_float32s_own_error",
+    "test_style_archs.py::test_a_vgg19_run_reads_its_own_layers_and_stops_the_pass_there",
+    "test_style_archs.py::test_an_engine_feeds_its_network_as_its_preprocessing_says",
+    "test_style_real.py::test_a_photo_with_clipped_blacks_and_whites_moves_as_far_as_its_mid_tone_twin",
+    "test_trace_sqrt.py::test_it_compiles_as_one_graph_and_equals_eager",
+    "test_style_distribution.py::test_stylize_with_the_sliced_loss_is_reproducible_and_tiles",
+    "test_tiles.py::test_batched_tiled_equals_one_at_a_time",
+    "test_tiles.py::test_on_memory_reduce_chooses_a_tile_before_shrinking",
+    "test_cuda_path.py::test_the_compile_key_holds_every_shape_the_traced_step_reads",
+    "test_cuda_path.py::test_a_parameter_replaced_on_the_network_is_seen_by_the_compiled_step",
+    "test_subject.py::test_masked_losses_keep_the_unmasked_region",
+    "test_cam_trust.py::test_trust_passes_counts_every_input_the_report_runs",
+    "test_app_cam_video.py::test_an_image_classifier_runs_frame_by_frame_in_the_tab",
+    "test_cam_video.py::test_video_resnets_give_maps_over_time",
+    "test_gpu_report.py::test_a_compiled_step_that_fell_back_is_a_failure",
+    "test_video.py::test_stylize_many_equals_one_at_a_time_with_inits_and_anchors",
+    "test_request_pixels.py::test_a_trust_report_stops_within_one_pass_when_told",
+    "test_app.py::test_a_class_not_found_says_so_and_a_detectors_table_says_score",
+    "test_cli.py::test_stylize_cli_a_mask_per_style_gives_each_style_its_region",
+    "test_cli.py::test_cli_outputs_of_random_weights_say_so_in_metadata_and_visibly",
+    "test_cli.py::test_stylize_cli_blends_and_skips_bad_files",
+    "test_cam_layouts.py::test_faithfulness_and_subject_masks_from_a_vit",
+    "test_style.py::test_histogram_colour_preservation_keeps_the_content_channel_means",
+    "test_style_regions.py::test_regions_from_threads_equal_sequential_runs",
 }
 SUBPROCESS = {  # start Python processes of their own (besides the live app: the `server` fixture)
     "test_cli.py::test_console_entry_point_help",
@@ -198,7 +223,7 @@ def _records_bounds(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """Marks each test by what it needs: ``browser`` (Chromium), ``subprocess`` (the live app or a
-    process of its own), ``ray`` (a Ray cluster), ``slow`` (5 s or more), and ``numeric`` (a float
+    process of its own), ``ray`` (a Ray cluster), ``slow`` (3 s or more), and ``numeric`` (a float
     result that the CPU's kernels round: see :data:`NUMERIC`)."""
     for item in items:
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
