@@ -260,6 +260,16 @@ def _isolated_weights(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NSTCAM_OFFLINE", "1")
 
 
+@pytest.fixture(scope="session")
+def st():
+    """The seeded random VGG16_bn style engine on the CPU, built once per process (1.3 s a build at one
+    thread) for the eight modules that read it (``test_style.py``, ``test_tiles.py``, ...); a test that
+    changes an engine builds its own."""
+    from nstcam import StyleTransfer
+
+    return StyleTransfer("random", device="cpu")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

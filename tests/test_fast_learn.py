@@ -14,7 +14,6 @@ from conftest import in_threads
 from PIL import Image
 from safetensors.torch import save_file
 
-from nstcam import StyleTransfer
 from nstcam.fast import (
     CONTENT_LAYERS,
     CONTENT_MARGIN,
@@ -38,11 +37,6 @@ HELD_OUT = [SAMPLES / "rocket.jpg", SAMPLES / "astronaut.png"]
 @pytest.fixture(scope="module")
 def fast() -> FastStyle:
     return FastStyle()
-
-
-@pytest.fixture(scope="module")
-def st() -> StyleTransfer:
-    return StyleTransfer("random", device="cpu")
 
 
 def _learn(fast, st, **kw):

@@ -8,12 +8,7 @@ import torch
 from conftest import marked, pattern
 from torch import nn
 
-from nstcam import GradCAM, StyleTransfer, build_model, count_hooks, feature_maps
-
-
-@pytest.fixture(scope="module")
-def st():
-    return StyleTransfer("random", device="cpu")
+from nstcam import GradCAM, build_model, count_hooks, feature_maps
 
 
 def test_vgg_layer_by_human_name_stops_there_and_leaves_no_hook(st):

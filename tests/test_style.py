@@ -27,11 +27,6 @@ from nstcam.style.losses.gram import gram
 
 
 @pytest.fixture(scope="module")
-def st():
-    return StyleTransfer("random", device="cpu")
-
-
-@pytest.fixture(scope="module")
 def content():
     return pattern(1)
 

@@ -10,17 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nstcam import StyleTransfer
 from nstcam.fast import fast_available
 from nstcam.style import StyleOptions, strength_weight
 from nstcam.style.options import auto_scales, auto_steps, fitted_steps, scales_and_steps
 
 needs_fast = pytest.mark.skipif(not fast_available(), reason="the fast network's weights are not here")
-
-
-@pytest.fixture(scope="module")
-def st() -> StyleTransfer:
-    return StyleTransfer("random", device="cpu")
 
 
 def test_the_default_scales_and_steps_put_most_steps_at_the_coarse_scale():

@@ -107,13 +107,6 @@ def test_masked_stats_weigh_positions_and_directions_are_unit_and_reproducible()
 
 
 # -- in the engine: stylize(style_loss="wasserstein", init="style_stats", average=...) ------------
-@pytest.fixture(scope="module")
-def st():
-    from nstcam.style import StyleTransfer
-
-    return StyleTransfer("random", device="cpu")
-
-
 def _img(seed: int, w: int = 64, h: int = 48):
     from conftest import pattern
 

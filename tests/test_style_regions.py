@@ -19,11 +19,6 @@ SAMPLES = Path(__file__).resolve().parents[1] / "nstcam" / "assets" / "samples"
 
 
 @pytest.fixture(scope="module")
-def st():
-    return StyleTransfer("random", device="cpu")
-
-
-@pytest.fixture(scope="module")
 def images():
     content = load_image(SAMPLES / "chelsea.png").resize((96, 64))
     return content, load_image(SAMPLES / "brick.png"), load_image(SAMPLES / "hubble_deep_field.jpg")

@@ -13,13 +13,7 @@ from nstcam import count_hooks
 from nstcam.cam import GradCAM
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.mask import heatmap_to_mask, load_mask
-from nstcam.style import StyleTransfer
 from nstcam.subject import map_iou, recognition_report, subject_aware_stylize
-
-
-@pytest.fixture(scope="module")
-def st():
-    return StyleTransfer("random", device="cpu")
 
 
 @pytest.fixture(scope="module")

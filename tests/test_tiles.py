@@ -17,7 +17,7 @@ from _numeric import bound
 from conftest import pattern
 from PIL import Image
 
-from nstcam import Cancelled, StyleTransfer, count_hooks, load_image
+from nstcam import Cancelled, count_hooks, load_image
 from nstcam.image import image_to_tensor, resize_long_side
 from nstcam.style._targets import tiled_grams
 from nstcam.style._tiles import blend_weight
@@ -27,11 +27,6 @@ from nstcam.style.losses.gram import gram
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "nstcam" / "assets" / "samples"
-
-
-@pytest.fixture(scope="module")
-def st():
-    return StyleTransfer("random", device="cpu")
 
 
 @pytest.mark.parametrize(
