@@ -19,8 +19,8 @@ from PIL import Image
 
 os.environ["NSTCAM_OFFLINE"] = "1"
 # Ray starts its workers at niceness 15, so that beside the other xdist worker's tests a Ray test's
-# workers got the CPU last (the Ray tests took 2.5x their time alone: 330 s against 134 s in CI's
-# run of 2026-12-03); at 0 they share it as the tests do
+# workers got the CPU last (the Ray tests took 2.5x their time alone: 329 s in the suite's run of
+# 2026-12-02, 134 s alone; docs/development.md); at 0 they share it as the tests do
 os.environ.setdefault("RAY_worker_niceness", "0")
 if "OMP_NUM_THREADS" not in os.environ:  # the numeric matrix sets it (1 and 3 threads): kept as set
     # one thread per pytest-xdist worker (two workers fill two cores), else both cores
