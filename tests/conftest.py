@@ -327,6 +327,11 @@ def server(server_uploads, server_log):
         NSTCAM_MAX_SIZE="128",
         NSTCAM_MAX_STEPS="20",
         NSTCAM_MAX_UPLOAD_MB="1",
+        # every test's client is 127.0.0.1, so the per-client quota (10 x the file cap in 10 minutes)
+        # was the whole worker's: a clean-clone CI run answered an upload test 429 where its own
+        # 413 was due, after the tests before it had spent the 10 MB (the quota's own tests,
+        # test_disk.py, run it on their own middleware)
+        NSTCAM_MAX_CLIENT_UPLOAD_MB="1000",
     )
     proc = launch_app(log, env, "--mcp")
     url = f"http://127.0.0.1:{port}/"
