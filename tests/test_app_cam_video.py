@@ -74,7 +74,11 @@ def test_a_long_clip_is_refused_unless_trimmed_and_a_playlist_never_opens(models
     with pytest.raises(gr.Error, match=r"long.mp4: 11.0 s is over the limit of 10 s.*Tick Trim") as e:
         cam_video_handler(models, str(long))
     assert str(tmp_path) not in str(e.value)
-    _, _, _, rows = cam_video_handler(models, str(long), top_k=1, trim=True, stride=16)
+    # trimmed to a server's limit: at 2 s (24 frames, two windows) where the CPU's 10 s took eight
+    short = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_video_seconds=2))
+    with pytest.raises(gr.Error, match=r"long.mp4: 11.0 s is over the limit of 2 s"):
+        cam_video_handler(short, str(long))
+    _, _, _, rows = cam_video_handler(short, str(long), top_k=1, trim=True, stride=16)
     assert len(rows) == 1
     playlist = tmp_path / "list.mp4"
     playlist.write_text("#EXTM3U\n#EXTINF:1,\nhttp://169.254.169.254/latest\n")
