@@ -473,8 +473,8 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
 
 def test_browser_compares_methods_in_the_trust_panel(server, images, browser):
     """The Grad-CAM tab's "Can these maps be trusted?": the default methods on the photo, one row each,
-    the verdict, and the CSV and markdown to download. On resnet18 (14 s of report here, resnet50's 40 s:
-    the panel is what this test reads; the report's values equal the engine's in test_app_trust.py)."""
+    the verdict, and the CSV and markdown to download. On resnet18, about a third of resnet50's cost: the
+    panel is what this test reads; the report's values equal the engine's in test_app_trust.py."""
     c, _ = images
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
