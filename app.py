@@ -41,6 +41,16 @@ def check_torch_pair() -> None:
         )
 
 
+def check_gradio() -> None:
+    """Exits with one line naming the installed Gradio and the tested range when the app was not
+    tested on it (it patches Gradio's internals: :mod:`nstcam.app.gradio_internals`)."""
+    from nstcam.app.gradio_internals import version_problem
+
+    problem = version_problem()
+    if problem:
+        sys.exit(f"nstcam cannot start: {problem}")
+
+
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
@@ -84,14 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     check_torch_pair()
+    check_gradio()
     from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
     from nstcam.app.owned import sweep_leftovers
     from nstcam.app.shutdown import stop_on_signals
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from gradio.utils import get_upload_folder
+    from nstcam.app.gradio_internals import upload_folder
 
-    sweep_leftovers(get_upload_folder())  # what crashed servers left: only theirs (nstcam.app.owned)
+    sweep_leftovers(upload_folder())  # what crashed servers left: only theirs (nstcam.app.owned)
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
     # stopped by a signal (a Space restarting, kill, Ctrl+C) at any moment, the process exits 0 with

@@ -2,11 +2,12 @@
 
 ``pip install "nstcam[ray]"``. The same code runs on a laptop (a local Ray instance sized to the
 machine), a multi-GPU box or a cluster (``address="auto"`` or ``"ray://head:10001"``): Ray Data reads
-the inputs and feeds a pool of actors; each actor builds its engine once (and, for style transfer,
-computes the style targets once) and writes its outputs itself, named exactly as
+the inputs and feeds a pool of workers; each worker process builds its engine once (and, for style
+transfer, computes the style targets once), keeps it for the next call with the same settings, and
+writes its outputs itself, named exactly as
 :meth:`nstcam.StyleTransfer.stylize_batch` names them, so the two are interchangeable and a rerun
-skips what exists. A bad image is recorded and the rest complete; an actor whose process dies is
-restarted by Ray and its images are retried (outputs are written atomically, so a retry never
+skips what exists. A bad image is recorded and the rest complete; a worker whose process dies is
+replaced by Ray and its images are retried (outputs are written atomically, so a retry never
 leaves half a file).
 
 Example:
@@ -17,9 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,7 @@ __all__ = ["explain_dataset", "stylize_dataset"]
 logger = logging.getLogger(__name__)
 
 CPUS_PER_WORKER = 0.5
-"""Ray CPUs an actor reserves: a fraction, so that Ray Data's read tasks always find a CPU (an actor
+"""Ray CPUs a worker reserves: a fraction, so that Ray Data's read tasks always find a CPU (a worker
 pool that takes every CPU starves them and the job hangs)."""
 
 
@@ -102,7 +107,7 @@ def _read(path: str) -> ImageSource:
 
 def _check_weights(arch: str, weights: str, address: str | None) -> None:
     """On a local run, fetch (or refuse) the weights once here, with a clear error, rather than in
-    every worker, where a failure would only kill the actors. Random weights are announced here:
+    every worker, where a failure would only kill the workers. Random weights are announced here:
     the workers' own warnings do not reach this console."""
     if weights == "random":
         logger.warning(
@@ -146,7 +151,7 @@ def _pending(items: list[str], outs: list[Path], overwrite: bool, result: BatchR
 
 
 def _pool(address: str | None, num_workers: int | None, gpus: float, n_rows: int) -> tuple[Any, int, int]:
-    """Ray, the number of actors, and torch threads per actor (the machine's CPUs shared out)."""
+    """Ray, the number of workers, and torch threads per worker (the machine's CPUs shared out)."""
     ray = _connect(address)
     n = min(_workers(num_workers, gpus), n_rows)
     threads = 1 if gpus else max(1, int(ray.cluster_resources().get("CPU", 1) // n))
@@ -154,17 +159,31 @@ def _pool(address: str | None, num_workers: int | None, gpus: float, n_rows: int
 
 
 def _map(ray: Any, rows: list[dict], worker: type, kwargs: dict, n: int, gpus: float) -> list[dict]:
-    """Runs ``worker`` over ``rows`` on ``n`` actors, one image per call. Ray Data restarts an actor
-    whose process dies and retries its images (its default for actor pools)."""
+    """Runs ``worker`` over ``rows``, one image per call, ``n`` at a time.
+
+    On CPUs, Ray tasks: Ray keeps their worker processes between jobs, and each process keeps the
+    engine it built (:func:`_cached_call`), so a second call of the same job starts in a tenth of a
+    second where fresh actors take seconds (importing torch, building the network). On GPUs, a pool
+    of actors: Ray ends a GPU task's process after each call (to free its memory), so a task would
+    rebuild the engine per image. Either way Ray retries the images of a process that dies."""
     ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-    ds = ds.map_batches(
-        worker,
-        fn_constructor_kwargs=kwargs,
-        batch_size=1,
-        compute=ray.data.ActorPoolStrategy(size=n),
-        num_cpus=CPUS_PER_WORKER,
-        num_gpus=gpus or None,
-    )
+    if gpus:
+        ds = ds.map_batches(
+            worker,
+            fn_constructor_kwargs=kwargs,
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=n),
+            num_cpus=CPUS_PER_WORKER,
+            num_gpus=gpus,
+        )
+    else:
+        ds = ds.map_batches(
+            _cached_call,
+            fn_kwargs={"worker": worker, "kwargs": kwargs, "key": _engine_key(worker, kwargs)},
+            batch_size=1,
+            concurrency=n,
+            num_cpus=CPUS_PER_WORKER,
+        )
     try:
         return list(ds.iter_rows())
     except Exception as e:
@@ -172,8 +191,39 @@ def _map(ray: Any, rows: list[dict], worker: type, kwargs: dict, n: int, gpus: f
         raise RuntimeError(f"the Ray job failed: {first}") from e
 
 
+ENGINES_PER_PROCESS = 1
+"""Engines a Ray worker process keeps between calls (the last ones used): one VGG or classifier,
+so an idle worker holds no more memory than one actor did."""
+
+_engines: OrderedDict[str, Any] = OrderedDict()
+_engines_lock = threading.Lock()
+
+
+def _engine_key(worker: type, kwargs: dict) -> str:
+    """What makes two calls' engines the same: the worker and every argument it is built from."""
+    from ray import cloudpickle
+
+    return hashlib.sha256(cloudpickle.dumps((worker.__qualname__, kwargs))).hexdigest()
+
+
+def _cached_call(batch: dict, *, worker: type, kwargs: dict, key: str) -> dict:
+    """A Ray task's body: this process's engine for ``key`` (built on first use, the oldest beyond
+    :data:`ENGINES_PER_PROCESS` dropped), run on ``batch``."""
+    import torch
+
+    with _engines_lock:
+        engine = _engines.pop(key, None)
+        if engine is None:
+            engine = worker(**kwargs)
+        _engines[key] = engine
+        while len(_engines) > ENGINES_PER_PROCESS:
+            _engines.popitem(last=False)
+    torch.set_num_threads(max(1, kwargs["threads"]))
+    return engine(batch)
+
+
 class _StyleWorker:
-    """One actor: one engine, one plan and one style-target cache for all its images."""
+    """One worker: one engine, one plan and one style-target cache for all its images."""
 
     def __init__(
         self, styles: list[bytes], weights: str, params: StyleOptions, threads: int, gpu: bool
@@ -195,12 +245,14 @@ class _StyleWorker:
             meta = dict(img.info["nstcam"], input=label, output=str(out))
             out.with_suffix(".json").write_text(json.dumps(meta, indent=2, default=str))
 
+        before = self.st.style_target_computations
         rows = _each(batch, write)
-        return {**rows, "targets": [self.st.style_target_computations] * len(rows["status"])}
+        made = self.st.style_target_computations - before  # by this batch: an engine outlives a job
+        return {**rows, "targets": [made] * len(rows["status"]), "pid": [os.getpid()] * len(rows["status"])}
 
 
 class _VideoWorker:
-    """One actor: one engine for all its clips, one clip per call (resumable: a clip's file appears
+    """One worker: one engine for all its clips, one clip per call (resumable: a clip's file appears
     only when it is complete)."""
 
     def __init__(self, styles: list[bytes], weights: str, params: dict, threads: int, gpu: bool) -> None:
@@ -225,7 +277,7 @@ class _VideoWorker:
 
 
 class _FastWorker:
-    """One actor: one :class:`nstcam.FastStyle` (real weights) for all its images, or (``video``)
+    """One worker: one :class:`nstcam.FastStyle` (real weights) for all its images, or (``video``)
     clips; the style read once: a built-in style, a learned style, one painting's vector, or
     paintings' blend."""
 
@@ -292,6 +344,14 @@ def _video_only() -> set[str]:
     )
 
 
+def _most_per_process(done: list[dict]) -> int:
+    """The most style targets one worker process computed in this job (1: each computed them once)."""
+    made: dict[int, int] = {}
+    for r in done:
+        made[int(r["pid"])] = made.get(int(r["pid"]), 0) + int(r["targets"])
+    return max(made.values(), default=0)
+
+
 def _collect(rows: list[dict], done: list[dict], result: BatchResult) -> None:
     order = {r["label"]: i for i, r in enumerate(rows)}
     for r in sorted(done, key=lambda r: order[str(r["label"])]):
@@ -317,7 +377,7 @@ def stylize_dataset(
     fast: bool = False,
     **stylize_params: Any,
 ) -> BatchResult:
-    """Stylises every input on a pool of Ray actors; see the module docstring.
+    """Stylises every input on a pool of Ray workers; see the module docstring.
 
     Videos (:data:`nstcam.video.VIDEO_EXTENSIONS`) are stylised with temporal consistency, one task
     per clip (:meth:`nstcam.StyleTransfer.stylize_video`), as ``<stem>_stylized<video_ext>`` with a
@@ -328,8 +388,8 @@ def stylize_dataset(
             (``s3://bucket/photos/``; images only).
         style: one style image or a list to blend (read here, shipped to every worker once).
         out_dir: a local (or shared) folder; outputs and JSON sidecars as ``stylize_batch`` names them.
-        num_workers: actors (default: one per GPU with ``gpus_per_worker``, else one per two CPUs).
-        gpus_per_worker: GPUs each actor reserves (0: run on CPU).
+        num_workers: workers at once (default: one per GPU with ``gpus_per_worker``, else one per two CPUs).
+        gpus_per_worker: GPUs each worker reserves (0: run on CPU; above 0, one Ray actor per worker).
         address: ``None`` starts a local Ray instance; ``"auto"`` or ``"ray://host:10001"`` joins one.
         weights: weights of the engines (``"imagenet"``, ``"random"`` or a path every worker sees).
         overwrite: redo inputs whose output exists (else they are skipped: reruns resume).
@@ -388,7 +448,7 @@ def stylize_dataset(
         )
         done = _map(ray, rows, worker, kwargs, n, gpus_per_worker)
         if worker is _StyleWorker:
-            result.style_target_computations = max((int(r["targets"]) for r in done), default=0)
+            result.style_target_computations = _most_per_process(done)
         _collect(rows, done, result)
     if result.failed:
         logger.warning("%d of %d inputs failed", len(result.failed), len(items))
@@ -405,7 +465,7 @@ def _fast_dataset(
     num_workers: int | None,
     gpus: float,
 ) -> BatchResult:
-    """:func:`stylize_dataset` with ``fast=True``: the fast network's actors over images, then clips."""
+    """:func:`stylize_dataset` with ``fast=True``: the fast network's workers over images, then clips."""
     unknown = sorted(set(params) - set(_FAST_VIDEO))
     if unknown:
         raise ValueError(f"fast=True takes {', '.join(_FAST_VIDEO)}; not {', '.join(unknown)}")
@@ -444,7 +504,7 @@ def _png_bytes(img: Any) -> bytes:
 
 
 class _CamWorker:
-    """One actor: one GradCAM for all its images."""
+    """One worker: one GradCAM for all its images."""
 
     def __init__(
         self,
@@ -520,7 +580,7 @@ def explain_dataset(
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
 ) -> BatchResult:
-    """Explains every input on a pool of Ray actors, writing what ``nstcam cam`` writes
+    """Explains every input on a pool of Ray workers, writing what ``nstcam cam`` writes
     (:mod:`nstcam.cam.files`): per image and class an overlay ``<stem>_cam<rank>_<label>.png`` and a
     heatmap ``..._heatmap.png`` (and ``.npy`` with ``save_npy``), a JSON sidecar per image
     (``<stem>_cam.json``, what makes reruns resume) and one CSV, ``out_dir/explanations.csv``, with

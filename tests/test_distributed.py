@@ -92,7 +92,7 @@ def test_a_worker_killed_mid_run_loses_no_image(local_ray, tmp_path, data):
     deadline = time.time() + 120
     while not list(out.glob("*_stylized.png")) and time.time() < deadline:
         time.sleep(0.05)
-    workers = [p for p in _ray_workers() if "_StyleWorker" in p[1]]
+    workers = _ray_workers()  # the processes running an image now
     assert workers, "no worker process found"
     os.kill(workers[0][0], signal.SIGKILL)
     run.join(240)
@@ -109,7 +109,7 @@ def _ray_workers() -> list[tuple[int, str]]:
                 cmd = (d / "cmdline").read_bytes().decode(errors="ignore")
             except OSError:
                 continue
-            if cmd.startswith("ray::MapWorker"):
+            if cmd.startswith("ray::") and "MapBatches" in cmd:  # a task's, or an actor's MapWorker(..)
                 found.append((int(d.name), cmd))
     return found
 
@@ -170,6 +170,28 @@ def test_cli_ray_flags(local_ray, data, tmp_path, capsys, caplog):
     caplog.clear()
     rc = main(["cam", str(inp), "-o", str(tmp_path / "d"), "--ray", "--workers", "1"])  # imagenet, offline
     assert rc == 1 and "resnet50-" in caplog.text and "add --weights random" in caplog.text
+
+
+def test_a_worker_process_keeps_its_engine_for_the_next_call_with_the_same_settings(monkeypatch):
+    from nstcam import distributed
+
+    built = []
+
+    class Counting:
+        def __init__(self, threads, tag):
+            built.append(tag)
+
+        def __call__(self, batch):
+            return {"tag": [built[-1]], "n": [len(built)]}
+
+    monkeypatch.setattr(distributed, "_engines", type(distributed._engines)())
+    a, b = dict(threads=1, tag="a"), dict(threads=1, tag="b")
+    key_a, key_b = (distributed._engine_key(Counting, kw) for kw in (a, b))
+    assert key_a == distributed._engine_key(Counting, dict(a)) and key_a != key_b
+    for kw, key in ((a, key_a), (a, key_a), (b, key_b), (a, key_a)):
+        distributed._cached_call({}, worker=Counting, kwargs=kw, key=key)
+    assert built == ["a", "b", "a"]  # the same settings reuse; others replace it (one engine kept)
+    assert list(distributed._engines) == [key_a] and distributed.ENGINES_PER_PROCESS == 1
 
 
 def test_missing_weights_fail_fast_with_the_fix(local_ray, data, tmp_path):

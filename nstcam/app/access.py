@@ -144,9 +144,9 @@ ACCESS = Access()
 
 
 def _upload_root() -> Path:
-    from gradio.utils import get_upload_folder
+    import nstcam.app.gradio_internals as gradio_internals
 
-    return Path(os.path.realpath(get_upload_folder()))
+    return Path(os.path.realpath(gradio_internals.upload_folder()))
 
 
 def in_upload_folder(path: str | os.PathLike) -> bool:
@@ -249,15 +249,16 @@ def requests_as_their_clients(demo: Any) -> Any:
     cached) as the client of its request: the client's files only are its inputs, and its results
     are granted to it. A request with no client (none reaches the queue without one) runs as a
     client of its own, which owns nothing. Idempotent; returns ``demo``."""
-    process = demo.process_api
-    if getattr(process, "nstcam_as_client", False):
-        return demo
+    import nstcam.app.gradio_internals as gradio_internals
 
+    gradio_internals.install(demo, "process_api", _as_its_client)
+    return demo
+
+
+def _as_its_client(process: Any) -> Any:
     async def as_its_client(*args: Any, **kwargs: Any) -> Any:
         client = client_of_gradio_request(kwargs.get("request")) or new_token()
         with as_client(client):
             return await process(*args, **kwargs)
 
-    as_its_client.nstcam_as_client = True  # type: ignore[attr-defined]
-    demo.process_api = as_its_client
-    return demo
+    return as_its_client

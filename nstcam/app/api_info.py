@@ -14,6 +14,7 @@ from typing import Any
 
 import gradio as gr
 
+import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.config import AppConfig
 from nstcam.app.gate import input_names
 
@@ -67,13 +68,13 @@ def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:
             continue
         docs = parameter_docs(doc)
         for comp, name in zip(fn.inputs, input_names(fn.fn, len(fn.inputs)), strict=False):
-            if comp._id in described:
+            if gradio_internals.component_id(comp) in described:
                 continue
-            described.add(comp._id)
+            described.add(gradio_internals.component_id(comp))
             schema = _schema(comp)
             extra = schema.get("additional_description")
             schema["additional_description"] = " ".join(t for t in (extra, docs.get(name)) if t)
-            comp.api_info = lambda s=schema: s
-            comp.api_info_as_input = lambda s=schema: s
-    demo.config = demo.get_config_file()  # the config Gradio serves was taken when the Blocks closed
+            for name in ("api_info", "api_info_as_input"):
+                gradio_internals.install(comp, name, lambda _, s=schema: lambda: s, again=True)
+    gradio_internals.refresh_config(demo)  # the config Gradio serves was taken when the Blocks closed
     return demo

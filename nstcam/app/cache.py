@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.access import ACCESS
 from nstcam.app.owned import OWNED
 
@@ -25,17 +26,6 @@ __all__ = ["CACHED", "record_cached_files", "track_cached_files"]
 
 CACHED: set[str] = set()
 """Paths of the files Gradio cached in this process (other processes' files are never in it)."""
-
-_SAVERS = (
-    "save_pil_to_cache",
-    "save_img_array_to_cache",
-    "save_audio_to_cache",
-    "save_bytes_to_cache",
-    "save_file_to_cache",
-    "save_base64_to_cache",
-)
-"""Gradio's functions that write a file into its cache and return its path."""
-
 
 def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(save)
@@ -49,7 +39,6 @@ def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
                 OWNED.add(path)  # made (or rewritten) by this call: this process's to remove
         return path
 
-    saved.nstcam_records = True  # type: ignore[attr-defined]
     return saved
 
 
@@ -65,10 +54,8 @@ def record_cached_files() -> None:
     app's examples are built, so that their files are recorded (and granted to everyone) too."""
     from gradio import processing_utils
 
-    for name in _SAVERS:
-        save = getattr(processing_utils, name, None)
-        if save is not None and not getattr(save, "nstcam_records", False):
-            setattr(processing_utils, name, _recorded(save))
+    for name in gradio_internals.CACHE_SAVERS:
+        gradio_internals.install(processing_utils, name, _recorded)
 
 
 def track_cached_files(demo: Any) -> Any:

@@ -13,9 +13,9 @@ from typing import Any
 
 import gradio as gr
 import numpy as np
-from gradio.utils import get_upload_folder
 from PIL import Image
 
+import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.access import ACCESS, current_client
 from nstcam.app.errors import logger, refuse
 from nstcam.image import ImageError, load_image, probe_image, save_image
@@ -136,7 +136,8 @@ def upload_path(payload: Any, what: str) -> str:
     if not path:
         raise refuse(f"Bad {what}: the request holds no file")
     real = os.path.realpath(os.fspath(path))
-    if not Path(real).is_relative_to(os.path.realpath(get_upload_folder())) or not os.path.isfile(real):
+    inside = Path(real).is_relative_to(os.path.realpath(gradio_internals.upload_folder()))
+    if not inside or not os.path.isfile(real):
         raise refuse(f"Bad {what}: {NOT_AN_UPLOAD}.")
     client = current_client()
     if client is not None and not ACCESS.may_read(real, client):  # another client's upload or result
@@ -159,7 +160,7 @@ def SafeImage(**kwargs: Any) -> gr.Image:  # noqa: N802 - reads like the compone
     def preprocess(payload: Any) -> str | None:
         return None if payload is None else upload_path(payload, "image")
 
-    comp.preprocess = preprocess
+    gradio_internals.install(comp, "preprocess", lambda _: preprocess)
     return comp
 
 
@@ -171,7 +172,8 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
     comp = gr.Video(**kwargs)
     gradio_preprocess = comp.preprocess
     schema = {**comp.api_info(), "additional_description": VIDEO_UPLOAD}
-    comp.api_info = lambda: schema  # API docs: what to send, not Gradio's FileData docstring
+    # API docs: what to send, not Gradio's FileData docstring
+    gradio_internals.install(comp, "api_info", lambda _: lambda: schema)
 
     def preprocess(payload: Any) -> str | None:
         if payload is None:
@@ -183,7 +185,7 @@ def SafeVideo(**kwargs: Any) -> gr.Video:  # noqa: N802 - reads like the compone
             return path  # the handler refuses it (probe_video, the same check) in the tab's Status
         return gradio_preprocess(payload)
 
-    comp.preprocess = preprocess
+    gradio_internals.install(comp, "preprocess", lambda _: preprocess)
     return comp
 
 
@@ -195,7 +197,7 @@ def SafeFile(what: str, **kwargs: Any) -> gr.File:  # noqa: N802 - reads like th
     def preprocess(payload: Any) -> str | None:
         return None if payload is None else upload_path(payload, f"file ({what})")
 
-    comp.preprocess = preprocess
+    gradio_internals.install(comp, "preprocess", lambda _: preprocess)
     return comp
 
 
@@ -213,7 +215,7 @@ def SafeFiles(what: str, most: int, **kwargs: Any) -> gr.File:  # noqa: N802 - r
             raise refuse(f"{what}s: {len(items)} sent, at most {most} on this server")
         return [upload_path(item, f"file ({what} {k})") for k, item in enumerate(items, 1)] or None
 
-    comp.preprocess = preprocess
+    gradio_internals.install(comp, "preprocess", lambda _: preprocess)
     return comp
 
 
@@ -298,7 +300,7 @@ def SafeEditor(max_pixels: int = 3840 * 2160, **kwargs: Any) -> gr.ImageEditor: 
             logger.debug("mask not decoded: %s", e)
             raise refuse("Bad image (mask): it cannot be decoded (truncated or corrupt)") from None
 
-    comp.preprocess = preprocess
+    gradio_internals.install(comp, "preprocess", lambda _: preprocess)
     return comp
 
 

@@ -18,6 +18,7 @@ import gradio as gr
 from gradio.data_classes import FileData
 from pydantic import ValidationError
 
+import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.errors import refuse
 from nstcam.app.files import upload_path
 from nstcam.app.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
@@ -42,7 +43,12 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
     - a number sent to a ``Slider`` or ``Number`` with bounds must be within them;
     - a ``Checkbox`` takes true or false only (``"false"`` is refused, not read as true).
     """
-    validate = demo.validate_inputs
+    gradio_internals.install(demo, "validate_inputs", _checking)
+    return demo
+
+
+def _checking(validate: Callable[[Any, list[Any]], None]) -> Callable[[Any, list[Any]], None]:
+    """Gradio's ``validate_inputs`` behind :func:`guard_requests`' checks."""
 
     def checked(block_fn: Any, inputs: list[Any]) -> None:
         names = input_names(block_fn.fn, len(block_fn.inputs))
@@ -67,8 +73,7 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
             _check_choice(block, name, value)
             _check_flag(block, name, value)
 
-    demo.validate_inputs = checked
-    return demo
+    return checked
 
 
 _PATH_KEYS = ("path", "url", "orig_name")

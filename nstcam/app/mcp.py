@@ -22,6 +22,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import nstcam.app.gradio_internals as gradio_internals
+
 __all__ = ["enable_mcp"]
 
 logger = logging.getLogger(__name__)
@@ -33,9 +35,15 @@ def enable_mcp() -> None:
         from gradio.mcp import GradioMCPServer
     except ImportError as e:  # pragma: no cover - gradio[mcp] is in requirements.txt
         raise RuntimeError("--mcp needs the MCP extra: pip install 'gradio[mcp]'") from e
-    original = getattr(GradioMCPServer, "_execute_tool_without_progress", None)
-    if original is None or getattr(original, "_nstcam_unpacks", False):
-        return
+    install = gradio_internals.install
+    install(GradioMCPServer, "_execute_tool_without_progress", _unpacked)
+    install(GradioMCPServer, "_prepare_tool_call_args", _as_caller)
+    install(GradioMCPServer, "postprocess_output_data", _without_paths)
+    logger.debug("MCP: multi-output tools return one content item per output")
+
+
+def _unpacked(original: Any) -> Any:
+    """Gradio's tool call, its outputs one content item each (images as images, texts read)."""
 
     @functools.wraps(original)
     async def unpacked(self: Any, job: Any) -> list[Any]:
@@ -44,14 +52,22 @@ def enable_mcp() -> None:
             out = list(out[0])
         return _data_sent(_texts_read(_galleries_expanded(out)))
 
-    contents = GradioMCPServer.postprocess_output_data
+    return unpacked
+
+
+def _without_paths(contents: Any) -> Any:
+    """Gradio's tool outputs without the server URLs it adds as text."""
 
     @functools.wraps(contents)
     def without_paths(self: Any, data: Any, root_url: str) -> list[Any]:
         items = contents(self, data, root_url)
         return [i for i in items if not (i.type == "text" and i.text.startswith(_URL_TEXT))]
 
-    prepare = GradioMCPServer._prepare_tool_call_args
+    return without_paths
+
+
+def _as_caller(prepare: Any) -> Any:
+    """Gradio's preparation of a tool call, run as the client of the HTTP request that calls it."""
 
     @functools.wraps(prepare)
     def as_caller(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -68,11 +84,7 @@ def enable_mcp() -> None:
         headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
         return endpoint, values, headers, block_fn
 
-    unpacked._nstcam_unpacks = True  # type: ignore[attr-defined]
-    GradioMCPServer._execute_tool_without_progress = unpacked  # type: ignore[method-assign]
-    GradioMCPServer._prepare_tool_call_args = as_caller  # type: ignore[method-assign]
-    GradioMCPServer.postprocess_output_data = without_paths  # type: ignore[method-assign]
-    logger.debug("MCP: multi-output tools return one content item per output")
+    return as_caller
 
 
 _URL_TEXT = ("Image URL: ", "SVG Image URL: ")

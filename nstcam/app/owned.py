@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import nstcam.app.gradio_internals as gradio_internals
+
 __all__ = [
     "OWNED",
     "STARTED",
@@ -95,9 +97,7 @@ class Owned:
     @property
     def folder(self) -> Path:
         if self._folder is None:
-            from gradio.utils import get_upload_folder
-
-            self._folder = Path(get_upload_folder())
+            self._folder = Path(gradio_internals.upload_folder())
         return self._folder
 
     @property
@@ -269,7 +269,6 @@ def _own_files_only(delete: Callable[..., None]) -> Callable[..., None]:
             temp_set -= others_files(set(temp_set))
         delete(blocks, age)
 
-    delete_own.nstcam_own_only = True  # type: ignore[attr-defined]
     return delete_own
 
 
@@ -278,7 +277,5 @@ def keep_existing_uploads() -> None:
     moves in as this process's, and Gradio's sweeps remove this process's files only (idempotent)."""
     from gradio import route_utils
 
-    if not isinstance(route_utils.os, _KeepExisting):
-        route_utils.os = _KeepExisting()  # type: ignore[assignment]
-    if not getattr(route_utils.delete_files_created_by_app, "nstcam_own_only", False):
-        route_utils.delete_files_created_by_app = _own_files_only(route_utils.delete_files_created_by_app)
+    gradio_internals.install(route_utils, "os", lambda _: _KeepExisting())
+    gradio_internals.install(route_utils, "delete_files_created_by_app", _own_files_only)

@@ -69,7 +69,7 @@ def stop_on_signals(
     started = time.time() - 1.0
 
     def handle(signum: int, _frame: Any) -> None:
-        from gradio.utils import get_upload_folder
+        from nstcam.app.gradio_internals import upload_folder
 
         logger.info("%s: stopping the server", signal.Signals(signum).name)
         try:
@@ -78,7 +78,7 @@ def stop_on_signals(
             removed = 0
             if demo is not None:
                 demo.close(verbose=False)
-                removed = remove_own_files(demo, get_upload_folder(), started)
+                removed = remove_own_files(demo, upload_folder(), started)
             models.outbox.close()
             logger.info("stopped %d run(s); removed %d upload(s) and cached file(s)", stopped, removed)
         except Exception:  # the process exits 0 whatever went wrong here

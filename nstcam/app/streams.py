@@ -32,6 +32,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.errors import refuse
 from nstcam.app.limits import MAX_BODY_BYTES, answer, app_events, read_body, replay_body
 from nstcam.app.quota import client_of
@@ -65,16 +66,6 @@ def mark_stream(fn: Any) -> Any:
     return fn
 
 
-def _queued_events(blocks: Any) -> list[Any]:
-    """Every event Gradio's queue holds: waiting and running."""
-    queue = getattr(blocks, "_queue", None)
-    if queue is None:
-        return []
-    waiting = [e for q in queue.event_queue_per_concurrency_id.values() for e in q.queue]
-    running = [e for job in queue.active_jobs if job for e in job]
-    return waiting + running
-
-
 def _is_stream(event: Any) -> bool:
     return bool(getattr(getattr(event.fn, "fn", None), "nstcam_stream", False)) and not event.closed
 
@@ -87,7 +78,7 @@ def stream_refusal(scope: dict[str, Any], fns: dict[int, Any], fn_index: Any) ->
         return None
     app = scope.get("app")
     blocks = app.get_blocks() if hasattr(app, "get_blocks") else None
-    streams = [e for e in _queued_events(blocks) if _is_stream(e)]
+    streams = [e for e in gradio_internals.queued_events(blocks) if _is_stream(e)]
     client = client_of(scope)
     mine = sum(1 for e in streams if client_of(getattr(e.request, "scope", {}) or {}) == client)
     if mine >= MAX_STREAMS_PER_CLIENT:
@@ -135,18 +126,14 @@ def close_session_streams(scope: dict[str, Any], session: str) -> int:
     does, waiting ones taken out of the queue; returns how many."""
     app = scope.get("app")
     blocks = app.get_blocks() if hasattr(app, "get_blocks") else None
-    queue = getattr(blocks, "_queue", None)
-    if queue is None or not session:
+    if gradio_internals.queue_of(blocks) is None or not session:
         return 0
     closed = 0
-    for event in _queued_events(blocks):
+    for event in gradio_internals.queued_events(blocks):
         if event.session_hash != session or not _is_stream(event):
             continue
-        event.run_time, event.closed, event.alive = float("inf"), True, False
-        event.signal.set()
-        for q in queue.event_queue_per_concurrency_id.values():
-            if event in q.queue:
-                q.queue.remove(event)
+        gradio_internals.end_event(event)
+        gradio_internals.drop_waiting(blocks, event)
         closed += 1
     if closed:
         logger.info("a closed event stream: ended %d webcam stream(s) at once", closed)
@@ -177,8 +164,11 @@ def SafeFrame(max_pixels: int, **kwargs: Any) -> gr.Image:  # noqa: N802 - reads
     """A streaming ``gr.Image`` (webcam) whose every frame's header is checked against ``max_pixels``
     (width x height) and 8 px a side before Gradio decodes it; hands the handler an RGB array."""
     comp = gr.Image(sources=["webcam"], streaming=True, type="numpy", **kwargs)
-    gradio_preprocess = comp.preprocess
+    gradio_internals.install(comp, "preprocess", lambda original: _checked_frames(original, max_pixels))
+    return comp
 
+
+def _checked_frames(gradio_preprocess: Any, max_pixels: int) -> Any:
     def preprocess(payload: Any) -> np.ndarray | None:
         url = getattr(payload, "url", None)
         if payload is None:
@@ -192,5 +182,4 @@ def SafeFrame(max_pixels: int, **kwargs: Any) -> gr.Image:  # noqa: N802 - reads
             )
         return gradio_preprocess(payload)
 
-    comp.preprocess = preprocess
-    return comp
+    return preprocess

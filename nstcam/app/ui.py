@@ -22,6 +22,7 @@ from nstcam.app.mcp import enable_mcp
 from nstcam.app.owned import keep_existing_uploads
 from nstcam.app.streams import StreamLimits
 from nstcam.app.tabs import TABS, webcam
+from nstcam.app.uploads import record_upload_files
 from nstcam.app.widgets import CSS, RANDOM_BANNER
 
 __all__ = ["build_demo", "launch_kwargs"]
@@ -95,4 +96,5 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
         webcam.stop_when_left(others)
     demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
     keep_existing_uploads()  # an upload never replaces another server's file of the same name
+    record_upload_files()  # the files of an upload cut short are known (and removed)
     return requests_as_their_clients(track_cached_files(guard_requests(describe_api(demo, config))))

@@ -17,6 +17,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+import nstcam.app.gradio_internals as gradio_internals
+
 __all__ = ["record_upload_files", "upload_files_of_this_request"]
 
 logger = logging.getLogger("nstcam.app")
@@ -32,7 +34,6 @@ def _recording(factory: Callable[..., Any]) -> Callable[..., Any]:
             made.append(f.name)
         return f
 
-    make.nstcam_records = True  # type: ignore[attr-defined]
     return make
 
 
@@ -40,8 +41,7 @@ def record_upload_files() -> None:
     """Makes Gradio's multipart parser say which files it creates (idempotent)."""
     from gradio import route_utils
 
-    if not getattr(route_utils.NamedTemporaryFile, "nstcam_records", False):
-        route_utils.NamedTemporaryFile = _recording(route_utils.NamedTemporaryFile)
+    gradio_internals.install(route_utils, "NamedTemporaryFile", _recording)
 
 
 @contextmanager
