@@ -74,7 +74,7 @@ def describe_api(demo: gr.Blocks, config: AppConfig) -> gr.Blocks:
             schema = _schema(comp)
             extra = schema.get("additional_description")
             schema["additional_description"] = " ".join(t for t in (extra, docs.get(name)) if t)
-            for name in ("api_info", "api_info_as_input"):
-                gradio_internals.install(comp, name, lambda _, s=schema: lambda: s, again=True)
+            for info in ("api_info", "api_info_as_input"):
+                gradio_internals.install(comp, info, lambda _, s=schema: lambda: s, again=True)
     gradio_internals.refresh_config(demo)  # the config Gradio serves was taken when the Blocks closed
     return demo
