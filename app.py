@@ -96,19 +96,15 @@ def main(argv: list[str] | None = None) -> None:
     check_torch_pair()
     check_gradio()
     from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
-    from nstcam.app.owned import sweep_leftovers
-    from nstcam.app.shutdown import stop_on_signals
+    from nstcam.app.guard import start_process
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from nstcam.app.gradio_internals import upload_folder
-
-    sweep_leftovers(upload_folder())  # what crashed servers left: only theirs (nstcam.app.owned)
     config = AppConfig(random_weights=args.random_weights, device=args.device)
     models = Models(config)
-    # stopped by a signal (a Space restarting, kill, Ctrl+C) at any moment, the process exits 0 with
-    # its runs stopped and its uploads, cached results and results folder removed
+    # what crashed servers left goes (only theirs); stopped by a signal (a Space restarting, kill,
+    # Ctrl+C) at any moment, the process exits 0 with its runs stopped and its files removed
     holder: dict = {}
-    stop_on_signals(models, holder)
+    start_process(models, holder)
     models.preload()  # once per process: weights are fetched at start-up, never per request
     demo = holder["demo"] = build_demo(config, models)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(config, mcp=args.mcp))

@@ -361,7 +361,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 HTTP = httpx.Client()
 """One client of the live servers that keeps its cookies as a browser and gradio_client do: what it
-uploads is its own, and may be named in its later requests (nstcam.app.access)."""
+uploads is its own, and may be named in its later requests (nstcam.app.disk.access)."""
 
 
 def rss_mb() -> float:
@@ -469,4 +469,3 @@ def browser(chromium_endpoint):
             yield b
         finally:
             b.close()  # the connection: the browser stays for the next module
-

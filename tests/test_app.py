@@ -179,7 +179,7 @@ def test_stylize_blend_and_errors(models, files):
 
 
 def test_stylize_with_a_painted_mask_per_style_gives_each_style_its_region(models, files):
-    from nstcam.app.files import editor_mask
+    from nstcam.app.guard.inputs import editor_mask
 
     c, s, _ = files
     strokes = np.zeros((30, 45, 4), np.uint8)  # painted on a layer at any size: alpha is the region
@@ -450,7 +450,7 @@ def test_features_handler(models, files):
 
 
 def test_faithfulness_handler_equals_explain_evaluate(models, files, monkeypatch):
-    import nstcam.app.tabs.faithfulness as tab
+    import nstcam.app.tabs.panels.faithfulness as tab
 
     assert tab.faithfulness_steps(models.config) == 10  # the app's CPU curves; the test draws 3 points
     monkeypatch.setattr(tab, "faithfulness_steps", lambda cfg: 2)
@@ -529,7 +529,7 @@ def test_user_errors_are_one_log_line_and_faults_keep_their_traceback(models, fi
     assert len(refused) == 2 and all(r.exc_info is None for r in refused)
     assert "Upload an image." in refused[0].getMessage()
 
-    from nstcam.app.running import fail as _fail
+    from nstcam.app.run.running import fail as _fail
 
     caplog.clear()
     try:

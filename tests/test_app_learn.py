@@ -14,8 +14,9 @@ from PIL import Image
 
 from nstcam import load_image
 from nstcam.app import AppConfig, Models
-from nstcam.app.cost import request_cost
-from nstcam.app.tabs.learn import MAX_LEARN_PHOTOS, learn_handler
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.limits import MAX_LEARN_PHOTOS
+from nstcam.app.tabs.learn import learn_handler
 from nstcam.app.tabs.style import stylize_handler
 from nstcam.fast import REFERENCE_AREA, LearnedStyle
 

@@ -13,7 +13,7 @@ import pytest
 from test_request_costs import _refused
 
 from nstcam.app import AppConfig, Models, trust_handler
-from nstcam.app.cost import request_cost, trust_settings
+from nstcam.app.guard.cost import request_cost, trust_settings
 from nstcam.cam.trust import trust_passes
 from nstcam.image import SAMPLES, load_image
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nstcam.app.access import COOKIE, Access, ClientCookie, as_client, token_of_cookie_header
+from nstcam.app.disk.access import COOKIE, Access, ClientCookie, as_client, token_of_cookie_header
 
 
 def _png(path, w, h, seed=0):
@@ -75,7 +75,7 @@ def test_a_client_reads_only_its_own_uploads_and_results(server, server_uploads,
 
 
 def test_the_servers_bookkeeping_is_never_served_and_examples_are_everyones(server, server_uploads):
-    from nstcam.app.owned import ledger_folder
+    from nstcam.app.disk.owned import ledger_folder
 
     stranger = _client(server)
     assert list(server_uploads.rglob("*.owned")) == []  # no ledger where Gradio serves
@@ -103,7 +103,7 @@ def test_the_cookie_is_made_once_written_into_the_request_and_malformed_ones_are
     seen: list[tuple[str | None, str | None]] = []
 
     async def app(scope, receive, send):
-        from nstcam.app.access import current_client
+        from nstcam.app.disk.access import current_client
 
         cookie = dict(scope["headers"]).get(b"cookie", b"").decode()
         seen.append((token_of_cookie_header(cookie), current_client()))

@@ -16,9 +16,9 @@ import pytest
 from conftest import HTTP, _free_port, app_env, launch_app, pattern
 from test_security import upload
 
-from nstcam.app.limits import RequestLimits
-from nstcam.app.owned import Owned, claimed_by_others, ledger_folder, sweep_leftovers
-from nstcam.app.quota import UploadQuota, client_of
+from nstcam.app.disk.owned import Owned, claimed_by_others, ledger_folder, sweep_leftovers
+from nstcam.app.guard.limits import RequestLimits
+from nstcam.app.guard.quota import UploadQuota, client_of
 
 
 async def _fake_upload_app(scope, receive, send):
@@ -78,7 +78,7 @@ def _ledger_of_another_process(folder: Path, files: list[Path]) -> subprocess.Po
     """A live process whose ledger lists ``files`` (what another server would have recorded)."""
     code = (
         "import sys, time\n"
-        "from nstcam.app.owned import Owned\n"
+        "from nstcam.app.disk.owned import Owned\n"
         "o = Owned(sys.argv[1])\n"
         "[o.add(p) for p in sys.argv[2:]]\n"
         "print('ready', flush=True)\n"

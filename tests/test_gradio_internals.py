@@ -53,8 +53,9 @@ def test_each_private_attribute_read_is_still_there():
     }
     for read in gi.READS:
         obj = live[read.owner] if read.owner in live else gi.resolve(read.owner)
-        where = f"Gradio {gr.__version__}: {read.owner}.{read.name} (read in {read.by}.py)"
+        where = f"Gradio {gr.__version__}: {read.owner}.{read.name} (read in nstcam/app/{read.by}.py)"
         assert hasattr(obj, read.name), where
+        assert (ROOT / "nstcam" / "app" / f"{read.by}.py").is_file(), where
     assert gi.queued_events(demo) == [] and isinstance(gi.component_id(box), int)
     assert Path(gi.upload_folder()).is_absolute()
 

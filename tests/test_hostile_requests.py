@@ -23,7 +23,7 @@ from conftest import HTTP, _free_port, app_env, launch_app, pattern
 from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
 
-from nstcam.app.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEXT
+from nstcam.app.guard.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEXT
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +285,7 @@ def test_an_api_cancel_frees_the_worker_within_a_step_and_never_stalls_the_serve
 
 def test_closing_a_run_never_waits_for_its_worker():
     """Gradio closes a cancelled generator on its event loop: closing must not join the worker."""
-    from nstcam.app.running import in_thread as _in_thread
+    from nstcam.app.run.running import in_thread as _in_thread
 
     stop, release = threading.Event(), threading.Event()
 

@@ -288,3 +288,71 @@ def test_the_command_line_is_one_module_per_command_as_the_app_is_one_per_tab():
         assert homes <= {module.__name__, *(f"nstcam.cli.{g}" for g in groups)}, (name, homes)
         if not nested:
             assert parser.get_default("func") is module.run
+
+
+# The app's own floors, bottom to top (issue 75): a module of nstcam.app imports its own floor and the
+# floors below it, never above. Gradio's internals, the messages and the plots at the bottom; then the
+# files this server owns; the run record the config holds; the config; the guard (admission and cost);
+# run control; the widgets the tabs share; the tabs; and on top what assembles them (ui, the guard's
+# install, MCP, the API info).
+APP_FLOORS = (
+    ("base", ("errors", "gradio_internals", "plots")),
+    ("disk", ("disk", "disk.*")),
+    ("runs", ("run.runs",)),
+    ("config", ("config", "layers")),
+    ("guard", ("guard.*",)),
+    ("run", ("run", "run.*")),
+    ("shared", ("widgets", "tools", "found")),
+    ("tabs", ("tabs", "tabs.*")),
+    ("top", ("", "ui", "mcp", "api_info", "guard", "guard._install")),
+)
+
+
+def app_floor(module: str) -> int:
+    """The floor of an nstcam.app module (exact names before ``pattern.*`` ones)."""
+    rel = module.removeprefix("nstcam.app").removeprefix(".")
+    for exact in (True, False):
+        for i, (_, patterns) in enumerate(APP_FLOORS):
+            for pat in patterns:
+                if exact and pat == rel:
+                    return i
+                if not exact and pat.endswith(".*") and rel.startswith(pat[:-1]):
+                    return i
+    raise AssertionError(f"{module} is on no floor of the app: add it to APP_FLOORS")
+
+
+def test_the_app_imports_only_its_own_floor_and_below():
+    app = {m: {d for d in deps if d.startswith("nstcam.app")} for m, deps in graph().items()}
+    app = {m: deps for m, deps in app.items() if m.startswith("nstcam.app")}
+    up = [
+        f"{m} ({APP_FLOORS[app_floor(m)][0]}) -> {d} ({APP_FLOORS[app_floor(d)][0]})"
+        for m, deps in app.items()
+        for d in deps
+        if app_floor(d) > app_floor(m)
+    ]
+    assert not up, "the app imports upward:\n" + "\n".join(sorted(up))
+    # every floor holds a module, and the folders are the design's: one concept a folder
+    floors = {APP_FLOORS[app_floor(m)][0] for m in app}
+    assert floors == {name for name, _ in APP_FLOORS}
+    folders = {p.name for p in (PKG / "app").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == {"tabs", "guard", "run", "disk"}
+
+
+def test_every_limit_of_the_app_is_a_named_constant_in_the_guard():
+    """A refused request is explained by one folder: each ``MAX_*`` cap the app applies is defined in
+    ``nstcam/app/guard/`` (``errors.MAX_ECHO``, the length a message quotes, is re-exported there)."""
+    import nstcam.app.guard.limits as limits
+
+    outside = {}
+    for mod, path in modules().items():
+        if not mod.startswith("nstcam.app") or mod.startswith("nstcam.app.guard"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for t in targets:
+                if isinstance(t, ast.Name) and "MAX" in t.id.lstrip("_").split("_"):
+                    outside[t.id] = mod
+    assert outside == {"MAX_ECHO": "nstcam.app.errors"}, outside
+    from nstcam.app import errors
+
+    assert limits.MAX_ECHO is errors.MAX_ECHO and "MAX_ECHO" in limits.__all__

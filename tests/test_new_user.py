@@ -13,9 +13,10 @@ import pytest
 from conftest import pattern
 
 from nstcam.app import AppConfig, Models, build_demo
-from nstcam.app.listen import for_people
-from nstcam.app.running import fail
-from nstcam.app.tabs.subject import FEATHER_RANGE, subject_handler
+from nstcam.app.guard.limits import FEATHER_RANGE
+from nstcam.app.run.listen import for_people
+from nstcam.app.run.running import fail
+from nstcam.app.tabs.subject import subject_handler
 from nstcam.app.tabs.video import video_handler
 from nstcam.cam import GradCAM, StoppedEarly, score_text
 from nstcam.style import StyleTransfer

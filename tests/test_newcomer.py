@@ -37,7 +37,7 @@ def test_the_steps_asked_are_shared_over_the_scales_and_add_up(size, total):
 
 
 def test_the_app_runs_and_shows_the_steps_asked_at_every_scale(tmp_path):
-    from nstcam.app.cost import request_cost
+    from nstcam.app.guard.cost import request_cost
     from nstcam.app.tabs.style import stylize_handler
 
     models = Models(AppConfig(random_weights=True, device="cpu", max_size=256, max_steps=20))

@@ -15,14 +15,15 @@ import pytest
 from _media import growing_mjpeg, tick_clip
 from conftest import pattern, rss_mb
 
-from nstcam.app.config import AppConfig, Models, Runs, RunStop
-from nstcam.app.cost import ESTIMATES, clip_cost, max_volume_side, request_cost, video_cost, volume_cost
-from nstcam.app.running import halted, said_by
+from nstcam.app.config import AppConfig, Models
+from nstcam.app.guard.cost import ESTIMATES, clip_cost, max_volume_side, request_cost, video_cost, volume_cost
+from nstcam.app.run.running import halted, said_by
+from nstcam.app.run.runs import Runs, RunStop
 from nstcam.app.tabs.cam import cam_handler
 from nstcam.app.tabs.cam_video import cam_video_handler
 from nstcam.app.tabs.cam_volume import volume_handler
-from nstcam.app.tabs.faithfulness import faithfulness_handler
 from nstcam.app.tabs.features import features_handler
+from nstcam.app.tabs.panels.faithfulness import faithfulness_handler
 from nstcam.app.tabs.style import stylize_handler
 from nstcam.app.tabs.subject import subject_handler
 from nstcam.app.tabs.video import video_handler
@@ -180,7 +181,7 @@ def test_an_api_cancel_or_a_closed_stream_stops_its_own_sessions_run_at_once():
     import json
     from types import SimpleNamespace
 
-    from nstcam.app.cancels import CancelAtOnce, mark_run
+    from nstcam.app.run.cancels import CancelAtOnce, mark_run
 
     runs = Runs()
     request = SimpleNamespace
@@ -232,7 +233,7 @@ def test_results_gradio_caches_are_removed_by_its_own_timer(tmp_path):
     from gradio import processing_utils
     from gradio.route_utils import delete_files_created_by_app
 
-    from nstcam.app.cache import CACHED, track_cached_files
+    from nstcam.app.disk.cache import CACHED, track_cached_files
 
     demo = track_cached_files(gr.Blocks())
     assert track_cached_files(demo) is demo and sum(s is CACHED for s in demo.temp_file_sets) == 1

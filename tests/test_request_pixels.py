@@ -20,12 +20,12 @@ from PIL import Image
 from test_request_costs import _refused  # the one-line refusal, its seconds and +MB
 
 from nstcam import GradCAM
-from nstcam.app.config import AppConfig, Models, RunStop
-from nstcam.app.cost import cam_cost, clip_cost, features_cost, request_cost, trust_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import EDITOR_PARTS, SafeEditor, check_editor_parts
-from nstcam.app.gate import _check_url
-from nstcam.app.shapes import (
+from nstcam.app.guard.cost import cam_cost, clip_cost, features_cost, request_cost, trust_cost
+from nstcam.app.guard.gate import _check_url
+from nstcam.app.guard.inputs import EDITOR_PARTS, SafeEditor, check_editor_parts
+from nstcam.app.guard.shapes import (
     KPCA_POSITIONS_PER_PASS,
     MAX_ASPECT,
     REFERENCE_ASPECT,
@@ -33,11 +33,12 @@ from nstcam.app.shapes import (
     layer_positions,
     pass_factor,
 )
+from nstcam.app.run.runs import RunStop
 from nstcam.app.tabs.cam import cam_handler
 from nstcam.app.tabs.cam_video import cam_video_handler
-from nstcam.app.tabs.faithfulness import faithfulness_handler
 from nstcam.app.tabs.features import features_handler
-from nstcam.app.tabs.trust import trust_handler
+from nstcam.app.tabs.panels.faithfulness import faithfulness_handler
+from nstcam.app.tabs.panels.trust import trust_handler
 from nstcam.cam import StoppedEarly
 from nstcam.cam.trust import trust_passes
 from nstcam.image import SAMPLES
@@ -272,7 +273,7 @@ def test_no_message_quotes_an_internal_object(tmp_path):
 
 def test_a_cancelled_trust_request_frees_its_worker_within_one_pass(models):
     """The page's Cancel, an API cancel and a closed stream all set the run's stop
-    (:class:`nstcam.app.cancels.CancelAtOnce` reaches the endpoint: it is a run of kind "trust");
+    (:class:`nstcam.app.run.cancels.CancelAtOnce` reaches the endpoint: it is a run of kind "trust");
     measured here from the stop to the handler's return."""
     from nstcam.app.ui import build_demo
 

@@ -15,10 +15,9 @@ import pytest
 from conftest import ENDPOINTS, HTTP, in_threads, marked
 from PIL import Image
 
-from nstcam.app.files import NOT_AN_UPLOAD
+from nstcam.app.guard.inputs import NOT_AN_UPLOAD
 
 FILE_TYPES = {"image", "video", "file", "imageeditor", "gallery", "audio", "model3d"}
-
 
 
 def call(url: str, fn_index: int, data: list, timeout: float = 120, seen: list | None = None) -> dict:
@@ -170,7 +169,7 @@ def test_a_real_upload_still_works_and_the_secret_never_came_back(server, app):
 def test_upload_path_accepts_only_regular_files_inside_the_upload_folder(tmp_path, monkeypatch):
     import gradio as gr
 
-    from nstcam.app.files import upload_path
+    from nstcam.app.guard.inputs import upload_path
 
     uploads = tmp_path / "uploads"
     (uploads / "abc").mkdir(parents=True)

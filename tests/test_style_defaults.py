@@ -85,7 +85,7 @@ def test_auto_starts_from_the_content_without_the_fast_weights(st, monkeypatch):
 
 def test_the_app_counts_both_scales_in_a_requests_cost():
     from nstcam.app.config import AppConfig
-    from nstcam.app.cost import style_cost
+    from nstcam.app.guard.cost import style_cost
 
     cfg = AppConfig(random_weights=True, device="cpu")
     assert style_cost(cfg, 512, 10).units == 6 * 256**2 + 4 * 512**2  # the 10 steps shared, 2:1 (rounded)

@@ -22,7 +22,7 @@ from test_hostile_requests import _event, live  # noqa: F401 - the live app's en
 from test_security import call
 
 from nstcam.app.config import AppConfig, Models
-from nstcam.app.streams import MAX_STREAMS, SafeFrame, frame_size
+from nstcam.app.guard.streams import MAX_STREAMS, SafeFrame, frame_size
 from nstcam.app.tabs import webcam as webcam_tab
 from nstcam.app.tabs.webcam import Webcam, webcam_handler
 

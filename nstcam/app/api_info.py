@@ -16,7 +16,7 @@ import gradio as gr
 
 import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.config import AppConfig
-from nstcam.app.gate import input_names
+from nstcam.app.guard.gate import input_names
 
 __all__ = ["describe_api", "parameter_docs"]
 

@@ -8,12 +8,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import gradio as gr
 import torch
 
 from nstcam._device import pick_device
-from nstcam.app.files import Outbox
-from nstcam.app.quota import UploadQuota
+from nstcam.app.disk.files import Outbox
+from nstcam.app.run.runs import Runs
 from nstcam.cam import GradCAM
 from nstcam.fast import FastStyle
 from nstcam.preprocess import Preprocess
@@ -21,7 +20,7 @@ from nstcam.style import StyleTransfer
 from nstcam.style.vgg import STYLE_ARCHS
 from nstcam.weights import VIDEO_ARCHS, WeightsUnavailableError, build_model
 
-__all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models", "RunStop", "Runs"]
+__all__ = ["APP_ARCHS", "FOUND_ARCHS", "RANDOM_HINT", "AppConfig", "Models"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ class AppConfig:
         max_steps: most optimisation steps a request may ask for [NSTCAM_MAX_STEPS; 300 on CPU].
         max_upload_mb: largest upload, MB, enforced by Gradio [NSTCAM_MAX_UPLOAD_MB; 20].
         max_client_upload_mb: most upload bytes, MB, one client may have accepted in 10 minutes
-            (:class:`nstcam.app.quota.UploadQuota`) [NSTCAM_MAX_CLIENT_UPLOAD_MB; 200, ten uploads
+            (:class:`nstcam.app.guard.quota.UploadQuota`) [NSTCAM_MAX_CLIENT_UPLOAD_MB; 200, ten uploads
             of the largest size].
         display_size: long side of Grad-CAM heatmaps and overlays, px [NSTCAM_DISPLAY_SIZE; 1024].
         scorecam_budget: most masked images one Score-CAM request may score (channels of the layer
@@ -87,7 +86,7 @@ class AppConfig:
             its ``.npy`` header before its data [NSTCAM_MAX_VOLUME_VALUES; 128**3 = 2.1 million on
             CPU, 256**3 = 16.8 million on GPU].
         max_volume_voxel_passes: most voxel-passes a volume request may cost (passes x voxels of its
-            one window, :func:`nstcam.app.cost.volume_cost`; top-3 is 8 passes), checked from its
+            one window, :func:`nstcam.app.guard.cost.volume_cost`; top-3 is 8 passes), checked from its
             header before any work [NSTCAM_MAX_VOLUME_VOXEL_PASSES; 8 x 128**3 = 16.8 million on
             CPU (a 128**3 cube, top-3), 8 x 256**3 on GPU]. Each side is at most twice the largest
             cube's (256 on CPU).
@@ -95,7 +94,7 @@ class AppConfig:
             stops at its next step or window and says so [NSTCAM_MAX_REQUEST_SECONDS; 600 on CPU,
             300 on GPU].
         max_learn_minutes: most work one "Learn a style" request may ask for, in minutes of a 2-core
-            CPU's work (:func:`nstcam.app.cost.learn_cost` counts its pixel-steps at that CPU's
+            CPU's work (:func:`nstcam.app.guard.cost.learn_cost` counts its pixel-steps at that CPU's
             measured rate) [NSTCAM_MAX_LEARN_MINUTES; 10; on a GPU the same pixel-steps: its rate is
             not measured yet].
         style_arch: the VGG style transfer runs on, one of :data:`nstcam.style.STYLE_ARCHS`
@@ -176,10 +175,6 @@ class AppConfig:
             raise ValueError(
                 f"NSTCAM_STYLE_PREPROCESS must be imagenet or caffe, got {self.style_preprocess!r}"
             )
-
-    def upload_quota(self) -> UploadQuota:
-        """Upload bytes per client in 10 minutes (:attr:`max_client_upload_mb`)."""
-        return UploadQuota(int(self.max_client_upload_mb * 2**20), window_s=600.0)
 
     @property
     def style_mode(self) -> str:
@@ -337,84 +332,3 @@ class Models:
                 logger.error("could not load %s: %s", name, e.explain(RANDOM_HINT))
         if "vgg16_bn" not in self.errors:
             self.warm()
-
-
-class RunStop(threading.Event):
-    """One run's stop signal: set by its Cancel button, a closed connection, the server stopping, or
-    its time budget running out (then :attr:`reason` says so); the engine stops at its next step.
-
-    Args:
-        budget: seconds the run may take (the server's ``max_request_seconds``); None: no budget.
-    """
-
-    def __init__(self, budget: float | None = None) -> None:
-        super().__init__()
-        self.budget = budget
-        self.reason: str | None = None
-        self._timer: threading.Timer | None = None
-        if budget is not None:
-            self._timer = threading.Timer(budget, self.expire)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def expire(self) -> None:
-        """The run's time is up: it stops at its next step, saying why."""
-        self.reason = (
-            f"stopped at this server's limit of {self.budget:g} s per request (NSTCAM_MAX_REQUEST_SECONDS)"
-        )
-        self.set()
-
-    def close(self) -> None:
-        """The run is over: its budget's timer goes (idempotent)."""
-        if self._timer is not None:
-            self._timer.cancel()
-
-
-class Runs:
-    """The runs in progress, by browser session, so that the Cancel button can stop its own run.
-
-    Args:
-        budget: seconds each run may take before it is stopped (None: no limit).
-    """
-
-    def __init__(self, budget: float | None = None) -> None:
-        self.budget = budget
-        self._lock = threading.Lock()
-        self._stops: dict[tuple[str, str], RunStop] = {}
-
-    def start(self, kind: str, request: gr.Request | None) -> RunStop:
-        stop = RunStop(self.budget)
-        with self._lock:
-            self._stops[(kind, _session(request))] = stop
-        return stop
-
-    def cancel(self, kind: str, request: gr.Request | None) -> bool:
-        """Stops the run of ``kind`` of the request's session, if any (the page's Cancel button)."""
-        return self.cancel_session(kind, _session(request))
-
-    def cancel_session(self, kind: str, session: str) -> bool:
-        """Stops the run of ``kind`` of the session ``session``, if any; whether there was one."""
-        with self._lock:
-            stop = self._stops.get((kind, session))
-        if stop is not None:
-            stop.set()
-        return stop is not None
-
-    def cancel_all(self) -> int:
-        """Stops every run in progress at its next step (the server is stopping); how many."""
-        with self._lock:
-            stops = list(self._stops.values())
-        for stop in stops:
-            stop.set()
-        return len(stops)
-
-    def finish(self, kind: str, request: gr.Request | None, stop: threading.Event) -> None:
-        if isinstance(stop, RunStop):
-            stop.close()
-        with self._lock:
-            if self._stops.get((kind, _session(request))) is stop:
-                del self._stops[(kind, _session(request))]
-
-
-def _session(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or "-"

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import gradio as gr
 
-from nstcam.app.limits import MAX_ECHO
-
-__all__ = ["refuse", "sentence", "shorten", "stopped"]
+__all__ = ["MAX_ECHO", "answer", "refuse", "sentence", "shorten", "stopped"]
 
 logger = logging.getLogger("nstcam.app")
+
+MAX_ECHO = 100
+"""Characters of a bad value quoted back in a message or a log line."""
+
+_Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _LONG_QUOTE = re.compile(r"""(['"])([^'"\n]{N})[^'"\n]+\1""".replace("N", str(MAX_ECHO)))
 _LONG_RUN = re.compile(r"\S{N}\S+".replace("N", str(2 * MAX_ECHO)))
@@ -38,7 +44,7 @@ def refuse(message: str) -> gr.Error:
     """The error to raise for an ordinary mistake (no upload, a bad layer, a size over the limit).
 
     Gradio shows ``message`` to the user; the server log gets one line, not a traceback. A bad value
-    it quotes is cut at :data:`nstcam.app.limits.MAX_ECHO` characters (:func:`shorten`).
+    it quotes is cut at :data:`nstcam.app.guard.limits.MAX_ECHO` characters (:func:`shorten`).
     """
     message = shorten(message)
     logger.info("request refused: %s", message)
@@ -51,3 +57,12 @@ def stopped(message: str) -> gr.Error:
     message = shorten(message)
     logger.info("request stopped early: %s", message)
     return gr.Error(message, print_exception=False)
+
+
+async def answer(send: _Send, status: int, message: str) -> None:
+    """Answers a request with ``status`` and one line (JSON ``{"detail": message}``), logged once."""
+    logger.info("request refused (HTTP %d): %s", status, message)
+    body = json.dumps({"detail": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -14,7 +14,7 @@ from typing import Any
 from PIL import Image
 
 from nstcam.app.errors import refuse
-from nstcam.app.limits import MAX_CLASSES
+from nstcam.app.guard.limits import MAX_CLASSES
 from nstcam.cam import PERTURBATION_METHODS, TARGET_METHODS, CamResult, GradCAM, arch_kind
 from nstcam.weights import DETECTORS, SEGMENTERS
 
@@ -35,7 +35,7 @@ def class_choices(arch: str) -> list[str]:
 def check_found(arch: str, method: str, classes: Sequence[str] | None) -> list[str]:
     """Refuses what a detector or a segmenter cannot do, before any model is built; returns the
     classes asked, each once, checked against the model's names and capped at
-    :data:`nstcam.app.limits.MAX_CLASSES` (never more than the model knows)."""
+    :data:`nstcam.app.guard.limits.MAX_CLASSES` (never more than the model knows)."""
     kind = arch_kind(arch)
     if method not in TARGET_METHODS:
         raise refuse(

@@ -59,7 +59,7 @@ class Patch:
         keywords: parameters the wrapper reads by name.
         calls: source text the owner must hold for the patch to take effect (a replaced ``os`` works
             only where Gradio calls ``os.rename``).
-        by: the nstcam module that installs it.
+        by: the module that installs it, its path under nstcam/app without ".py".
         why: what the app needs it for.
     """
 
@@ -97,7 +97,7 @@ PATCHES: tuple[Patch, ...] = (
         "gradio.route_utils",
         "os",
         None,
-        "owned",
+        "disk/owned",
         "an upload never replaces a file already at its name (os.rename), and is recorded as this server's",
         calls="os.rename(",
     ),
@@ -105,14 +105,14 @@ PATCHES: tuple[Patch, ...] = (
         "gradio.route_utils",
         "delete_files_created_by_app",
         ("blocks", "age"),
-        "owned",
+        "disk/owned",
         "Gradio's sweeps remove this server's files only",
     ),
     Patch(
         "gradio.route_utils",
         "NamedTemporaryFile",
         None,
-        "uploads",
+        "guard/uploads",
         "the files of an upload cut short are known and removed",
     ),
     *(
@@ -120,7 +120,7 @@ PATCHES: tuple[Patch, ...] = (
             "gradio.processing_utils",
             name,
             None,
-            "cache",
+            "disk/cache",
             "every file Gradio caches is recorded, granted to its client and swept by this server",
         )
         for name in CACHE_SAVERS
@@ -150,14 +150,14 @@ PATCHES: tuple[Patch, ...] = (
         "gradio.blocks:Blocks",
         "validate_inputs",
         ("self", "block_fn", "inputs"),
-        "gate",
+        "guard/gate",
         "every request's values are checked where Gradio first reads them",
     ),
     Patch(
         "gradio.blocks:Blocks",
         "process_api",
         None,
-        "access",
+        "disk/access",
         "every event runs as its request's client (its files only)",
         keywords=("request",),
     ),
@@ -165,7 +165,7 @@ PATCHES: tuple[Patch, ...] = (
         "gradio.components:Image",
         "preprocess",
         ("self", "payload"),
-        "streams",
+        "guard/streams",
         "a webcam frame's size is read from its header before Gradio decodes it; an image upload is "
         "handed over as the file itself (files)",
     ),
@@ -173,21 +173,21 @@ PATCHES: tuple[Patch, ...] = (
         "gradio.components:Video",
         "preprocess",
         ("self", "payload"),
-        "files",
+        "guard/inputs",
         "a video reaches Gradio's FFmpeg only in an allowed container",
     ),
     Patch(
         "gradio.components:File",
         "preprocess",
         ("self", "payload"),
-        "files",
+        "guard/inputs",
         "a file input is an upload of this client's",
     ),
     Patch(
         "gradio.components:ImageEditor",
         "preprocess",
         ("self", "payload"),
-        "files",
+        "guard/inputs",
         "an editor's layers are uploads of this client's, within the pixel cap",
     ),
     Patch(
@@ -207,22 +207,22 @@ PATCHES: tuple[Patch, ...] = (
 )
 
 READS: tuple[Read, ...] = (
-    Read("gradio.blocks:Blocks", "_queue", "streams", "the queue's waiting and running events"),
-    Read("gradio.queueing:Queue", "event_queue_per_concurrency_id", "streams", "the waiting events"),
-    Read("gradio.queueing:Queue", "active_jobs", "streams", "the running events"),
-    Read("gradio.queueing:Event", "fn", "streams", "which endpoint an event runs"),
-    Read("gradio.queueing:Event", "request", "streams", "its client (the cookie)"),
-    Read("gradio.queueing:Event", "session_hash", "streams", "its browser tab"),
-    Read("gradio.queueing:Event", "closed", "streams", "ended streams are not counted; set to end one"),
-    Read("gradio.queueing:Event", "alive", "streams", "set to end a stream as Gradio's close does"),
-    Read("gradio.queueing:Event", "run_time", "streams", "set to end a stream as Gradio's close does"),
-    Read("gradio.queueing:Event", "signal", "streams", "set to wake the stream's loop"),
+    Read("gradio.blocks:Blocks", "_queue", "guard/streams", "the queue's waiting and running events"),
+    Read("gradio.queueing:Queue", "event_queue_per_concurrency_id", "guard/streams", "the waiting events"),
+    Read("gradio.queueing:Queue", "active_jobs", "guard/streams", "the running events"),
+    Read("gradio.queueing:Event", "fn", "guard/streams", "which endpoint an event runs"),
+    Read("gradio.queueing:Event", "request", "guard/streams", "its client (the cookie)"),
+    Read("gradio.queueing:Event", "session_hash", "guard/streams", "its browser tab"),
+    Read("gradio.queueing:Event", "closed", "guard/streams", "ended streams are not counted; set to end one"),
+    Read("gradio.queueing:Event", "alive", "guard/streams", "set to end a stream as Gradio's close does"),
+    Read("gradio.queueing:Event", "run_time", "guard/streams", "set to end a stream as Gradio's close does"),
+    Read("gradio.queueing:Event", "signal", "guard/streams", "set to wake the stream's loop"),
     Read("gradio.components:Component", "_id", "api_info", "an input two endpoints share is described once"),
-    Read("gradio.blocks:Blocks", "temp_file_sets", "cache", "the cached files join Gradio's sweep"),
-    Read("gradio.utils", "get_upload_folder", "owned", "where Gradio keeps uploads"),
+    Read("gradio.blocks:Blocks", "temp_file_sets", "disk/cache", "the cached files join Gradio's sweep"),
+    Read("gradio.utils", "get_upload_folder", "disk/owned", "where Gradio keeps uploads"),
     Read("gradio.blocks:Blocks", "get_config_file", "api_info", "the config retaken"),
     Read("gradio.blocks:Blocks", "config", "api_info", "the config Gradio serves"),
-    Read("gradio.blocks:Blocks", "fns", "gate", "each endpoint's function and inputs"),
+    Read("gradio.blocks:Blocks", "fns", "guard/gate", "each endpoint's function and inputs"),
 )
 
 

@@ -11,7 +11,7 @@ markdown) comes back as its name and its text; a learned style's file as its nam
 URL (which the agent sends back as ``/stylize``'s ``style_file``: Gradio gave a URL holding its
 server path); and no item names a server path (Gradio adds an
 "Image URL" text per image, a URL that holds the file's path on the server). The files an agent
-sends are its own (:mod:`nstcam.app.access`): granted to the client of the request that calls the
+sends are its own (:mod:`nstcam.app.disk.access`): granted to the client of the request that calls the
 tool.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import nstcam.app.gradio_internals as gradio_internals
+from nstcam.app.guard.limits import MAX_TOOL_FILE_BYTES
 
 __all__ = ["enable_mcp"]
 
@@ -76,7 +77,7 @@ def _as_caller(prepare: Any) -> Any:
         # runs directly reads them as that client). A queued call goes through Gradio's loopback
         # client, which uploads them again as its own: it runs as that client, so its cookie, not
         # the agent's, goes with the call (an agent names no server path: its files are data: URLs).
-        from nstcam.app.access import as_client, client_of_gradio_request, new_token
+        from nstcam.app.disk.access import as_client, client_of_gradio_request, new_token
 
         client = client_of_gradio_request(self.mcp_server.request_context.request) or new_token()
         with as_client(client):
@@ -116,7 +117,6 @@ def _galleries_expanded(outputs: list[Any]) -> list[Any]:
 
 
 _TEXT_FILES = (".csv", ".md", ".txt", ".json")
-_MAX_TEXT_BYTES = 1_000_000
 
 
 def _is_file(value: Any) -> bool:
@@ -135,9 +135,8 @@ def _texts_read(outputs: list[Any]) -> list[Any]:
         for f in files:
             path = Path(f["path"])
             name = f.get("orig_name") or path.name
-            text = (
-                path.read_text(errors="replace") if path.stat().st_size <= _MAX_TEXT_BYTES else "(too long)"
-            )
+            small = path.stat().st_size <= MAX_TOOL_FILE_BYTES
+            text = path.read_text(errors="replace") if small else "(too long)"
             flat.append(f"{name}:\n{text}")
     return flat
 
@@ -160,7 +159,7 @@ def _as_data_url(f: dict) -> str:
 
     path = Path(f["path"])
     name = f.get("orig_name") or path.name
-    if path.stat().st_size > _MAX_TEXT_BYTES:
+    if path.stat().st_size > MAX_TOOL_FILE_BYTES:
         return f"{name}: (too large to send)"
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f"{name}: data:application/octet-stream;base64,{data}"

@@ -10,7 +10,7 @@ endpoint's docstring (``DOC``) with the limits as fields; :func:`fill_doc` fills
 from __future__ import annotations
 
 from nstcam.app.config import AppConfig
-from nstcam.app.cost import faithfulness_curves
+from nstcam.app.guard.cost import faithfulness_curves
 from nstcam.cam import METHODS, PERTURBATION_METHODS, REGISTRY, TARGET_METHODS
 from nstcam.cam.layers import DETECTOR_ARCHS, SEGMENTER_ARCHS
 from nstcam.style import stylize_defaults

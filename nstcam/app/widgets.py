@@ -10,7 +10,8 @@ from PIL import Image
 
 from nstcam._mark import mark_height, tag_weights
 from nstcam.app.config import AppConfig
-from nstcam.app.files import Outbox, SafeImage, load_upload
+from nstcam.app.disk.files import Outbox
+from nstcam.app.guard.inputs import SafeImage, load_upload
 from nstcam.image import SAMPLES
 
 __all__ = ["CSS", "RANDOM_BANNER", "as_files", "before_after", "gallery", "pickers", "sample", "size_steps"]

@@ -169,4 +169,3 @@ def style_engine(args: argparse.Namespace, device: str | None = None) -> Any:
     caffe = Preprocess.caffe() if getattr(args, "preprocess", "torchvision") == "caffe" else None
     arch = getattr(args, "arch", "vgg16_bn")
     return StyleTransfer(args.weights, device=device or args.device, arch=arch, transform=caffe)
-

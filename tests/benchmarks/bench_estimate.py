@@ -6,7 +6,7 @@ app's handler, small runs included, fitted as a fixed set-up plus a rate per pix
 Each (size, steps) runs through ``stylize_handler`` as the page calls it (mode "optimise", its
 default start, the steps shared over the scales) on a 3:2 photo, random weights (the cost is that of
 the real ones). The fit is least squares of ``seconds = setup + rate * pixel_steps`` with
-``pixel_steps`` = :func:`nstcam.app.cost.style_pixel_steps` x 2/3 (a 3:2 photo's share of the
+``pixel_steps`` = :func:`nstcam.app.guard.cost.style_pixel_steps` x 2/3 (a 3:2 photo's share of the
 square); it prints each run beside what the estimate says, and the constants for
 ``nstcam/app/tabs/style.py``.
 """
@@ -22,8 +22,8 @@ import torch
 from PIL import Image
 
 from nstcam.app import AppConfig, Models
-from nstcam.app.cost import style_pixel_steps
-from nstcam.app.tabs.style import SECONDS_PER_PIXEL_STEP, SETUP_SECONDS, stylize_handler
+from nstcam.app.guard.cost import STYLE_SECONDS_PER_PIXEL_STEP, STYLE_SETUP_SECONDS, style_pixel_steps
+from nstcam.app.tabs.style import stylize_handler
 
 SAMPLES = Path(__file__).resolve().parents[2] / "nstcam" / "assets" / "samples"
 RUNS = [(128, 5), (128, 20), (256, 20), (256, 50), (384, 50), (384, 100)]
@@ -58,13 +58,13 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| size | steps | pixel-steps | seconds | fitted | estimate now | run |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    now = SECONDS_PER_PIXEL_STEP["cpu"]
+    now = STYLE_SECONDS_PER_PIXEL_STEP["cpu"]
     for size, steps, px, s, run in rows:
         print(
             f"| {size} | {steps} | {px:,.0f} | {s:.2f} | {setup + rate * px:.2f} | "
-            f"{SETUP_SECONDS['cpu'] + now * px:.2f} | {run.strip()} |"
+            f"{STYLE_SETUP_SECONDS['cpu'] + now * px:.2f} | {run.strip()} |"
         )
-    print(f"fit: SETUP_SECONDS = {setup:.2f}, SECONDS_PER_PIXEL_STEP = {rate:.3g}")
+    print(f"fit: STYLE_SETUP_SECONDS = {setup:.2f}, STYLE_SECONDS_PER_PIXEL_STEP = {rate:.3g}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ budget, ``NSTCAM_SCORECAM_BUDGET``), by the positions of the layer it reads.
 
 Times ``nstcam.cam.methods.activation.kernel_pca`` (a float64 ``eigh`` of positions x positions) on
 random activations of 64 channels, and Score-CAM's masked images on resnet18 ``layer4`` at a 4:3 photo
-(seeded random weights: the time does not depend on them), per image. ``nstcam.app.shapes`` counts
+(seeded random weights: the time does not depend on them), per image. ``nstcam.app.guard.shapes`` counts
 the eigensolve as ``(positions / KPCA_POSITIONS_PER_PASS) ** 3`` masked images; the last column is
 that estimate, the one before it the measured ratio.
 """
@@ -19,7 +19,7 @@ from bench_cam_methods import timeit  # the median of a few timed calls after a 
 from PIL import Image
 
 from nstcam import GradCAM
-from nstcam.app.shapes import KPCA_POSITIONS_PER_PASS
+from nstcam.app.guard.shapes import KPCA_POSITIONS_PER_PASS
 from nstcam.cam.methods.activation import kernel_pca
 
 

@@ -509,7 +509,9 @@ def _probe(args):
 def tile_quality(size: int) -> None:
     """One tiled and one untiled run at ``size`` (tile size / 4, 4 Adam steps): the ratios and their bars."""
     r = _probe([str(size), str(size // 4), "4"])
-    print(f"CPU, torch {torch.__version__}, random weights, chelsea with brick, {size} px, tile {size // 4}, 4 steps")
+    print(
+        f"CPU, torch {torch.__version__}, random weights, chelsea with brick, {size} px, tile {size // 4}, 4 steps"
+    )
     print("\n| measure | tiled | untiled | ratio or value | bar |\n| --- | --- | --- | --- | --- |")
     mib = 2**20
     print(

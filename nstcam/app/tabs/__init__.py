@@ -5,8 +5,8 @@ endpoint's tool doc. A new tab is one module and its line in :data:`TABS`.
 - ``style``: "Style transfer", ``/stylize``. ``learn``: "Learn a style", ``/learn_style`` (a
   painting learned as a new style for the Fast mode). ``video``: "Video", ``/stylize_video``.
 - ``webcam``: "Webcam", a live stream painted by the fast network (no public endpoint).
-- ``cam``: "Grad-CAM", ``/gradcam``, with ``faithfulness`` (its panel, ``/faithfulness``) and
-  ``trust`` (its panel, ``/trust``: several methods scored side by side).
+- ``cam``: "Grad-CAM", ``/gradcam``, with its two panels in ``panels/``: ``faithfulness``
+  (``/faithfulness``) and ``trust`` (``/trust``: several methods scored side by side).
 - ``cam_video``: "Explain a clip", ``/gradcam_video`` (a clip explained over time).
 - ``cam_volume``: "Explain a volume" (a ``.npy`` volume and a slice viewer; the page's only).
 - ``subject``: "Subject-aware", ``/subject_aware``. ``features``: "Feature maps", ``/features``.

@@ -13,25 +13,18 @@ import numpy as np
 from PIL import Image
 
 from nstcam._mark import tag_weights
-from nstcam.app.cam_limits import cam_request
-from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse, stopped
-from nstcam.app.files import SafeImage, warn_bad_uploads
 from nstcam.app.found import check_found, class_choices, findings_or_refusal, found_caption, found_row
+from nstcam.app.guard.cam_limits import cam_request
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.inputs import SafeImage, warn_bad_uploads
 from nstcam.app.layers import default_layer, layer_choices
-from nstcam.app.listen import listen
-from nstcam.app.running import (
-    Result,
-    cancel_on,
-    check,
-    endpoint,
-    fail,
-    gpu,
-    halted,
-    in_thread,
-)
-from nstcam.app.tabs.faithfulness import panel as faithfulness_panel
-from nstcam.app.tabs.trust import panel as trust_panel
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, halted, in_thread
+from nstcam.app.run.runs import Runs
+from nstcam.app.tabs.panels.faithfulness import panel as faithfulness_panel
+from nstcam.app.tabs.panels.trust import panel as trust_panel
 from nstcam.app.tools import fill_doc, method_choices, method_note
 from nstcam.app.widgets import gallery, sample
 from nstcam.cam import arch_kind

@@ -12,14 +12,16 @@ from typing import Any
 import gradio as gr
 
 from nstcam._mark import tag_weights
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse, sentence
-from nstcam.app.files import SafeVideo
-from nstcam.app.listen import listen
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.inputs import SafeVideo
+from nstcam.app.guard.shapes import MAX_ASPECT, check_aspect
 from nstcam.app.plots import scores_figure
-from nstcam.app.running import Result, cancel_on, check, endpoint, fail, in_thread, weights_note
-from nstcam.app.shapes import MAX_ASPECT, check_aspect
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, in_thread, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import clip_methods, fill_doc
 from nstcam.video import VideoError, check_limits, probe_video
 

@@ -22,19 +22,21 @@ import numpy as np
 import torch
 from PIL import Image
 
-from nstcam.app.cancels import mark_run
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeFile
-from nstcam.app.listen import for_people
-from nstcam.app.running import Result, cancel_on, check, fail, in_thread, said_by, weights_note
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.inputs import SafeFile
+from nstcam.app.guard.limits import VOLUME_MIN_SIDE, VOLUME_TOP_K
+from nstcam.app.run.cancels import mark_run
+from nstcam.app.run.listen import for_people
+from nstcam.app.run.running import Result, cancel_on, fail, in_thread, said_by, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import clip_methods
 from nstcam.cam.volumes import VolumeResult, grey_clip, load_volume, volume_header
 
 __all__ = [
     "AXES",
-    "MIN_SIDE",
     "Viewed",
     "along",
     "shown_slice",
@@ -46,8 +48,6 @@ __all__ = [
 AXES = {"depth (D)": 0, "height (H)": 1, "width (W)": 2}
 """The slider's axes, as the page names them."""
 
-MIN_SIDE = 8
-"""Fewest voxels a volume may have along any axis (the video classifiers' strides)."""
 
 PROGRESS = gr.Progress()
 """Gradio's progress tracker (a default of this type asks Gradio for the request's own)."""
@@ -77,10 +77,6 @@ class Viewed:
     axis: int
 
 
-TOP_K = 3
-"""Classes the tab explains."""
-
-
 def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
     """The upload's volume, its header checked first (kind, size, each side, cost: a file over a
     limit is never read), then its data."""
@@ -91,11 +87,11 @@ def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
         raise refuse(f"Bad volume: {e}") from None
     if len(shape) in (3, 4):  # another shape is refused by load_volume, naming the shapes it takes
         sides = shape[-3:]
-        if min(sides) < MIN_SIDE:
+        if min(sides) < VOLUME_MIN_SIDE:
             raise refuse(
-                f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {MIN_SIDE}"
+                f"Bad volume: {name} is {' x '.join(map(str, sides))} voxels; each side needs at least {VOLUME_MIN_SIDE}"
             )
-        request_cost("gradcam_volume", cfg, name, sides, TOP_K).check()
+        request_cost("gradcam_volume", cfg, name, sides, VOLUME_TOP_K).check()
     try:
         return load_volume(path, name="volume", max_values=cfg.max_volume_values)
     except ValueError as e:
@@ -129,7 +125,7 @@ def volume_handler(
         vol = _checked_volume(cfg, str(volume))
         cam = models.cam(model, "", method)
         clip = grey_clip(vol, cam.preprocessing.mean, cam.preprocessing.std)
-        results = cam.explain_volume(clip, top_k=TOP_K, progress=progress)
+        results = cam.explain_volume(clip, top_k=VOLUME_TOP_K, progress=progress)
     except Exception as e:
         raise fail(e) from e
     # the session keeps one grey channel (what slices draw), not the model's three: 16 MB at 128^3
@@ -281,7 +277,7 @@ def _viewer(config: AppConfig) -> tuple[Any, Any, Any, Any]:
     view = gr.Image(label="Slice", type="filepath", interactive=False, elem_id="camvol-slice")
     # its range here is the largest any volume may need (the request gate checks against it);
     # an explained volume narrows it to its own slices, which slice_view checks
-    most = config.max_volume_values // MIN_SIDE**2 - 1
+    most = config.max_volume_values // VOLUME_MIN_SIDE**2 - 1
     index = gr.Slider(
         0,
         most,

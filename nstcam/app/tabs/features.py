@@ -8,19 +8,20 @@ import gradio as gr
 from PIL import Image
 
 from nstcam._mark import tag_weights
-from nstcam.app.cam_limits import image_size
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.guard.cam_limits import image_size
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.inputs import SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.layers import check_layer, default_layer, feature_layer_choices
-from nstcam.app.listen import listen
-from nstcam.app.running import (
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import (
     endpoint,
     fail,
     gpu,
     weights_note,
 )
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import sample
 

@@ -14,26 +14,25 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import MAX_LEARN_BATCH, request_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeFiles, SafeImage, check_picture, load_upload, warn_bad_uploads
-from nstcam.app.listen import listen
-from nstcam.app.running import Result, cancel_on, check, endpoint, fail, halted, in_thread, weights_note
+from nstcam.app.guard.checks import check, check_picture
+from nstcam.app.guard.cost import MAX_LEARN_BATCH, request_cost
+from nstcam.app.guard.inputs import SafeFiles, SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.guard.limits import LEARN_CONTENT_WEIGHTS, MAX_LEARN_PHOTOS
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, halted, in_thread, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, sample
 from nstcam.fast import LearnCancelled, LearnStep
 
-__all__ = ["DOC", "MAX_LEARN_PHOTOS", "PREVIEW_SIZE", "learn_handler", "tab"]
+__all__ = ["DOC", "PREVIEW_SIZE", "learn_handler", "tab"]
 
-MAX_LEARN_PHOTOS = 16
-"""Most training photos one request may upload (each is read and checked before any work)."""
 PREVIEW_SIZE = 256
 """Long side of the live preview: the style so far on the first photo."""
 PREVIEW_PHOTO = "chelsea.png"
 """The preview's photo when none are uploaded (one of the bundled training photos)."""
-CONTENT_WEIGHTS = (0.25, 8.0)
-"""The loss' content weight a request may set (docs/style.md measures 1 and 2)."""
 
 DOC = """Learns a painting as a new instant style for the "fast" mode of /stylize: the arbitrary
 network's style parameters (694 numbers), from its own prediction for the painting, trained on this
@@ -77,7 +76,7 @@ def _listed(photos: Any) -> list[Any]:
 
 def _check_pictures(cfg: AppConfig, painting: Any, photos: Any) -> None:
     """Every upload's shape from its header, before any is decoded: at most the server's frame
-    pixels (:attr:`AppConfig.max_frame_pixels`) and :data:`nstcam.app.shapes.MAX_ASPECT`."""
+    pixels (:attr:`AppConfig.max_frame_pixels`) and :data:`nstcam.app.guard.shapes.MAX_ASPECT`."""
     check_picture(painting, "painting", cfg.max_frame_pixels)
     for k, p in enumerate(_listed(photos), 1):
         check_picture(p, f"photo {k}", cfg.max_frame_pixels)
@@ -111,7 +110,7 @@ def learn_handler(
             raise refuse("Upload a painting to learn.")
         request_cost("learn_style", cfg, size, steps, batch, _count(photos)).check()
         check(seed, "seed", 0, 2**31 - 1)
-        check(content_weight, "content_weight", *CONTENT_WEIGHTS)
+        check(content_weight, "content_weight", *LEARN_CONTENT_WEIGHTS)
         _check_pictures(cfg, painting, photos)
         art = load_upload(painting, "painting")
         shots = _photos(photos)
@@ -214,7 +213,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             with gr.Row():
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0)
                 content_weight = gr.Slider(
-                    *CONTENT_WEIGHTS,
+                    *LEARN_CONTENT_WEIGHTS,
                     value=1.0,
                     step=0.25,
                     label="Content weight (2: keeps more of the subject, moves less)",
@@ -258,8 +257,8 @@ def _doc(config: AppConfig) -> str:
         "max_learn_size": min(1024, config.max_size),
         "max_batch": MAX_LEARN_BATCH,
         "preview": PREVIEW_SIZE,
-        "min_cw": f"{CONTENT_WEIGHTS[0]:g}",
-        "max_cw": f"{CONTENT_WEIGHTS[1]:g}",
+        "min_cw": f"{LEARN_CONTENT_WEIGHTS[0]:g}",
+        "max_cw": f"{LEARN_CONTENT_WEIGHTS[1]:g}",
     }
     for name, value in mine.items():
         doc = doc.replace(f"<{name}>", str(value))

@@ -13,15 +13,27 @@ import gradio as gr
 from PIL import Image
 
 from nstcam._mark import is_random
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost, style_pixel_steps
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeEditor, SafeFile, SafeImage, editor_mask, load_upload, warn_bad_uploads
-from nstcam.app.listen import listen
-from nstcam.app.running import (
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import (
+    STYLE_SECONDS_PER_PIXEL_STEP,
+    STYLE_SETUP_SECONDS,
+    request_cost,
+    style_pixel_steps,
+)
+from nstcam.app.guard.inputs import (
+    SafeEditor,
+    SafeFile,
+    SafeImage,
+    editor_mask,
+    load_upload,
+    warn_bad_uploads,
+)
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import (
     Result,
     cancel_on,
-    check,
     count,
     endpoint,
     fail,
@@ -30,6 +42,7 @@ from nstcam.app.running import (
     progress_reporter,
     weights_note,
 )
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, first_size_steps, pickers, sample, size_steps
 from nstcam.fast import N_STYLES, LearnedStyle
@@ -250,7 +263,7 @@ def _outcome(
 
 
 def _per_scale(params: dict[str, Any]) -> str:
-    """" (33 at 128 px, 17 at 256 px)": each scale's planned steps, where there are several."""
+    """ " (33 at 128 px, 17 at 256 px)": each scale's planned steps, where there are several."""
     scales, steps = params.get("scales") or [], params.get("steps") or []
     if len(scales) < 2 or len(steps) != len(scales):
         return ""
@@ -345,28 +358,20 @@ BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYL
 """The 26 built-in styles by index (docs/fast_styles.png shows them), or none (the style image)."""
 
 
-SECONDS_PER_PIXEL_STEP = {"cpu": 6.5e-6}
-"""One evaluation of VGG16_bn (forward and backward) per output pixel on this project's 2-core CPU,
-end to end through the handler (``bench_estimate.py``, docs/benchmarks.md); not measured on a GPU."""
-SETUP_SECONDS = {"cpu": 0.3}
-"""What a run costs before its first step and after its last (the style's targets, the fast start,
-the result's file), whatever its steps: ``bench_estimate.py``'s fit on this project's 2-core CPU
-(six runs from 5 steps at 128 px to 100 at 384 px, each within 8 % of the fit; the server's first
-run after start builds the network too, 1.8 s more)."""
-
-
 def mode_estimate(config: AppConfig, size: float = 384, steps: float = 100) -> str:
     """What the modes will cost at ``size`` (a 3:2 photo's long side) and ``steps``, shown before a
     run: Fast's one pass, and the optimisation's steps at this device's measured rate (on a GPU,
     not measured yet: no figure is guessed)."""
     size, steps = int(size or 384), int(steps or 100)
-    rate = SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
+    rate = STYLE_SECONDS_PER_PIXEL_STEP.get(config.torch_device.type)
     where = config.torch_device.type.upper()
     halves = " and at half that" if len(auto_scales(size)) > 1 else ""
     slow = f"Optimise: {steps} steps at {size} px{halves}"
     if rate is None:
         return f"Fast: under a second. {slow}: not measured on a {where} yet."
-    seconds = SETUP_SECONDS.get(config.torch_device.type, 0.0) + rate * style_pixel_steps(size, steps) * (2 / 3)
+    seconds = STYLE_SETUP_SECONDS.get(config.torch_device.type, 0.0) + rate * style_pixel_steps(
+        size, steps
+    ) * (2 / 3)
     return f"Fast: under a second. {slow}: about {_duration(seconds)} on this {where} server (a 2-core CPU's rate)."
 
 

@@ -11,16 +11,17 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import request_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.inputs import SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.guard.limits import FEATHER_RANGE
 from nstcam.app.layers import default_layer
-from nstcam.app.listen import listen
-from nstcam.app.running import (
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import (
     Result,
     cancel_on,
-    check,
     count,
     endpoint,
     fail,
@@ -29,6 +30,7 @@ from nstcam.app.running import (
     progress_reporter,
     weights_note,
 )
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.app.widgets import as_files, before_after, gallery, pickers, sample, size_steps
 from nstcam.style import Cancelled
@@ -36,8 +38,6 @@ from nstcam.style.options import split_steps
 
 __all__ = ["DOC", "subject_handler", "tab"]
 
-FEATHER_RANGE = (0, 64)
-"""The mask's soft edge a request may ask for, px (the slider, the check and the API description)."""
 
 DOC = """Style transfer around the subject: Grad-CAM finds what the classifier recognises (the cat, the
 cup), then the style is painted on the background only (or on the subject only), and a report says

@@ -11,21 +11,14 @@ from typing import Any
 
 import gradio as gr
 
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import FAST_VIDEO_FACTOR, request_cost, style_cost
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse, sentence
-from nstcam.app.files import SafeFile, SafeImage, SafeVideo, load_upload, warn_bad_uploads
-from nstcam.app.listen import listen
-from nstcam.app.running import (
-    Result,
-    cancel_on,
-    check,
-    endpoint,
-    fail,
-    halted,
-    in_thread,
-    weights_note,
-)
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import FAST_VIDEO_FACTOR, request_cost, style_cost
+from nstcam.app.guard.inputs import SafeFile, SafeImage, SafeVideo, load_upload, warn_bad_uploads
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, halted, in_thread, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tabs.style import STARTING
 from nstcam.app.tools import fill_doc
 from nstcam.fast import LearnedStyle

@@ -16,25 +16,22 @@ import numpy as np
 from PIL import Image
 
 from nstcam._mark import is_random, mark_random
-from nstcam.app.config import AppConfig, Models, Runs
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import SafeFile, SafeImage, load_upload, warn_bad_uploads
-from nstcam.app.quota import WindowBudget, client_of_request
-from nstcam.app.running import check, fail
-from nstcam.app.streams import SafeFrame, mark_stream
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.inputs import SafeFile, SafeImage, load_upload, warn_bad_uploads
+from nstcam.app.guard.limits import WEBCAM_MAX_SIDE, WEBCAM_PAINT_SECONDS, WEBCAM_PAINT_WINDOW
+from nstcam.app.guard.quota import WindowBudget, client_of_request
+from nstcam.app.guard.streams import SafeFrame, mark_stream
+from nstcam.app.run.running import fail
+from nstcam.app.run.runs import Runs
 from nstcam.fast import N_STYLES, LearnedStyle
 from nstcam.image import resize_long_side
 
-__all__ = ["MAX_SIDE", "PAINT_SECONDS", "STOP_JS", "Webcam", "stop_when_left", "tab", "webcam_handler"]
+__all__ = ["STOP_JS", "Webcam", "stop_when_left", "tab", "webcam_handler"]
 
-MAX_SIDE = 512
-"""Largest long side a live frame is painted at: the fast network keeps up with a stream there."""
 STREAM_EVERY = 0.1
 """Seconds between the frames the page sends (10 frames/s)."""
-PAINT_SECONDS = 120.0
-"""Seconds of painting one client may use in :data:`PAINT_WINDOW` (a stream's time limit: chaining
-streams does not reset it)."""
-PAINT_WINDOW = 600.0
 
 
 class Webcam:
@@ -42,7 +39,7 @@ class Webcam:
     over the last 10 minutes, and the paintings read as style vectors (decoded once per painting,
     not once per frame)."""
 
-    def __init__(self, seconds: float = PAINT_SECONDS, window_s: float = PAINT_WINDOW) -> None:
+    def __init__(self, seconds: float = WEBCAM_PAINT_SECONDS, window_s: float = WEBCAM_PAINT_WINDOW) -> None:
         self.budget = WindowBudget(seconds, window_s)
         self._styles: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -98,7 +95,7 @@ def webcam_handler(
     if frame is None:
         return None
     try:
-        check(size, "size", 64, min(MAX_SIDE, models.config.max_size))
+        check(size, "size", 64, min(WEBCAM_MAX_SIDE, models.config.max_size))
         check(style_index, "style_index", 0, N_STYLES - 1)
         if webcam is not None and webcam.budget.left(client) <= 0:
             raise refuse(
@@ -162,7 +159,7 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             )
             size = gr.Slider(
                 64,
-                min(MAX_SIDE, config.max_size),
+                min(WEBCAM_MAX_SIDE, config.max_size),
                 value=min(256, config.max_size),
                 step=16,
                 label="Size (px)",

@@ -1,6 +1,6 @@
 """How many upload bytes one client may have accepted in a window of time.
 
-Gradio caps each file and :class:`nstcam.app.limits.RequestLimits` each upload request, but not a
+Gradio caps each file and :class:`nstcam.app.guard.limits.RequestLimits` each upload request, but not a
 client: 5 requests of 3 x 19 MB put +272 MB on disk in 5 s (about 3 GB a minute from one client),
 kept until the 30-minute sweep. :class:`UploadQuota` counts the bytes of each client's accepted
 uploads over the last ``window_s`` seconds and refuses a request (HTTP 429, one line) that would go
@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-__all__ = ["UploadQuota", "WindowBudget", "client_of", "client_of_request"]
+__all__ = ["UploadQuota", "WindowBudget", "client_of", "client_of_request", "upload_quota"]
 
 
 def client_of(scope: dict[str, Any]) -> str:
@@ -102,3 +102,8 @@ class UploadQuota(WindowBudget):
             f"{self.window_s / 60:g} minutes on this server ({used_mb:.0f} MB would go over it); "
             "wait a few minutes and try again"
         )
+
+
+def upload_quota(config: Any) -> UploadQuota:
+    """Upload bytes per client in 10 minutes (the server's ``max_client_upload_mb``)."""
+    return UploadQuota(int(config.max_client_upload_mb * 2**20), window_s=600.0)

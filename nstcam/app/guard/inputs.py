@@ -1,13 +1,10 @@
-"""Files in and out of the app: uploads handed over untouched, results written once each."""
+"""Files into the app: every file input reads only this server's uploads, granted to the request's
+client, and is checked from its header (pixels, parts, container) before anything decodes it."""
 
 from __future__ import annotations
 
 import functools
-import itertools
 import os
-import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +13,21 @@ import numpy as np
 from PIL import Image
 
 import nstcam.app.gradio_internals as gradio_internals
-from nstcam.app.access import ACCESS, current_client
+from nstcam.app.disk.access import ACCESS, current_client
 from nstcam.app.errors import logger, refuse
-from nstcam.image import ImageError, load_image, probe_image, save_image
+from nstcam.image import ImageError, load_image, probe_image
 from nstcam.video import MediaError, check_media
 
 __all__ = [
+    "BAD_UPLOAD",
+    "EDITOR_PARTS",
     "NOT_AN_UPLOAD",
-    "Outbox",
-    "check_picture",
     "SafeEditor",
     "SafeFile",
     "SafeFiles",
     "SafeImage",
     "SafeVideo",
+    "VIDEO_UPLOAD",
     "check_editor_parts",
     "editor_mask",
     "load_upload",
@@ -46,67 +44,6 @@ NOT_AN_UPLOAD = (
 folder, a secret), so that a refusal tells nothing about the server's files."""
 
 
-class Outbox:
-    """Where results are written for Gradio to serve: a private folder, a fresh subfolder per file.
-
-    Gradio copies a returned file into its cache atomically; images returned as PIL objects would
-    instead be written by Gradio under a name derived from their content, and two identical
-    requests could then read a file while the other rewrites it. Files here are pruned after
-    ``keep_s`` seconds (Gradio has copied them long before), and the folder goes with the process.
-
-    Args:
-        keep_s: how long a file is kept.
-    """
-
-    def __init__(self, keep_s: float = 600.0) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix=f"nstcam-out-{os.getpid()}-")  # swept if left
-        self.root = Path(self._dir.name)
-        logger.info("results folder %s (removed when the app stops)", self.root)
-        self.keep_s = keep_s
-        self._ids = itertools.count()
-        self._lock = threading.Lock()
-        self._next_prune = 0.0
-
-    def save(self, img: Image.Image, name: str) -> str:
-        """Writes ``img`` as ``name`` in a new subfolder and returns its path; an image of random
-        weights (``info["nstcam"]``) says so on itself and in its metadata."""
-        path = self.reserve(name)
-        save_image(img, path)  # random weights: said below the picture and in its metadata
-        return str(path)
-
-    def reserve(self, name: str) -> Path:
-        """A path ``name`` in a new subfolder, for a file the caller writes (a video)."""
-        now = time.time()
-        with self._lock:
-            prune = now >= self._next_prune
-            if prune:
-                self._next_prune = now + self.keep_s / 10
-            folder = self.root / f"{os.getpid()}-{next(self._ids)}"
-        if prune:  # at most ten times per keep_s: previews are saved often
-            self.prune()
-        folder.mkdir()
-        return folder / name
-
-    def prune(self) -> None:
-        """Deletes files older than ``keep_s`` seconds."""
-        cutoff = time.time() - self.keep_s
-        for folder in list(self.root.iterdir()):
-            try:
-                if folder.stat().st_mtime < cutoff:
-                    for f in folder.iterdir():
-                        f.unlink(missing_ok=True)
-                    folder.rmdir()
-            except OSError:
-                continue  # another request pruned it first
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self.root.iterdir())
-
-    def close(self) -> None:
-        """Removes the folder and every result in it (the app is stopping)."""
-        self._dir.cleanup()
-
-
 VIDEO_UPLOAD = (
     "A video file (mp4, webm, mov, mkv, avi, gif) sent as an upload: gradio_client.handle_file(path)."
 )
@@ -120,7 +57,7 @@ def upload_path(payload: Any, what: str) -> str:
     file the server can read. Here a path is accepted only if, symlinks followed and ``..``
     resolved, it is a regular file inside Gradio's upload folder (where uploads, cached results
     and examples live) and, in a request, one granted to that request's client
-    (:mod:`nstcam.app.access`: its own uploads and results, the examples); anything else gets the
+    (:mod:`nstcam.app.disk.access`: its own uploads and results, the examples); anything else gets the
     one message :data:`NOT_AN_UPLOAD`, which says nothing about the path (whether it exists, what it
     is, whose it is). A Python call (no request) reads any upload.
 
@@ -247,22 +184,13 @@ def load_upload(path: Any, what: str) -> Image.Image:
     return _read_upload(load_image, path, what)
 
 
-def upload_size(path: Any, what: str) -> tuple[int, int]:
+def upload_size(path: Any, what: str, max_pixels: int | None = None) -> tuple[int, int]:
     """An upload's ``(width, height)`` from its header alone (nothing decoded), within
-    :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes it; errors as its."""
-    return _read_upload(probe_image, path, what)
-
-
-def check_picture(path: Any, what: str, max_pixels: int) -> tuple[int, int]:
-    """An upload's ``(width, height)`` from its header alone (nothing decoded), refused in one line
-    naming its own file name, ``what`` it is and the limit where it holds more than ``max_pixels`` or
-    is thinner than :data:`nstcam.app.shapes.MAX_ASPECT` (a 1 KB 16 x 20000 PNG scaled to a 256 px
-    crop was a 320000 x 256 tensor, about 1 GB)."""
-    from nstcam.app.shapes import check_aspect
-
-    size = _read_upload(functools.partial(probe_image, max_pixels=max_pixels), path, what)
-    check_aspect(f"{what} ({Path(str(path)).name})", size, "a picture that")
-    return size
+    ``max_pixels`` (default :data:`nstcam.image.DEFAULT_MAX_PIXELS`, as :func:`load_upload` decodes
+    it); errors as its."""
+    if max_pixels is None:
+        return _read_upload(probe_image, path, what)
+    return _read_upload(functools.partial(probe_image, max_pixels=max_pixels), path, what)
 
 
 def _read_upload(read: Any, path: Any, what: str) -> Any:

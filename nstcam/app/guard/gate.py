@@ -1,7 +1,7 @@
 """The gate every request to the app passes before Gradio acts on it: files named by a path must be
 uploads to this server and of the input's kind, numbers finite and within their input's range,
-texts and lists within :mod:`nstcam.app.limits`; a refusal names the argument and the limit, quotes
-at most :data:`~nstcam.app.limits.MAX_ECHO` characters of the value, and is one line in the log
+texts and lists within :mod:`nstcam.app.guard.limits`; a refusal names the argument and the limit, quotes
+at most :data:`~nstcam.app.guard.limits.MAX_ECHO` characters of the value, and is one line in the log
 (Gradio's own errors log a traceback, dump pydantic's report and name no argument)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.errors import refuse
-from nstcam.app.files import upload_path
-from nstcam.app.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
-from nstcam.app.streams import MAX_FRAME_CHARS
+from nstcam.app.guard.inputs import upload_path
+from nstcam.app.guard.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
+from nstcam.app.guard.streams import MAX_FRAME_CHARS
 
 __all__ = ["guard_requests", "input_names"]
 
@@ -39,7 +39,7 @@ def guard_requests(demo: gr.Blocks) -> gr.Blocks:
       every list at most :data:`MAX_ITEMS` items; every number finite (JSON's ``1e999`` is infinity);
     - a file input's value must be a file (not a text or a number where an image belongs);
     - every server path a value names (``{"path": ...}``, at any depth) must pass
-      :func:`nstcam.app.files.upload_path`: a regular file inside Gradio's upload folder;
+      :func:`nstcam.app.guard.inputs.upload_path`: a regular file inside Gradio's upload folder;
     - a number sent to a ``Slider`` or ``Number`` with bounds must be within them;
     - a ``Checkbox`` takes true or false only (``"false"`` is refused, not read as true).
     """

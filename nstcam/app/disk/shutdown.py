@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nstcam.app.owned import OWNED, others_files, prune_empty
+from nstcam.app.disk.owned import OWNED, others_files, prune_empty
 
 __all__ = ["remove_own_files", "stop_on_signals"]
 
@@ -27,7 +27,7 @@ logger = logging.getLogger("nstcam.app")
 
 def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) -> int:
     """Deletes the files this process made in ``demo``'s upload folder (uploads, cached results:
-    :data:`nstcam.app.owned.OWNED`, each still the inode it made), any other file Gradio lists for
+    :data:`nstcam.app.disk.owned.OWNED`, each still the inode it made), any other file Gradio lists for
     ``demo`` made since ``since`` (a time) that no other live server's ledger claims, the folders
     they leave empty there and empty folders made since ``since``; returns how many files. Other
     processes' files stay, even where they have the same name."""

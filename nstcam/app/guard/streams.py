@@ -34,8 +34,8 @@ from PIL import Image, UnidentifiedImageError
 
 import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.errors import refuse
-from nstcam.app.limits import MAX_BODY_BYTES, answer, app_events, read_body, replay_body
-from nstcam.app.quota import client_of
+from nstcam.app.guard.limits import MAX_BODY_BYTES, answer, app_events, read_body, replay_body
+from nstcam.app.guard.quota import client_of
 
 __all__ = [
     "MAX_FRAME_CHARS",
@@ -97,7 +97,7 @@ def stream_refusal(scope: dict[str, Any], fns: dict[int, Any], fn_index: Any) ->
 class StreamLimits:
     """ASGI middleware: a queue request (``/queue/join``) for a stream event past
     :func:`stream_refusal`'s caps is answered HTTP 429 with one line; everything else passes on
-    unchanged (behind :class:`nstcam.app.limits.RequestLimits`, which has capped the body)."""
+    unchanged (behind :class:`nstcam.app.guard.limits.RequestLimits`, which has capped the body)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app

@@ -5,7 +5,7 @@ Gradio writes an upload's files into its upload folder as the body streams in
 itself fails: an upload cut at the size cap (HTTP 413) or dropped by its client left each file it
 had begun (+59.8 MB per request, still there after SIGTERM). So every upload request records the
 files made for it (a context variable: each request its own list, whatever else runs at once), and
-:class:`nstcam.app.limits.RequestLimits` removes them unless the upload was answered 200.
+:class:`nstcam.app.guard.limits.RequestLimits` removes them unless the upload was answered 200.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ one upload request, and a list of 100,000 class names ran until the kernel kille
 :class:`RequestLimits` is an ASGI middleware in front of the whole app (the page, the API, MCP):
 a body over its cap gets HTTP 413 with one line, read no further than the cap; a queue request
 naming an event the app does not have gets 422 (Gradio answers 500). The text and list caps are
-applied per input by :mod:`nstcam.app.gate`.
+applied per input by :mod:`nstcam.app.guard.gate`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nstcam.app.quota import UploadQuota, client_of
-from nstcam.app.uploads import upload_files_of_this_request
+from nstcam.app.errors import MAX_ECHO, answer
+from nstcam.app.guard.quota import UploadQuota, client_of
+from nstcam.app.guard.uploads import upload_files_of_this_request
 
 __all__ = [
     "BodyTooLargeError",
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_INT",
     "MAX_ITEMS",
     "MAX_TEXT",
+    "MAX_TOOL_FILE_BYTES",
     "RequestLimits",
     "answer",
     "app_events",
@@ -54,8 +56,9 @@ MAX_INT = 2**63 - 1
 MAX_CLASSES = 20
 """Classes one Grad-CAM request on a detector or a segmenter may pick (after duplicates are
 dropped; never more than the model knows): each is a pass and a result file."""
-MAX_ECHO = 100
-"""Characters of a bad value quoted back in a message or a log line."""
+MAX_TOOL_FILE_BYTES = 1_000_000
+"""Bytes of a result file an MCP tool sends back inline (a report's text, a learned style as a
+``data:`` URL); a larger one is named, not sent."""
 MAX_BODY_BYTES = 1024 * 1024
 """Body of any request but an upload or an MCP call (a queue request names uploads by path:
 a few kB)."""
@@ -64,6 +67,23 @@ UPLOAD_FILES = 3
 background, its layer and their composite at once."""
 MCP_IMAGES = 2
 """Images an MCP call may carry inline (content and style), base64-encoded."""
+WEBCAM_MAX_SIDE = 512
+"""Largest long side a live frame is painted at: the fast network keeps up with a stream there."""
+WEBCAM_PAINT_SECONDS = 120.0
+"""Seconds of painting one client may use in :data:`PAINT_WINDOW` (a stream's time limit: chaining
+streams does not reset it)."""
+WEBCAM_PAINT_WINDOW = 600.0
+MAX_LEARN_PHOTOS = 16
+"""Most training photos one request may upload (each is read and checked before any work)."""
+LEARN_CONTENT_WEIGHTS = (0.25, 8.0)
+"""The loss' content weight a request may set (docs/style.md measures 1 and 2)."""
+FEATHER_RANGE = (0, 64)
+"""The mask's soft edge a request may ask for, px (the slider, the check and the API description)."""
+MAX_BOX_CHARS = 80
+VOLUME_MIN_SIDE = 8
+"""Fewest voxels a volume may have along any axis (the video classifiers' strides)."""
+VOLUME_TOP_K = 3
+"""Classes the tab explains."""
 
 _Scope = dict[str, Any]
 _Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -91,7 +111,7 @@ class RequestLimits:
         app: the ASGI app (Gradio's FastAPI app).
         upload_bytes: the largest upload, one file (Gradio's ``max_file_size``).
         body_bytes: any other body but an MCP call.
-        quota: upload bytes per client per window (:class:`nstcam.app.quota.UploadQuota`); None: none.
+        quota: upload bytes per client per window (:class:`nstcam.app.guard.quota.UploadQuota`); None: none.
     """
 
     def __init__(
@@ -295,15 +315,6 @@ def _unknown_event(scope: _Scope, data: dict[str, Any]) -> tuple[int, str] | Non
     public = (f.api_name for f in fns.values() if getattr(f, "api_visibility", "public") == "public")
     names = ", ".join(sorted({n for n in public if isinstance(n, str)}))
     return 404, f"this app has no endpoint named {shown(named.group(1))}; its endpoints: {names}"
-
-
-async def answer(send: _Send, status: int, message: str) -> None:
-    """Answers a request with ``status`` and one line (JSON ``{"detail": message}``), logged once."""
-    logger.info("request refused (HTTP %d): %s", status, message)
-    body = json.dumps({"detail": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def validation_error_handler(request: Any, exc: Any) -> Any:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 from nstcam.app.config import AppConfig
 from nstcam.app.errors import refuse
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.shapes import kpca_passes, layer_positions, pass_factor, widest_factor
 from nstcam.app.layers import meta_layers
-from nstcam.app.running import check
-from nstcam.app.shapes import kpca_passes, layer_positions, pass_factor, widest_factor
 from nstcam.cam import PERTURBATION_METHODS, REGISTRY, arch_kind
 from nstcam.cam.clips import window_starts
 from nstcam.cam.trust import CORRELATION_SAMPLES, maps_per_image, trust_passes
@@ -121,6 +121,14 @@ def style_cost(cfg: AppConfig, size: float | None, steps: float | None) -> Cost:
     )
 
 
+STYLE_SECONDS_PER_PIXEL_STEP = {"cpu": 6.5e-6}
+"""One evaluation of VGG16_bn (forward and backward) per output pixel on this project's 2-core CPU,
+end to end through the handler (``bench_estimate.py``, docs/benchmarks.md); not measured on a GPU."""
+STYLE_SETUP_SECONDS = {"cpu": 0.3}
+"""What a run costs before its first step and after its last (the style's targets, the fast start,
+the result's file), whatever its steps: ``bench_estimate.py``'s fit on this project's 2-core CPU
+(six runs from 5 steps at 128 px to 100 at 384 px, each within 8 % of the fit; the server's first
+run after start builds the network too, 1.8 s more)."""
 LEARN_SECONDS_PER_PIXEL_STEP = 1.87e-5
 """One learning step (the arbitrary network and VGG16's forward and backward) per crop pixel on this
 project's 2-core CPU: 10 minutes ran 241-254 steps of two 256 px crops (``bench_learn.py``,
@@ -180,10 +188,10 @@ def cam_cost(
 ) -> Cost:
     """A Grad-CAM request's masked images (``/gradcam``): a perturbation method on a classifier
     scores one per channel of ``layer`` and class (SS-CAM and IS-CAM: per sample too; augmentation:
-    6 times); KPCA-CAM its eigensolve (:func:`nstcam.app.shapes.kpca_passes`); another gradient method
+    6 times); KPCA-CAM its eigensolve (:func:`nstcam.app.guard.shapes.kpca_passes`); another gradient method
     none; ``extra`` more, ``extra_for`` what (the faithfulness curves). Each masked image counts as
     many photos as an image of ``image_size`` (its header's width, height) holds at the network
-    (:func:`nstcam.app.shapes.pass_factor`). Over the limit, the fix names only what would fit."""
+    (:func:`nstcam.app.guard.shapes.pass_factor`). Over the limit, the fix names only what would fit."""
     where = _server(cfg)
     factor = pass_factor(arch, image_size) if arch_kind(arch) == "classifier" else 1.0
     shape = f" at {image_size[0]}x{image_size[1]} px" if image_size and factor > 1 else ""
@@ -303,7 +311,7 @@ def trust_cost(
     """A trust report's forward passes (``/trust``, one photo): :func:`nstcam.cam.trust.trust_passes`
     with each method's map at 2 passes (a forward and a backward) plus its masked images
     (:func:`cam_cost`: Score-CAM and co.), every pass counted as the photos an image of ``image_size``
-    holds at the network (:func:`nstcam.app.shapes.pass_factor`); KPCA-CAM's eigensolve of each of its
+    holds at the network (:func:`nstcam.app.guard.shapes.pass_factor`); KPCA-CAM's eigensolve of each of its
     maps added. Over the limit, the fix names the methods that mask."""
     factor = pass_factor(arch, image_size)
     masked = {m: 0 if m == "kpcacam" else int(cam_cost(cfg, arch, layer, 1, m).units) for m in methods}
@@ -338,7 +346,7 @@ def features_cost(
     """A feature-map request's forward passes (``/features``): one, stopped at the layer, of as many
     photos as an image of ``image_size`` holds at the network (VGG16_bn takes the long side at 224:
     one); ``top`` (the channels shown) in range first. At most the widest image
-    :data:`nstcam.app.shapes.MAX_ASPECT` lets through."""
+    :data:`nstcam.app.guard.shapes.MAX_ASPECT` lets through."""
     check(top, "channels", 1, 64)
     factor = 1.0 if model == "vgg16_bn" else pass_factor(model, image_size)
     return Cost(

@@ -213,14 +213,14 @@ OWNED = Owned()
 class _KeepExisting:
     """``os`` as Gradio's upload route sees it: ``rename`` never replaces a file already there (its
     content is the same: the folder is the content's hash); a file moved in is recorded in
-    :data:`OWNED`, and granted to the uploading client (:mod:`nstcam.app.access`)."""
+    :data:`OWNED`, and granted to the uploading client (:mod:`nstcam.app.disk.access`)."""
 
     def __getattr__(self, name: str) -> object:
         return getattr(os, name)
 
     @staticmethod
     def rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-        from nstcam.app.access import ACCESS
+        from nstcam.app.disk.access import ACCESS
 
         try:
             os.link(src, dst)  # fails where dst exists: the file there stays its maker's

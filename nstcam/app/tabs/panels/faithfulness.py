@@ -10,13 +10,14 @@ from typing import Any
 
 import gradio as gr
 
-from nstcam.app.cam_limits import cam_request
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import faithfulness_curves, faithfulness_steps
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.listen import listen
+from nstcam.app.guard.cam_limits import cam_request
+from nstcam.app.guard.cost import faithfulness_curves, faithfulness_steps
 from nstcam.app.plots import curves_figure
-from nstcam.app.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.cam import arch_kind
 

@@ -33,7 +33,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from nstcam.app.limits import answer
+from nstcam.app.errors import answer
 
 __all__ = [
     "ACCESS",

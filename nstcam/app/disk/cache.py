@@ -7,7 +7,7 @@ results of finished requests stayed in the cache for good, past ``delete_cache``
 SIGTERM (a gradcam request left 8 of its 14 cached files; a long-lived server 32 files, 272 MB).
 So every file Gradio's ``processing_utils`` saves into its cache in this process is recorded in one
 set, :data:`CACHED`, that each app lists among its ``temp_file_sets``: Gradio's own timer then
-removes results after their age, and :func:`nstcam.app.shutdown.remove_own_files` at SIGTERM.
+removes results after their age, and :func:`nstcam.app.disk.shutdown.remove_own_files` at SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 import nstcam.app.gradio_internals as gradio_internals
-from nstcam.app.access import ACCESS
-from nstcam.app.owned import OWNED
+from nstcam.app.disk.access import ACCESS
+from nstcam.app.disk.owned import OWNED
 
 __all__ = ["CACHED", "record_cached_files", "track_cached_files"]
 
 CACHED: set[str] = set()
 """Paths of the files Gradio cached in this process (other processes' files are never in it)."""
+
 
 def _recorded(save: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(save)

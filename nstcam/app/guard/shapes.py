@@ -10,7 +10,7 @@ photo. So every image (and every clip's frame) the CAM engine takes is held here
   no pass is more than :func:`widest_factor` photos' worth of pixels);
 - :func:`pass_factor`, how many photos' worth of pixels each pass holds after the engine's own
   resizing (a 16:9 photo, or anything squarer, is 1), which every estimator of
-  :mod:`nstcam.app.cost` multiplies its passes by;
+  :mod:`nstcam.app.guard.cost` multiplies its passes by;
 - :func:`kpca_passes`, KPCA-CAM's eigensolve counted in forward passes by the positions of its layer
   at that size (its time grows as their cube).
 """

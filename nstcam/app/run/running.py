@@ -14,9 +14,10 @@ import gradio as gr
 import torch
 from PIL import Image
 
-from nstcam.app.cancels import mark_run
-from nstcam.app.config import RANDOM_HINT, Runs
+from nstcam.app.config import RANDOM_HINT
 from nstcam.app.errors import refuse, shorten, stopped
+from nstcam.app.run.cancels import mark_run
+from nstcam.app.run.runs import Runs
 from nstcam.cam import StoppedEarly
 from nstcam.fast import FastWeightsError
 from nstcam.image import ImageError
@@ -26,7 +27,6 @@ from nstcam.weights import WeightsUnavailableError
 __all__ = [
     "Result",
     "cancel_on",
-    "check",
     "count",
     "endpoint",
     "fail",
@@ -69,11 +69,6 @@ def fail(e: BaseException) -> gr.Error:
         return refuse(str(e))
     logger.exception("unexpected error in a request")
     return gr.Error(shorten(f"Internal error ({type(e).__name__}): {e}"), print_exception=False)
-
-
-def check(value: float | None, name: str, lo: float, hi: float) -> None:
-    if value is None or not lo <= value <= hi:
-        raise refuse(f"{name} must be between {lo:g} and {hi:g} on this server, got {value}")
 
 
 def count(n: int, noun: str) -> str:

@@ -12,13 +12,15 @@ from typing import Any
 
 import gradio as gr
 
-from nstcam.app.cam_limits import cam_model, image_size
-from nstcam.app.config import AppConfig, Models, Runs
-from nstcam.app.cost import MAX_TRUST_METHODS, request_cost, trust_settings
+from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
-from nstcam.app.files import load_upload
-from nstcam.app.listen import listen
-from nstcam.app.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.guard.cam_limits import cam_model, image_size
+from nstcam.app.guard.cost import MAX_TRUST_METHODS, request_cost, trust_settings
+from nstcam.app.guard.inputs import load_upload
+from nstcam.app.guard.limits import MAX_BOX_CHARS
+from nstcam.app.run.listen import listen
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc, method_choices
 from nstcam.cam import METHODS, arch_kind
 from nstcam.cam.trust import TrustReport, trust_passes
@@ -27,7 +29,6 @@ __all__ = ["APP_METHODS", "DOC", "panel", "trust_handler"]
 
 APP_METHODS = ("gradcam", "gradcam++", "layercam", "eigencam", "randomcam")
 """The panel's first choice: three gradient methods, a gradient-free one and a map that knows nothing."""
-MAX_BOX_CHARS = 80
 
 DOC = """Can these maps be trusted? Runs several CAM methods on the photo (its top-1 class) and scores each:
 deletion and insertion AUC and faithfulness correlation (does the map say what moves the class
@@ -81,7 +82,7 @@ def trust_handler(
 ) -> tuple[dict[str, Any], list[str], str]:
     """The trust report of ``methods`` on one photo: (table, [CSV file, markdown file], verdict).
     Checked before any model is built: a classifier, the methods (at most
-    :data:`nstcam.app.cost.MAX_TRUST_METHODS`), the box, the cost (:func:`nstcam.app.cost.trust_cost`).
+    :data:`nstcam.app.guard.cost.MAX_TRUST_METHODS`), the box, the cost (:func:`nstcam.app.guard.cost.trust_cost`).
     ``stop`` (a cancel flag with the request's deadline) is asked before every forward pass;
     ``progress(done, total)`` told the passes done of the estimate."""
     cfg = models.config

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from nstcam.app.config import Models
-from nstcam.app.cost import request_cost
 from nstcam.app.errors import refuse
-from nstcam.app.files import load_upload, upload_size
+from nstcam.app.guard.checks import check
+from nstcam.app.guard.cost import request_cost
+from nstcam.app.guard.inputs import load_upload, upload_size
+from nstcam.app.guard.shapes import check_aspect
 from nstcam.app.layers import check_layer, default_layer, layer_choices
-from nstcam.app.running import check
-from nstcam.app.shapes import check_aspect
 from nstcam.cam import METHODS, arch_kind
 
 __all__ = ["cam_model", "cam_request", "image_size"]
@@ -37,7 +37,7 @@ def cam_model(
 
 def image_size(image: Any, model: str) -> tuple[int, int]:
     """The upload's size from its header (nothing decoded), its shape held to
-    :data:`nstcam.app.shapes.MAX_ASPECT` where ``model`` scales its short side (a classifier, a
+    :data:`nstcam.app.guard.shapes.MAX_ASPECT` where ``model`` scales its short side (a classifier, a
     segmenter; a detector bounds its long side itself)."""
     size = upload_size(image, "image")
     if arch_kind(model) != "detector":
@@ -58,7 +58,7 @@ def cam_request(
 ) -> tuple:
     """Checks a Grad-CAM request against the server's limits; returns (image, engine). ``archs``:
     the models this request may use (default: the server's classifiers); ``endpoint``: whose cost
-    estimate it is held to (:func:`nstcam.app.cost.request_cost`: ``faithfulness`` adds its curves)."""
+    estimate it is held to (:func:`nstcam.app.guard.cost.request_cost`: ``faithfulness`` adds its curves)."""
     if image is None:
         raise refuse("Upload an image.")
     check(top_k, "top-k", 1, 10)

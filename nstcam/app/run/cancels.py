@@ -1,6 +1,6 @@
 """A cancel reaches the run at once, whichever way it comes.
 
-The page's Cancel button sets its run's stop itself (:class:`nstcam.app.config.Runs`). An API
+The page's Cancel button sets its run's stop itself (:class:`nstcam.app.runs.Runs`). An API
 cancel (``POST /gradio_api/cancel``, what ``gradio_client``'s ``job.cancel()`` sends) and a closed
 connection only reach Gradio, which cancels the request's task and closes its generator; but a
 generator blocked in another thread waiting for the run's next update cannot be closed then, so the
@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
-from nstcam.app.limits import MAX_BODY_BYTES, app_events, read_body, replay_body
-from nstcam.app.streams import close_session_streams
+from nstcam.app.guard.limits import MAX_BODY_BYTES, app_events, read_body, replay_body
+from nstcam.app.guard.streams import close_session_streams
 
 __all__ = ["CancelAtOnce", "mark_run"]
 
@@ -35,7 +35,7 @@ _Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def mark_run(fn: Callable[..., Any], runs: Any, kind: str) -> Callable[..., Any]:
-    """Tags an event's function with the runs (:class:`nstcam.app.config.Runs`) and the kind of run
+    """Tags an event's function with the runs (:class:`nstcam.app.runs.Runs`) and the kind of run
     it starts, for :class:`CancelAtOnce` (wrappers made with ``functools.wraps`` keep the tags)."""
     fn.nstcam_runs = (runs, kind)  # type: ignore[attr-defined]
     return fn

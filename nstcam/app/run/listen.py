@@ -18,7 +18,7 @@ from typing import Any
 
 import gradio as gr
 
-from nstcam.app.files import BAD_UPLOAD
+from nstcam.app.guard.inputs import BAD_UPLOAD
 
 __all__ = ["for_people", "listen"]
 
@@ -77,7 +77,7 @@ def for_people(
     ``adds_status``: the status is an extra last output, ``done(*args)`` its text after a success.
 
     With ``reads_status``, the Status's current text comes as one more input, last: where it says
-    why an upload was taken out (:func:`nstcam.app.files.warn_bad_uploads`), a run refused for the
+    why an upload was taken out (:func:`nstcam.app.guard.inputs.warn_bad_uploads`), a run refused for the
     missing file keeps that reason instead of saying "Upload an image."
     """
 
