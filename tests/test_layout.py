@@ -356,3 +356,29 @@ def test_every_limit_of_the_app_is_a_named_constant_in_the_guard():
     from nstcam.app import errors
 
     assert limits.MAX_ECHO is errors.MAX_ECHO and "MAX_ECHO" in limits.__all__
+
+
+def test_the_architecture_page_counts_and_names_what_the_tree_holds():
+    """Issue 75: docs/architecture.md said 178 files and 27.8k lines where the tree held 184 and 29.5k,
+    and named a ``style/_color.py`` that did not exist. Its counts are the tree's; every module it names
+    is there, every module is named, and each app folder is drawn with its modules."""
+    import re
+
+    page = (PKG.parent / "docs" / "architecture.md").read_text()
+    files = sorted(PKG.rglob("*.py"))
+    lines = sum(len(p.read_text().splitlines()) for p in files)
+    said = re.search(r"nstcam is (\d+) Python files in `nstcam/` \(([\d.]+)k lines\)", page)
+    assert said, "docs/architecture.md no longer says how many files and lines nstcam is"
+    assert int(said[1]) == len(files), f"docs/architecture.md says {said[1]} files; nstcam holds {len(files)}"
+    assert float(said[2]) == round(lines / 1000, 1), f"it says {said[2]}k lines; nstcam holds {lines}"
+    named = set(re.findall(r"\b(\w+)\.py\b", page)) - {"test_layout"}
+    stems = {p.stem for p in files}
+    assert named <= stems, f"docs/architecture.md names modules nstcam lacks: {sorted(named - stems)}"
+    words = set(re.findall(r"\w+", page))
+    unnamed = sorted(stems - words - {"__init__"})
+    assert not unnamed, f"docs/architecture.md's map names no {unnamed}"
+    app = page[page.index("├── app/") : page.index("├── cli/")]
+    folders = {p.name for p in (PKG / "app").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    for folder in folders:
+        there = {p.stem for p in (PKG / "app" / folder).rglob("*.py") if p.stem != "__init__"}
+        assert f"{folder}/" in app and there <= set(re.findall(r"\w+", app)), (folder, sorted(there))
