@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "recognition_report": "nstcam.subject",
     "subject_aware_stylize": "nstcam.subject",
     "subject_mask": "nstcam.subject",
+    "CamOptions": "nstcam.cam",
     "CamResult": "nstcam.cam",
     "GradCAM": "nstcam.cam",
     "overlay_heatmap": "nstcam.cam",
@@ -66,6 +67,7 @@ __all__ = [
     "recognition_report",
     "subject_aware_stylize",
     "subject_mask",
+    "CamOptions",
     "CamResult",
     "GradCAM",
     "overlay_heatmap",
@@ -110,7 +112,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from nstcam.anchor import PixelAnchor
-    from nstcam.cam import CamResult, GradCAM, overlay_heatmap
+    from nstcam.cam import CamOptions, CamResult, GradCAM, overlay_heatmap
     from nstcam.fast import FastStyle
     from nstcam.features import FeatureMaps, feature_maps
     from nstcam.hooks import HookManager, RepeatedCallError, count_hooks

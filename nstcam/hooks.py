@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import difflib
 import itertools
 import logging
 import weakref
@@ -41,6 +40,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
+
+from nstcam._choices import closest
 
 __all__ = ["HookManager", "RepeatedCallError", "eval_view", "float64_copy", "twin"]
 
@@ -81,11 +82,7 @@ class _StopForward(Exception):  # noqa: N818 - control flow, never escapes HookM
 
 def closest_names(name: str, valid: Iterable[str], n: int = 5) -> list[str]:
     """Returns the ``n`` valid names closest to ``name`` (for error messages)."""
-    valid = list(valid)
-    close = difflib.get_close_matches(name, valid, n=n, cutoff=0.4)
-    if not close:  # e.g. "relu" vs "features.2": fall back to names that share a prefix or suffix
-        close = [v for v in valid if v and (v.startswith(name) or v.endswith(name))][:n]
-    return close
+    return closest(name, valid, n=n, cutoff=0.4)  # "relu" finds "features.2.relu" too
 
 
 def resolve_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Module]:

@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from nstcam._choices import one_of
+
 __all__ = [
     "LAYOUTS",
     "LayoutError",
@@ -167,8 +169,7 @@ def to_channels_first(t: torch.Tensor, layout: str, *size: int) -> torch.Tensor:
             silently into something else).
     """
     shape, space = tuple(t.shape), _space(size)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)} or None, got {layout!r}")
+    one_of("layout", layout, LAYOUTS, also=" or None")
     if layout == "tokens":
         grid = token_grid(shape[1], *size) if t.ndim == 3 else None
         if grid is None:

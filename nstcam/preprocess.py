@@ -27,6 +27,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+from nstcam._choices import one_of
 from nstcam.image import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
 from nstcam.weights import VIDEO_ARCHS, weights_info
 
@@ -82,9 +83,7 @@ class Preprocess:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", _triple("mean", self.mean))
         object.__setattr__(self, "std", _triple("std", self.std, positive=True))
-        if self.interpolation not in INTERPOLATIONS:
-            known = ", ".join(INTERPOLATIONS)
-            raise ValueError(f"interpolation must be one of {known}; got {str(self.interpolation)[:40]!r}")
+        one_of("interpolation", self.interpolation, INTERPOLATIONS)
         if self.input_size is not None and (not isinstance(self.input_size, int) or self.input_size < 16):
             raise ValueError("input_size must be a whole number of pixels, 16 or more")
 

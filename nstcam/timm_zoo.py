@@ -16,7 +16,6 @@ file may have been trained with other statistics: pass ``mean=`` / ``std=`` then
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from nstcam._choices import closest
 from nstcam.weights import WeightsInfo, load_checked, read_state_dict
 
 __all__ = ["PREFIX", "build_timm", "is_timm", "load_mapped"]
@@ -66,7 +66,7 @@ def build_timm(arch: str, weights: str | os.PathLike = "pretrained", *, seed: in
     name = arch[len(PREFIX) :] if is_timm(arch) else str(arch)
     known = timm.list_models()
     if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
+        close = closest(name, known, n=3)
         hint = f" (closest: {', '.join(close)})" if close else ""
         raise ValueError(f"arch: timm has no model {name[:80]!r}{hint}")
     if isinstance(weights, str) and weights in ("pretrained", "imagenet"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from nstcam._choices import one_of
 from nstcam._device import pick_device
 from nstcam.app.disk.files import Outbox
 from nstcam.app.run.runs import Runs
@@ -163,10 +164,7 @@ class AppConfig:
         )
         self.max_learn_minutes = float(self.max_learn_minutes or _env_number("NSTCAM_MAX_LEARN_MINUTES", 10))
         self.style_arch = self.style_arch or os.environ.get("NSTCAM_STYLE_ARCH") or "vgg16_bn"
-        if self.style_arch not in STYLE_ARCHS:
-            raise ValueError(
-                f"NSTCAM_STYLE_ARCH must be one of {', '.join(STYLE_ARCHS)}, got {self.style_arch!r}"
-            )
+        one_of("NSTCAM_STYLE_ARCH", self.style_arch, STYLE_ARCHS)
         self.style_weights = self.style_weights or os.environ.get("NSTCAM_STYLE_WEIGHTS") or None
         self.style_preprocess = (
             self.style_preprocess or os.environ.get("NSTCAM_STYLE_PREPROCESS") or "imagenet"
@@ -280,10 +278,7 @@ class Models:
 
     def cam(self, arch: str, layer: str, method: str) -> GradCAM:
         known = dict.fromkeys((*self.config.explain_archs, *self.config.clip_archs))
-        if arch not in known:
-            raise ValueError(
-                f"model must be one of {', '.join(known)} on this server, got {str(arch)[:60]!r}"
-            )
+        one_of("model", arch, known, also=" on this server")
         key = (arch, layer, method)
         with self._lock:
             if key not in self._cams:

@@ -7,6 +7,7 @@ import functools
 
 import torch
 
+from nstcam._choices import one_of
 from nstcam.app.errors import refuse
 from nstcam.cam import CAM_ARCHS, arch_kind, candidate_layers
 from nstcam.cam.layers import layers
@@ -85,8 +86,7 @@ def layer_choices(arch: str) -> list[str]:
     """Valid target layers of a known model (no weights, no memory)."""
     if arch_kind(arch) != "classifier":
         return layers(arch)
-    if arch not in CAM_ARCHS:
-        raise refuse(f"model must be one of {', '.join(CAM_ARCHS)}, got {arch!r}")
+    one_of("model", arch, CAM_ARCHS, error=refuse)
     return list(meta_layers(arch))
 
 

@@ -11,6 +11,7 @@ from PIL import Image
 
 from nstcam.cam.clips import score_text
 from nstcam.metrics import Faithfulness
+from nstcam.metrics.registry import METRICS, better_word
 
 __all__ = ["curves_figure", "scores_figure"]
 
@@ -27,10 +28,8 @@ def curves_figure(
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.2, 2.8), dpi=100, layout="constrained")
-    panels = (
-        ("Deletion (lower area is better)", "deletion"),
-        ("Insertion (higher area is better)", "insertion"),
-    )
+    curves_of = ("deletion", "insertion")
+    panels = [(f"{k.capitalize()} ({better_word(METRICS[k])} area is better)", k) for k in curves_of]
     for i, (name, key) in enumerate(panels):
         ax = fig.add_subplot(1, 2, i + 1)
         curves = [(ours, "this map", "-"), (chance, "random map", "--")]

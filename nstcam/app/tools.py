@@ -95,5 +95,5 @@ def method_choices() -> list[tuple[str, str]]:
 
 def method_note(method: str) -> str:
     """One line under the method menu: what it computes and what it costs."""
-    info = REGISTRY.get(method)
+    info = REGISTRY.get(method, None)
     return f"{info.summary}; costs {info.cost} ({info.paper})" if info else ""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from nstcam._checks import finite, whole
+from nstcam._choices import one_of
 from nstcam.cam._smooth import FUSIONS
 from nstcam.cam.kinds import model_kind
 from nstcam.cam.layers import check_layer, reading
@@ -20,8 +21,7 @@ def method_options(
 ) -> tuple[str, int | None, float | None, int]:
     """The method and its options checked: (fuse, n_samples, std, seed)."""
     method(name)  # an unknown method refused, listing the known ones
-    if fuse not in FUSIONS:
-        raise ValueError(f"fuse must be one of {', '.join(FUSIONS)}; got {fuse!r}")
+    one_of("fuse", fuse, FUSIONS)
     n = None if n_samples is None else whole("n_samples", n_samples, minimum=1, maximum=1000)
     return fuse, n, None if std is None else finite("std", std, minimum=0), whole("seed", seed, minimum=0)
 

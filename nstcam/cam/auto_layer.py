@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from nstcam._checks import whole
+from nstcam._choices import one_of
 from nstcam.cam._checks import read_layers
 from nstcam.cam._sibling import sibling
 from nstcam.cam._stats import bootstrap_mean, interval_ranks
@@ -28,12 +29,13 @@ from nstcam.cam.registry import check_method
 from nstcam.cam.trust import CORRELATION_SAMPLES, correlation_subset
 from nstcam.image import SAMPLES, ImageSource, load_image
 from nstcam.metrics import deletion_auc, faithfulness_correlation, insertion_auc
+from nstcam.metrics.registry import METRICS
 
 __all__ = ["LAYER_METRICS", "LAYER_PHOTOS", "LayerChoice", "LayerChoosing", "auto_candidates", "choose_layer"]
 
 logger = logging.getLogger(__name__)
 
-LAYER_METRICS = {"deletion": False, "insertion": True, "correlation": True}
+LAYER_METRICS = {name: METRICS[name].higher_is_better for name in ("deletion", "insertion", "correlation")}
 """The metrics a layer may be chosen by, and whether higher is better (:mod:`nstcam.metrics`)."""
 LAYER_PHOTOS = tuple(SAMPLES / n for n in ("chelsea.png", "coffee.png", "rocket.jpg"))
 """The photos a layer is chosen on when none are given (public domain, shipped with nstcam)."""
@@ -117,8 +119,7 @@ def choose_layer(
             f"target_layer='auto' scores an image classifier's class probability; this {cam.arch} is a "
             f"{'clip model' if cam.frames is not None else cam.kind}: name its layer"
         )
-    if metric not in LAYER_METRICS:
-        raise ValueError(f"layer_metric must be one of {', '.join(LAYER_METRICS)}, got {str(metric)[:30]!r}")
+    one_of("layer_metric", metric, LAYER_METRICS)
     photos = list(images) if images is not None else list(LAYER_PHOTOS)
     if not 1 <= len(photos) <= MAX_LAYER_IMAGES:
         raise ValueError(f"layer_images must hold 1 to {MAX_LAYER_IMAGES} images, got {len(photos)}")

@@ -9,20 +9,19 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
 from torch import nn
 
-from nstcam._checks import finite, whole
+from nstcam._checks import whole
+from nstcam._choices import closest
 from nstcam._device import pick_device
-from nstcam.cam._checks import method_options
 from nstcam.cam._dispatch import Spec, explain_targets, raw_maps, split_targets
 from nstcam.cam._graphed import CamGraphs, graph_stats
 from nstcam.cam._maps import upsample_maps
@@ -39,17 +38,21 @@ from nstcam.cam.layers import (
     candidate_layers,
     clip_frames,
 )
+from nstcam.cam.options import CamChanges, CamOptions, shows_cam_options
 from nstcam.cam.result import CamResult, evaluate_maps
 from nstcam.cam.targets import Target, is_target_object
 from nstcam.cam.targets.found import cam_result, explain_found
 from nstcam.cam.trust import Trusted
 from nstcam.image import ImageSource, image_to_tensor, load_image, resize_long_side
-from nstcam.layouts import LAYOUTS, input_grid
+from nstcam.layouts import input_grid
 from nstcam.preprocess import Preprocess, preprocess_for
 from nstcam.timm_zoo import build_timm, is_timm
 from nstcam.weights import WeightsInfo, announce_weights, build_model, weights_info
 
 __all__ = ["GradCAM"]
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only (3.10 runs too)
 
 logger = logging.getLogger(__name__)
 
@@ -107,64 +110,44 @@ class GradCAM(SpaceTime, Trusted, LayerChoosing):
             layers (:func:`nstcam.cam.auto_layer.choose_layer`); its evidence: ``layer_choice``.
     """
 
+    @shows_cam_options
     def __init__(
         self,
         arch: str | nn.Module = "resnet50",
         weights: str | Path = "imagenet",
         target_layer: str | Sequence[str] | None = None,
-        method: str = "gradcam",
+        method: str | None = None,
         device: torch.device | str | None = None,
         model: nn.Module | None = None,
         *,
-        input_size: int | None = None,
-        scorecam_batch: int = 32,
-        colormap: str = "jet",
-        alpha: float = 0.5,
-        cuda_graphs: bool | None = None,
-        layout: str | None = None,
-        fuse: str = "mean",
-        n_samples: int | None = None,
-        std: Sequence[float] | float | None = None,
-        seed: int = 0,
-        mean: Sequence[float] | float | None = None,
-        transform: Any = None,
-        noise_std: float | None = None,
-        frames: int | None = None,
-        layer_images: Sequence[ImageSource] | None = None,
-        layer_metric: str = "deletion",
-        layer_candidates: Sequence[str] | None = None,
+        options: CamOptions | None = None,
+        **changes: Unpack[CamChanges],
     ) -> None:
-        std, noise_std = _std_meant(method, mean, std, noise_std, transform)
-        self.fuse, self.n_samples, self.noise_std, self.seed = method_options(
-            method, fuse, n_samples, noise_std, seed
-        )
-        if layout not in (None, *LAYOUTS):
-            raise ValueError(
-                f"layout must be one of {', '.join(LAYOUTS)} or None (read from the shape); got {layout!r}"
-            )
-        if input_size is not None:
-            whole("input_size", input_size, minimum=16)
-        self.scorecam_batch = whole("scorecam_batch", scorecam_batch, minimum=1)
-        self.alpha = finite("alpha", alpha, minimum=0, maximum=1)
-        model = _model_of(arch, model, weights, seed)
+        given = {k: v for k, v in (("target_layer", target_layer), ("method", method)) if v is not None}
+        o = self.options = CamOptions.of(options, **given, **changes)
+        self.fuse, self.n_samples, self.noise_std, self.seed = o.fuse, o.n_samples, o.noise_std, o.seed
+        self.scorecam_batch, self.alpha = o.scorecam_batch, o.alpha
+        model = _model_of(arch, model, weights, o.seed)
         self.device = pick_device(device)
         self.model = _on_device(model, self.device)
         info = weights_info(model)
         self.arch = info.arch if info is not None else type(model).__name__
         self.kind = model_kind(self.model)  # "classifier", "segmenter" or "detector"
-        self.frames = clip_frames(self.model, frames)  # None: an image model
+        self.frames = clip_frames(self.model, o.frames)  # None: an image model
         self.preprocessing = preprocess_for(
-            self.model, mean=mean, std=std, transform=transform, warn=self.kind == "classifier"
+            self.model, mean=o.mean, std=o.std, transform=o.transform, warn=self.kind == "classifier"
         )
-        self._read_layers(target_layer, layout, input_size, method, layer_candidates)
-        self.method = method
-        self.colormap = colormap
+        self._read_layers(o.target_layer, o.layout, o.input_size, o.method, o.layer_candidates)
+        self.method = o.method
+        self.colormap = o.colormap
         self.weights = weights_info(model)
         self.categories = _categories(self.weights, self.kind, video=self.frames is not None)
-        self._graphs = _graphs_for(self.device, cuda_graphs)
+        self._graphs = _graphs_for(self.device, o.cuda_graphs)
         self._num_classes: int | None = None
         announce_weights(self.model)  # once per model, however many engines share it
-        self._choose_layer(target_layer, layout, input_size, layer_images, layer_metric, layer_candidates)
+        self._choose_layer(
+            o.target_layer, o.layout, o.input_size, o.layer_images, o.layer_metric, o.layer_candidates
+        )
 
     # -- public API ---------------------------------------------------------------------------
     def explain(
@@ -385,7 +368,7 @@ def _built(arch: str, weights: str | Path, seed: int) -> nn.Module:
         return build_timm(arch, "pretrained" if weights == "imagenet" else weights, seed=seed)
     every = (*CAM_ARCHS, *SEGMENTER_ARCHS, *DETECTOR_ARCHS, *VIDEO_ARCHS)
     if not isinstance(arch, str) or arch not in every:
-        close = difflib.get_close_matches(arch, every, n=3) if isinstance(arch, str) else []
+        close = closest(arch, every, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         given = repr(arch[:60]) if isinstance(arch, str) else f"a {type(arch).__name__}"
         raise ValueError(
@@ -400,19 +383,6 @@ def _checked_model(model: object) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got a {type(model).__name__}")
     return model
-
-
-_NOISE_METHODS = ("smoothgradcam++", "sscam", "iscam")
-
-
-def _std_meant(method: str, mean: Any, std: Any, noise_std: float | None, transform: Any) -> tuple[Any, Any]:
-    """(normalisation std, noise std): ``std`` is the model's normalisation, except one number
-    given with a noise-sampling method and no ``mean`` or ``transform``: that is the noise's, as
-    ``std=`` meant before ``noise_std=`` existed."""
-    legacy = method in _NOISE_METHODS and mean is None and transform is None and noise_std is None
-    if legacy and isinstance(std, (int, float)) and not isinstance(std, bool):
-        return None, std
-    return std, noise_std
 
 
 def _graphs_for(device: torch.device, cuda_graphs: bool | None) -> CamGraphs | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from nstcam._choices import one_of
 from nstcam.hooks import resolve_modules, twin
 from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS, VIDEO_ARCHS
 
@@ -310,8 +311,7 @@ def skeleton(arch: str) -> nn.Module:
     """An untrained ``arch`` to read its structure: on the meta device (no memory), or, for the few
     builders that compute with tensors (RegNet), on the CPU once."""
     known = {**ARCHS, **SEGMENTERS, **DETECTORS, **VIDEO_ARCHS}
-    if arch not in known:
-        raise ValueError(f"arch must be one of {', '.join(known)}; got {arch!r}")
+    one_of("arch", arch, known)
     extra = {} if arch in ARCHS or arch in VIDEO_ARCHS else {"weights_backbone": None}
     try:
         with torch.device("meta"):

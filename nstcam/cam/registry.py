@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from nstcam._choices import Registry
 from nstcam.cam._request import Outputs, Request, TargetRequest
 from nstcam.cam.methods import activation, fullgrad, gradient, guided, legrad, perturbation, shapley, smooth
 from nstcam.cam.methods.activation import ActivationMap
@@ -379,7 +380,7 @@ _OTHER = (
 )
 _RECORDS = (*_GRADIENT, *_GRADIENT_FREE, *_PERTURBATION, *_OTHER)
 
-REGISTRY: dict[str, Method] = {m.name: m for m in _RECORDS}
+REGISTRY: Registry[Method] = Registry("method", ((m.name, m) for m in _RECORDS))
 """Every method ``GradCAM(method=...)`` takes: name -> its record."""
 
 METHOD_INFO = REGISTRY
@@ -408,9 +409,7 @@ def method(name: str) -> Method:
     Raises:
         ValueError: an unknown method, listing the known ones.
     """
-    if name not in REGISTRY:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {name!r}")
-    return REGISTRY[name]
+    return REGISTRY.get(name)
 
 
 def check_method(model: nn.Module, name: str, layers: Sequence[str], clips: bool = False) -> None:

@@ -49,6 +49,7 @@ from nstcam.metrics import (
     sparseness,
     spearman,
 )
+from nstcam.metrics.registry import METRICS
 
 __all__ = [
     "CORRELATION_SAMPLES",
@@ -66,16 +67,19 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_METHODS = ("gradcam", "gradcam++", "layercam", "eigencam", "guided-gradcam", "randomcam")
 """Gradient methods, a gradient-free one, one built on guided backprop, and a map that knows nothing."""
-HIGHER_IS_BETTER = {
-    "deletion": False,
-    "insertion": True,
-    "correlation": True,
-    "randomisation": False,
-    "sensitivity": False,
-    "sparseness": True,
-    "energy": True,
-    "pointing": True,
-}
+TRUST_METRICS = (
+    "deletion",
+    "insertion",
+    "correlation",
+    "randomisation",
+    "sensitivity",
+    "sparseness",
+    "energy",
+    "pointing",
+)
+"""The report's metrics, in its columns' order (``energy`` and ``pointing`` with boxes only)."""
+HIGHER_IS_BETTER = {name: METRICS[name].higher_is_better for name in TRUST_METRICS}
+"""Which way each is better: read from :data:`nstcam.metrics.METRICS`."""
 MAX_IMAGES = 64
 RANDOM_NOTE = "RANDOM weights: these figures are not meaningful (seeded random weights, for testing only)."
 """The line under a report of a model with random weights (markdown; the CSV has a column)."""

@@ -11,6 +11,7 @@ from nstcam._commands import command
 from nstcam.cam.registry import METHODS, REGISTRY
 from nstcam.cli._common import add_ray_arguments, error, one_or_many, ray_address, run_dataset
 from nstcam.cli.trust import add_trust_arguments, cmd_cam_trust
+from nstcam.metrics.registry import FAITHFULNESS_FIGURES
 from nstcam.weights import ARCHS, DETECTORS, SEGMENTERS, VIDEO_ARCHS, WeightsUnavailableError
 
 __all__ = ["add_parser", "run"]
@@ -331,7 +332,7 @@ def _cam_clips(cam: Any, args: argparse.Namespace, out: Any) -> int:
     return 1 if failed else 0
 
 
-_METRICS = ("confidence_change", "deletion_auc", "insertion_auc", "road")
+_METRICS = tuple(m.key for m in FAITHFULNESS_FIGURES)
 
 
 def _metrics_row(src: str, rank: int, r: Any) -> dict:
@@ -350,7 +351,7 @@ def _metrics_row(src: str, rank: int, r: Any) -> dict:
 
 def _metrics_line(r: Any) -> str:
     f, b, c = r.faithfulness, r.baseline, r.centre
-    arrows = {"confidence_change": "+", "deletion_auc": "-", "insertion_auc": "+", "road": "+"}
+    arrows = {m.key: "+" if m.higher_is_better else "-" for m in FAITHFULNESS_FIGURES}
     return "  ".join(
         f"{k} {getattr(f, k):.4f} (random map {getattr(b, k):.4f}, centre {getattr(c, k):.4f}; "
         f"{arrows[k]} is better)"

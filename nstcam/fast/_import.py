@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from nstcam._choices import Registry
 from nstcam.fast._arbitrary import ArbitraryNet, onnx_scopes
 from nstcam.fast._multistyle import MultiStyleNet
 from nstcam.fast._onnx import conv_params, initializers
@@ -57,14 +58,14 @@ class FastNet:
     what: str
 
 
-FAST_NETS = {
-    "multistyle26": FastNet(
+_NETS = (
+    FastNet(
         "multistyle26",
         {"multistyle26.onnx": "0a2a0c9436a935cd1d4279cd06e171475b06222cb37c8c8d4afc53a9a7a1885e"},
         MultiStyleNet,
         "Dumoulin et al.'s 26-style network",
     ),
-    "arbitrary": FastNet(
+    FastNet(
         "arbitrary",
         {
             "arbitrary_predict.onnx": "d832a92a6afc170510252cc5b65836fcf8354909e6f17cf02f8960f4e054a20d",
@@ -73,7 +74,9 @@ FAST_NETS = {
         ArbitraryNet,
         "Magenta's arbitrary style network (Ghiasi et al.)",
     ),
-}
+)
+FAST_NETS: Registry[FastNet] = Registry("fast network", ((net.name, net) for net in _NETS))
+"""The pretrained fast networks: name -> where their ONNX files are and what they build."""
 MULTISTYLE_SHA256 = FAST_NETS["multistyle26"].onnx["multistyle26.onnx"]
 
 
@@ -94,9 +97,7 @@ def fast_available(name: str = "arbitrary") -> bool:
 
 
 def _net(name: str) -> FastNet:
-    if name not in FAST_NETS:
-        raise ValueError(f"fast network must be one of {', '.join(FAST_NETS)}, got {str(name)[:40]!r}")
-    return FAST_NETS[name]
+    return FAST_NETS.get(name)
 
 
 def wheel_models() -> Path:

@@ -9,7 +9,8 @@ stays bounded, and the model is read in eval mode without flipping its flags.
 Layout: ``confidence`` (confidence change, Average Drop / Increase in Confidence), ``curves``
 (deletion and insertion AUC), ``road`` (ROAD with noisy linear imputation, in ``_impute``),
 ``baselines`` (maps with no information) and ``faithfulness`` (all of them for one batch, beside a
-random map's); ``_scores`` holds the shared checks and the chunked scoring.
+random map's); ``_scores`` holds the shared checks and the chunked scoring; ``registry``
+(:data:`METRICS`: each metric's name, family and which way is better, what the reports read).
 
 Faithfulness also has ``correlation`` (Bhatt et al.'s faithfulness correlation) and
 ``monotonicity`` (Arya et al.). Beyond faithfulness (issue 53): ``randomisation`` (Adebayo et al.'s
@@ -32,12 +33,15 @@ from nstcam.metrics.randomisation import (
     randomisation_layers,
     randomised_copy,
 )
+from nstcam.metrics.registry import METRICS, Metric
 from nstcam.metrics.road import road
 from nstcam.metrics.robustness import local_lipschitz, max_sensitivity
 from nstcam.metrics.similarity import spearman, ssim
 
 __all__ = [
+    "METRICS",
     "Faithfulness",
+    "Metric",
     "Randomisation",
     "box_masks",
     "complexity",

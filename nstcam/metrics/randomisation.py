@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nstcam._choices import one_of
 from nstcam.hooks import twin
 from nstcam.metrics.similarity import SIMILARITIES, spearman, ssim
 
@@ -138,10 +139,8 @@ def parameter_randomisation(
     Returns:
         A :class:`Randomisation`.
     """
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {str(order)[:30]!r}")
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)}, got {str(similarity)[:30]!r}")
+    one_of("order", order, ORDERS)
+    one_of("similarity", similarity, SIMILARITIES)
     names = list(layers) if layers is not None else randomisation_layers(model)
     known = dict(model.named_modules())
     missing = [n for n in names if n not in known]

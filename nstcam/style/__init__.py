@@ -18,7 +18,7 @@ from nstcam.style._types import Cancelled, InsufficientMemoryError, StepInfo
 from nstcam.style.engine import StyleTransfer
 from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.losses import STYLE_LOSSES
-from nstcam.style.options import StyleOptions, strength_weight, stylize_defaults
+from nstcam.style.options import StyleChanges, StyleOptions, strength_weight, stylize_defaults
 from nstcam.style.vgg import STYLE_ARCHS, VGG_LAYERS, fold_batchnorm, layer_index, vgg_layers
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "InsufficientMemoryError",
     "PerceptualLoss",
     "StepInfo",
+    "StyleChanges",
     "StyleOptions",
     "StyleTransfer",
     "VGGFeatureHooks",

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nstcam._choices import one_of
 from nstcam._device import bf16_autocast, pick_device
 from nstcam.preprocess import preprocess_for
 from nstcam.style._compiled import compile_stats
@@ -48,8 +49,7 @@ class StyleEngine:
     ) -> None:
         device = pick_device(device)
         if model is None:
-            if arch not in STYLE_ARCHS:
-                raise ValueError(f"arch must be one of {', '.join(STYLE_ARCHS)}, got {str(arch)[:40]!r}")
+            one_of("arch", arch, STYLE_ARCHS)
             model = build_model(arch, weights, seed=seed, part="features")  # a file: its convolutions alone
         features = _vgg_features(model)
         self.model = model

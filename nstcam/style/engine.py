@@ -34,9 +34,11 @@ from nstcam.style._regions import load_regions
 from nstcam.style._run import run
 from nstcam.style._runtime import Runtime
 from nstcam.style._types import StepInfo
-from nstcam.style.options import StyleOptions, stylize_defaults
+from nstcam.style.options import StyleChanges, StyleOptions, shows_style_options, stylize_defaults
 
 if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only (3.10 runs too)
+
     from nstcam.video import VideoResult
 
 __all__ = ["StyleTransfer", "stylize_defaults"]
@@ -85,6 +87,7 @@ class StyleTransfer(StyleEngine):
     """
 
     # -- public API ---------------------------------------------------------------------------
+    @shows_style_options
     def stylize(
         self,
         content: ImageSource,
@@ -96,7 +99,7 @@ class StyleTransfer(StyleEngine):
         anchors: Sequence[PixelAnchor] | None = None,
         progress: Callable[[StepInfo], bool | None] | None = None,
         progress_bar: bool | None = None,
-        **changes: Any,
+        **changes: Unpack[StyleChanges],
     ) -> Image.Image:
         """Stylises ``content`` with ``style``.
 
@@ -205,7 +208,10 @@ class StyleTransfer(StyleEngine):
 
         return stylize_video(self, video, style, output, **params)
 
-    def plan(self, n_styles: int = 1, options: StyleOptions | None = None, **changes: Any) -> Plan:
+    @shows_style_options
+    def plan(
+        self, n_styles: int = 1, options: StyleOptions | None = None, **changes: Unpack[StyleChanges]
+    ) -> Plan:
         """``options`` (with ``changes``, as :meth:`stylize` takes them) resolved once into a plan for
         ``n_styles`` style images, to stylise many contents with (:meth:`run_plan`)."""
         return make_plan(StyleOptions.of(options, **changes), n_styles=n_styles, **self._rt.planning())
@@ -219,8 +225,12 @@ class StyleTransfer(StyleEngine):
         kept = {} if cache is None else cache
         return self._rt.call(run, self._rt, load_image(content), imgs, plan, None, False, kept)
 
+    @shows_style_options
     def perceptual_loss(
-        self, style: ImageSource | Sequence[ImageSource], options: StyleOptions | None = None, **changes: Any
+        self,
+        style: ImageSource | Sequence[ImageSource],
+        options: StyleOptions | None = None,
+        **changes: Unpack[StyleChanges],
     ) -> PerceptualLoss:
         """The engine's loss as a function of painted images, to train a network with (Johnson et
         al. 2016): ``with st.perceptual_loss(painting, size=256) as loss: loss(images, photos)[0]``

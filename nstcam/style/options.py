@@ -12,13 +12,14 @@ A new option is one field here, with its default and its check; the defaults sho
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from nstcam._checks import finite, whole
+from nstcam._choices import one_of
+from nstcam._options import option_names, options_of, shows_options
 from nstcam.image import ImageSource
 
 __all__ = [
@@ -26,12 +27,14 @@ __all__ = [
     "INITS",
     "OPTIMIZERS",
     "OPTION_NAMES",
+    "StyleChanges",
     "StyleOptions",
     "auto_scales",
     "auto_steps",
     "fitted_steps",
     "split_steps",
     "strength_weight",
+    "shows_style_options",
     "stylize_defaults",
 ]
 
@@ -178,36 +181,58 @@ class StyleOptions:
                 names the closest).
             ValueError: a value is out of range.
         """
-        if options is not None and not isinstance(options, StyleOptions):
-            raise TypeError(f"options must be a StyleOptions, got {type(options).__name__}")
-        unknown = sorted(set(changes) - set(OPTION_NAMES))
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], OPTION_NAMES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"{unknown[0]!r} is not a stylisation option{hint} (see StyleOptions)")
-        if not changes:
-            return options or cls()
-        return dataclasses.replace(options, **changes) if options is not None else cls(**changes)
+        return options_of(cls, options, changes, "a stylisation option")
 
     def as_dict(self) -> dict[str, Any]:
         """Every option by name (what the result's ``params`` record, with the plan's resolutions)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StyleOptions))
+OPTION_NAMES: tuple[str, ...] = option_names(StyleOptions)
 """Every option's name, in the order of :class:`StyleOptions`."""
+
+
+class StyleChanges(TypedDict, total=False):
+    """The options as keywords (PEP 692's ``**changes: Unpack[StyleChanges]``), for type checkers and
+    IDEs; each is documented in :class:`StyleOptions`, and ``test_layout`` keeps the two equal."""
+
+    size: int
+    steps: int | Sequence[int] | None
+    style_weight: float | None
+    strength: float
+    content_weight: float
+    tv_weight: float
+    optimizer: str
+    init: str | ImageSource
+    style_weights: Sequence[float] | None
+    style_layers: Sequence[str] | Mapping[str, float] | None
+    content_layers: Sequence[str] | None
+    layer_balance: bool
+    style_scale: float
+    preserve_color: bool | str
+    mask_mode: str
+    scales: Sequence[int] | None
+    seed: int | None
+    lr: float | None
+    history_size: int
+    preview_every: int
+    on_memory: str
+    progress_every: int | None
+    tile: int | None
+    tile_overlap: int | None
+    style_loss: str
+    average: float | bool
+    tolerance: float
+
+
+shows_style_options = shows_options(StyleOptions)
+"""``**changes`` of a function shown as every stylisation option (:func:`nstcam._options.shows_options`)."""
 
 
 def stylize_defaults() -> dict[str, Any]:
     """Every stylisation option's default, by name: read from :class:`StyleOptions`, the one place
     they live."""
     return StyleOptions().as_dict()
-
-
-def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
-    """Refuses ``value`` of option ``name`` unless it is one of ``choices``, listing them."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
 
 
 def preserve_color_mode(value: bool | str | None) -> str | bool:
@@ -227,12 +252,12 @@ def _check(o: StyleOptions) -> None:
     of styles, such as a layer's name or ``style_weights``' length, is the plan's)."""
     from nstcam.style.losses import style_loss_named  # the registry: its modules load with it
 
-    check_choice("optimizer", o.optimizer, OPTIMIZERS)
+    one_of("optimizer", o.optimizer, OPTIMIZERS)
     if isinstance(o.init, str):
-        check_choice("init", o.init, INITS)
-    check_choice("on_memory", o.on_memory, ("error", "reduce"))
+        one_of("init", o.init, INITS)
+    one_of("on_memory", o.on_memory, ("error", "reduce"))
     style_loss_named(o.style_loss)  # an unknown loss refused, listing the registry's
-    check_choice("mask_mode", o.mask_mode, ("optimize", "blend"))
+    one_of("mask_mode", o.mask_mode, ("optimize", "blend"))
     scales_and_steps(o.size, o.scales, o.steps)
     for name in ("style_weight", "content_weight", "tv_weight"):
         if name != "style_weight" or o.style_weight is not None:

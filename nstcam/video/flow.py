@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nstcam._choices import one_of
 from nstcam.weights import build_model
 
 __all__ = ["FLOW_METHODS", "FlowEstimator", "optical_flow"]
@@ -47,8 +48,7 @@ class FlowEstimator:
         weights: str = "imagenet",
         model: nn.Module | None = None,
     ) -> None:
-        if method not in FLOW_METHODS:
-            raise ValueError(f"flow must be one of {FLOW_METHODS}, got {method!r}")
+        one_of("flow", method, FLOW_METHODS)
         self.method = "raft_small" if method == "raft" else method
         self.device = torch.device(device or "cpu")
         self.model = None

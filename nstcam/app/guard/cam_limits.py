@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nstcam._choices import one_of
 from nstcam.app.config import Models
 from nstcam.app.errors import refuse
 from nstcam.app.guard.checks import check
@@ -27,8 +28,7 @@ def cam_model(
     if image is None:
         raise refuse("Upload an image.")
     archs = archs or models.config.cam_archs
-    if model not in archs:  # before any model is built, even a skeleton
-        raise refuse(f"model must be one of {', '.join(archs)} on this server, got {model!r}")
+    one_of("model", model, archs, also=" on this server", error=refuse)  # before any model is built
     if not layer:
         layer = default_layer(model)  # empty: the model's default
     check_layer(model, layer, layer_choices(model))
@@ -62,8 +62,7 @@ def cam_request(
     if image is None:
         raise refuse("Upload an image.")
     check(top_k, "top-k", 1, 10)
-    if method not in METHODS:
-        raise refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    one_of("method", method, METHODS, error=refuse)
     layer = cam_model(models, image, model, layer, archs)
     size = image_size(image, model)
     request_cost(

@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nstcam._choices import Registry
 from nstcam.app.config import AppConfig
 from nstcam.app.errors import refuse
 from nstcam.app.guard.checks import check
@@ -415,18 +416,21 @@ def volume_cost(cfg: AppConfig, name: str, shape: tuple[int, ...], top_k: int) -
     )
 
 
-ESTIMATES: dict[str, Callable[..., Cost]] = {
-    "stylize": style_cost,
-    "subject_aware": style_cost,
-    "learn_style": learn_cost,
-    "stylize_video": video_cost,
-    "gradcam": cam_cost,
-    "faithfulness": faithfulness_cost,
-    "trust": trust_cost,
-    "features": features_cost,
-    "gradcam_video": clip_cost,
-    "gradcam_volume": volume_cost,
-}
+ESTIMATES: Registry[Callable[..., Cost]] = Registry(
+    "endpoint",
+    {
+        "stylize": style_cost,
+        "subject_aware": style_cost,
+        "learn_style": learn_cost,
+        "stylize_video": video_cost,
+        "gradcam": cam_cost,
+        "faithfulness": faithfulness_cost,
+        "trust": trust_cost,
+        "features": features_cost,
+        "gradcam_video": clip_cost,
+        "gradcam_volume": volume_cost,
+    },
+)
 """Each endpoint's estimator, by its API name (the volume tab's by its queue's: it has no API)."""
 
 
@@ -439,8 +443,4 @@ def request_cost(endpoint: str, cfg: AppConfig, *args: object, **kwargs: object)
         >>> request_cost("gradcam", cfg, "resnet18", "layer4", 1, "scorecam").units
         512
     """
-    try:
-        estimate = ESTIMATES[endpoint]
-    except KeyError:
-        raise ValueError(f"endpoint must be one of {', '.join(ESTIMATES)}, got {endpoint!r}") from None
-    return estimate(cfg, *args, **kwargs)
+    return ESTIMATES.get(endpoint)(cfg, *args, **kwargs)

@@ -19,6 +19,7 @@ from gradio.data_classes import FileData
 from pydantic import ValidationError
 
 import nstcam.app.gradio_internals as gradio_internals
+from nstcam._choices import choice_error
 from nstcam.app.errors import refuse
 from nstcam.app.guard.inputs import upload_path
 from nstcam.app.guard.limits import MAX_DEPTH, MAX_INT, MAX_ITEMS, MAX_PATH, MAX_TEXT, shown
@@ -271,7 +272,7 @@ def _check_choice(block: Any, name: str, value: Any) -> None:
     values = value if isinstance(value, list) and getattr(block, "multiselect", False) else [value]
     bad = next((v for v in values if v is not None and v not in choices), None)
     if bad is not None:
-        raise refuse(f"{name} must be one of {', '.join(map(str, choices))}, got {shown(bad)}")
+        raise choice_error(name, bad, choices, error=refuse)
 
 
 def input_names(fn: Callable[..., Any] | None, n: int) -> list[str]:

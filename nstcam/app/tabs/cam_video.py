@@ -11,6 +11,7 @@ from typing import Any
 
 import gradio as gr
 
+from nstcam._choices import one_of
 from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse, sentence
@@ -85,14 +86,8 @@ def cam_video_handler(
     try:
         if video is None:
             raise refuse("Upload a clip.")
-        if model not in cfg.clip_archs:
-            raise refuse(
-                f"model must be one of {', '.join(cfg.clip_archs)} on this server, got {str(model)[:60]!r}"
-            )
-        if method not in CLIP_METHODS:
-            raise refuse(
-                f"method on a clip must be one of {', '.join(CLIP_METHODS)}, got {str(method)[:40]!r}"
-            )
+        one_of("model", model, cfg.clip_archs, also=" on this server", error=refuse)
+        one_of("method on a clip", method, CLIP_METHODS, error=refuse)
         check(top_k, "top_k", 1, 5)
         check(stride, "stride", 0, 16)
         check(smooth, "smooth", 0, 10)

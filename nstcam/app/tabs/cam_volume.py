@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from nstcam._choices import one_of
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
 from nstcam.app.guard.checks import check
@@ -113,14 +114,9 @@ def volume_handler(
     try:
         if volume is None:
             raise refuse("Upload a volume (.npy).")
-        if model not in cfg.volume_archs:
-            raise refuse(
-                f"model must be one of {', '.join(cfg.volume_archs)} on this server, got {str(model)[:60]!r}"
-            )
-        if method not in clip_methods():
-            raise refuse(f"method must be one of {', '.join(clip_methods())}, got {str(method)[:40]!r}")
-        if axis not in AXES:
-            raise refuse(f"axis must be one of {', '.join(AXES)}, got {str(axis)[:40]!r}")
+        one_of("model", model, cfg.volume_archs, also=" on this server", error=refuse)
+        one_of("method", method, clip_methods(), error=refuse)
+        one_of("axis", axis, AXES, error=refuse)
         name = Path(str(volume)).name
         vol = _checked_volume(cfg, str(volume))
         cam = models.cam(model, "", method)

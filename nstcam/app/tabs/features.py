@@ -7,6 +7,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from nstcam._choices import one_of
 from nstcam._mark import tag_weights
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
@@ -55,8 +56,7 @@ def features_handler(
         if image is None:
             raise refuse("Upload an image.")
         offered = ("vgg16_bn", *models.config.cam_archs)
-        if model not in offered:
-            raise refuse(f"model must be one of {', '.join(offered)} on this server, got {model!r}")
+        one_of("model", model, offered, also=" on this server", error=refuse)
         layer = layer or ("relu3_1" if model == "vgg16_bn" else default_layer(model))
         check_layer(model, layer, feature_layer_choices(model))
         size = image_size(image, model)  # VGG's long side at 224: a thin strip would leave no rows

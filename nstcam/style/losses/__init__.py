@@ -9,12 +9,14 @@ line in :data:`REGISTRY`.
 
 from __future__ import annotations
 
+from nstcam._choices import Registry
 from nstcam.style.losses import gram, sliced, wasserstein
 from nstcam.style.losses.base import StyleLoss
 
 __all__ = ["REGISTRY", "STYLE_LOSSES", "StyleLoss", "style_loss_named"]
 
-REGISTRY: dict[str, StyleLoss] = {m.LOSS.name: m.LOSS for m in (gram, wasserstein, sliced)}
+_MODULES = (gram, wasserstein, sliced)
+REGISTRY: Registry[StyleLoss] = Registry("style_loss", ((m.LOSS.name, m.LOSS) for m in _MODULES))
 """Every style loss: name -> what it provides."""
 
 STYLE_LOSSES = tuple(REGISTRY)
@@ -27,6 +29,4 @@ def style_loss_named(name: str) -> StyleLoss:
     Raises:
         ValueError: an unknown loss, listing the known ones.
     """
-    if name not in REGISTRY:
-        raise ValueError(f"style_loss must be one of {', '.join(STYLE_LOSSES)}; got {name!r}")
-    return REGISTRY[name]
+    return REGISTRY.get(name)

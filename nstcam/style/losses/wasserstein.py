@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from nstcam._choices import one_of
 from nstcam._lapack import eigh
 from nstcam.style._selfcheck import Tolerance
 from nstcam.style._trace_sqrt import trace_sqrt
@@ -64,8 +65,7 @@ def psd_sqrt(a: torch.Tensor, method: str = "eigh", iters: int = 20) -> torch.Te
     if method == "eigh":
         vals, vecs = eigh(a)  # as fast from any thread (nstcam/_lapack.py)
         return (vecs * vals.clamp_min(0).sqrt()[..., None, :]) @ vecs.transpose(-1, -2)
-    if method != "newton-schulz":
-        raise ValueError(f"method must be one of {', '.join(SQRTS)}, got {method!r}")
+    one_of("method", method, SQRTS)
     norm = torch.linalg.matrix_norm(a).clamp_min(1e-12)[..., None, None]
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand_as(a)
     y, z = a / norm, eye
@@ -99,8 +99,7 @@ def gaussian_w2(
         sqrt_t: ``psd_sqrt(cov_t)`` when already known (computed once per style and size).
         method: how the trace of the square root is taken (see :func:`psd_sqrt`).
     """
-    if method not in SQRTS:
-        raise ValueError(f"method must be one of {', '.join(SQRTS)}, got {method!r}")
+    one_of("method", method, SQRTS)
     root = psd_sqrt(cov_t) if sqrt_t is None else sqrt_t
     middle = root @ cov @ root
     middle = 0.5 * (middle + middle.transpose(-1, -2))  # symmetric to rounding, as eigvalsh assumes

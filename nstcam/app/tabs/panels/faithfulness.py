@@ -20,6 +20,7 @@ from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, in_th
 from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.cam import arch_kind
+from nstcam.metrics.registry import FAITHFULNESS_FIGURES, better_word
 
 __all__ = ["DOC", "faithfulness_handler", "panel"]
 
@@ -45,12 +46,8 @@ Returns:
 """The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
 
 
-_FIGURES = (
-    ("confidence_change", "confidence change (score on image x map minus on image)", "higher"),
-    ("deletion_auc", "deletion AUC (most relevant pixels removed first)", "lower"),
-    ("insertion_auc", "insertion AUC (most relevant pixels put back first)", "higher"),
-    ("road", "ROAD, (LeRF - MoRF) / 2 with noisy imputation", "higher"),
-)
+_FIGURES = tuple((m.key, m.what, better_word(m)) for m in FAITHFULNESS_FIGURES)
+"""(figure, what it measures, which way is better), read from :data:`nstcam.metrics.METRICS`."""
 
 
 def faithfulness_handler(
