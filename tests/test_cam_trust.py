@@ -200,8 +200,14 @@ def test_a_clip_file_is_read_as_windows_spread_over_it(tmp_path):
     )
 
 
-def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
+def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog, monkeypatch):
+    """A clip is read as the CLI's windows of it (two here: each costs 4 s of metrics on one thread;
+    the CLI's own four are the same path), and a file that is no video is logged by name."""
     from _media import write_clip
+
+    import nstcam.cli.trust as cli_trust
+
+    monkeypatch.setattr(cli_trust, "CLIP_WINDOWS", 2)
 
     clip = write_clip(tmp_path / "walk.mp4", moving_square(20, 2, 12, w=48, h=32))
     (tmp_path / "bad.mp4").write_bytes(b"not a video")
@@ -211,7 +217,7 @@ def test_cli_trust_takes_a_clip_and_goes_past_a_bad_file(tmp_path, caplog):
         assert main([*args, *opts]) == 0
     assert any(r.getMessage().startswith("bad.mp4") for r in caplog.records), caplog.text
     rows = list(csv.DictReader((tmp_path / "t" / "trust.csv").open()))
-    assert {r["method"] for r in rows} == {"gradcam"} and rows[0]["images"] == "4"  # four windows of walk.mp4
+    assert {r["method"] for r in rows} == {"gradcam"} and rows[0]["images"] == "2"  # two windows of walk.mp4
 
 
 def test_cli_trust_reads_no_source_past_the_reports_cap(monkeypatch, caplog):

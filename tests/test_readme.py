@@ -22,6 +22,7 @@ SHRINK = [
     ("size=512, steps=100", "size=32, steps=2"),
     ("size=256, steps=60", "size=32, steps=2"),
     ("size=256,\n    steps=60,", "size=32,\n    steps=2,"),  # a call over several lines
+    ("size=512,\n    style_loss=", "size=32,\n    steps=2,\n    style_loss="),  # 100 s at 512 px, steps unset
     ("size=1024)", "size=48, steps=2)"),
     ("size=1024, tile=256", "size=96, steps=1, tile=64"),
     ("size=512)", "size=32, steps=2)"),
@@ -93,6 +94,8 @@ def test_readme_python_snippet_runs(index, readme_files, capsys):
     code = python_blocks()[index]
     for old, new in SHRINK:
         code = code.replace(old, new)
+    full = [line for line in code.splitlines() if re.search(r"size=\d{3,}", line) and "fast." not in line]
+    assert not full, f"this snippet would run at full size: add a SHRINK rule for {full[0]!r}"
     scope: dict = {}
     try:
         exec(compile(code, f"README.md python block {index + 1}", "exec"), scope)

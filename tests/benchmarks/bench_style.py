@@ -319,7 +319,7 @@ def wall_rows(device, weights, size, steps, batch, batch_steps):
     return rows, through
 
 
-def main():
+def main(argv: list[str] | None = None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--weights", default="random")
@@ -360,7 +360,7 @@ def main():
     )
     p.add_argument("--gallery-size", type=int, default=256)
     p.add_argument("--gallery-steps", type=int, default=100)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     device = torch.device(a.device)
     torch.manual_seed(0)
     if a.losses or a.regions or a.gallery:

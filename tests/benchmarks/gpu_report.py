@@ -484,15 +484,27 @@ def clips(report: Report, device, s: Settings) -> str:
 
 
 # -- memory -----------------------------------------------------------------------------------------
+def bench_output(name: str, argv: list[str]) -> str:
+    """What benchmark ``name``'s ``main(argv)`` prints, run in this process (a child of its own cost
+    the dry run 5-10 s of imports each; the peaks that need a fresh process get one from the bench
+    itself: bench_style's probes)."""
+    import contextlib
+    import importlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        importlib.import_module(name).main(argv)
+    return printed.getvalue()
+
+
 def tiles(report: Report, device, s: Settings) -> str:
     cmd = [sys.executable, str(HERE / "bench_style.py"), "--device", device.type, "--tile", str(s.tile),
            "--tile-sizes", ",".join(map(str, s.tile_sizes)), "--tile-steps", str(s.tile_steps)]  # fmt: skip
     if s.gpu_limit_gb and device.type == "cuda":
         cmd += ["--gpu-limit-gb", str(s.gpu_limit_gb)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
-    if out.returncode != 0:
-        raise RuntimeError(f"bench_style.py --tile failed: {out.stderr.strip().splitlines()[-1:]}")
-    table = [line for line in out.stdout.splitlines() if line.startswith(("|", "device:"))]
+    printed = bench_output("bench_style", cmd[2:]).splitlines()
+    table = [line for line in printed if line.startswith(("|", "device:"))]
     failed = [line for line in table if "failed:" in line]
     report.check(not failed, f"tiled runs completed ({len(failed)} failed)")
     return "`" + " ".join(cmd[1:]) + "`\n\n" + "\n".join(table)
@@ -527,10 +539,7 @@ def video(report: Report, device, s: Settings) -> str:
     size, steps, frames = s.video
     cmd = [sys.executable, str(HERE / "bench_video.py"), "--device", device.type, "--size", str(size),
            "--steps", str(steps), "--frames", str(frames), "--optimizer", "adam", "--batch-frames", "8"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=ROOT)
-    if out.returncode != 0:
-        raise RuntimeError(f"bench_video.py failed: {out.stderr.strip().splitlines()[-1:]}")
-    lines = out.stdout.splitlines()
+    lines = bench_output("bench_video", cmd[2:]).splitlines()
     table = [line for line in lines if line.startswith(("|", "device:", "clip:", "targets:", "frames per"))]
     rows = [line for line in table if line.startswith("| temporal (")]
     ratio = float(rows[0].split("|")[6]) if rows else float("inf")
