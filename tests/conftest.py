@@ -242,43 +242,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.ray)
         if name in SLOW:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: LONGEST_FIRST.get(item.path.name, len(LONGEST_FIRST)))  # stable
-
-
-# -- the order pytest-xdist hands modules out (`--dist loadfile`): the longest first, so that the short
-# ones fill the end and neither worker waits for the other (longest processing time first). xdist's
-# own order is by test count, which left a 100 s module of three tests to the end; a module not listed
-# keeps its place after these. Summed test durations in the run of 2026-12-06 (docs/development.md).
-LONGEST_FIRST = {
-    name: rank
-    for rank, name in enumerate(
-        (
-            "test_server.py",  # 226 s
-            "test_style_real.py",  # 133 s
-            "test_gpu_report.py",  # 103 s
-            "test_selfcheck.py",  # 103 s
-            "test_cuda_path.py",  # 101 s
-            "test_video.py",  # 98 s
-            "test_app.py",  # 91 s
-            "test_distributed.py",  # 89 s
-            "test_tiles.py",  # 85 s
-            "test_cam_parity.py",  # 70 s
-            "test_cam_video.py",  # 67 s
-            "test_cli.py",  # 67 s
-            "test_readme.py",  # 66 s
-            "test_cam_trust.py",  # 59 s
-            "test_style.py",  # 58 s
-            "test_cam_target_methods.py",  # 55 s
-            "test_style_distribution.py",  # 45 s
-        )
-    )
-}
-
-
-def pytest_configure(config):
-    """xdist's scheduler takes modules in the collection's order (set above), not by test count."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
 
 
 def pytest_sessionfinish(session, exitstatus):
