@@ -4,7 +4,7 @@ L-BFGS sees the image through a clamp to [0, 1]; torch's ``clamp`` passes no gra
 bounds, so every pixel that was exactly 0 or 1 (clipped shadows and skies) had none and never
 moved: a black-and-white silhouette came back unchanged. ``nstcam.style._optimize.in_range``
 passes it at the bounds. The real-weights check (the judge's style move against the mid-tone
-twin's) is in ``tests/test_style_real.py``.
+twin's) is a claim of ``tests/benchmarks/bench_style_real.py --claims``.
 """
 
 from __future__ import annotations
