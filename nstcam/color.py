@@ -4,10 +4,15 @@ matching for ``preserve_color="histogram"``; :func:`preserve_colors` applies eit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 
 __all__ = [
     "PRESERVE_COLOR_MODES",
+    "ColorSums",
+    "color_map",
     "color_stats",
     "luminance_only",
     "match_color",
@@ -71,18 +76,56 @@ def _sqrt_and_inverse(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return vecs @ torch.diag(vals.sqrt()) @ vecs.T, vecs @ torch.diag(vals.rsqrt()) @ vecs.T
 
 
+def color_map(
+    source: tuple[torch.Tensor, torch.Tensor], target: tuple[torch.Tensor, torch.Tensor]
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The per-pixel map that gives pixels of colour statistics ``source`` (mean, covariance) those
+    of ``target``: ``x' = C_t^(1/2) C_s^(-1/2) (x - mu_s) + mu_t``, clamped to [0, 1]. A picture
+    read in pieces applies it piece by piece (its statistics: :class:`ColorSums`)."""
+    (mu_s, cov_s), (mu_t, cov_t) = source, target
+    sqrt_t, _ = _sqrt_and_inverse(cov_t)
+    _, inv_sqrt_s = _sqrt_and_inverse(cov_s)
+    a = sqrt_t @ inv_sqrt_s
+
+    def apply(x: torch.Tensor) -> torch.Tensor:
+        p = x.reshape(3, -1).double()
+        out = a.to(p.device) @ (p - mu_s.to(p.device)[:, None]) + mu_t.to(p.device)[:, None]
+        return out.to(x.dtype).reshape(x.shape).clamp(0, 1)
+
+    return apply
+
+
+class ColorSums:
+    """The mean and covariance of RGB pixels read in pieces, as :func:`color_stats` gives them for
+    the whole (float64 sums; a piece (1, 3, h, w) in [0, 1] or (h, w, 3) uint8)."""
+
+    def __init__(self) -> None:
+        self.n, self.s, self.s2 = (
+            0,
+            torch.zeros(3, dtype=torch.float64),
+            torch.zeros(3, 3, dtype=torch.float64),
+        )
+
+    def add(self, piece: torch.Tensor | np.ndarray) -> ColorSums:
+        if isinstance(piece, np.ndarray):
+            p = torch.from_numpy(piece.reshape(-1, 3).T.astype(np.float64) / 255.0)
+        else:
+            p = piece.detach().reshape(3, -1).double().cpu()
+        self.n += p.shape[1]
+        self.s += p.sum(1)
+        self.s2 += p @ p.T
+        return self
+
+    def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        mu = self.s / self.n
+        return mu, (self.s2 - self.n * torch.outer(mu, mu)) / max(1, self.n - 1)
+
+
 def match_color(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """``source`` (1, 3, H, W) recoloured so that its RGB pixels have the mean and covariance of
     ``target``'s (Gatys et al. 2016, "Preserving color in neural artistic style transfer", the
     eigen form: ``x' = C_t^(1/2) C_s^(-1/2) (x - mu_s) + mu_t``), clamped to [0, 1]."""
-    mu_s, cov_s = color_stats(source)
-    mu_t, cov_t = color_stats(target)
-    sqrt_t, _ = _sqrt_and_inverse(cov_t)
-    _, inv_sqrt_s = _sqrt_and_inverse(cov_s)
-    a = sqrt_t @ inv_sqrt_s
-    p = source.reshape(3, -1).double()
-    out = a @ (p - mu_s[:, None]) + mu_t[:, None]
-    return out.to(source.dtype).reshape(source.shape).clamp(0, 1)
+    return color_map(color_stats(source), color_stats(target))(source)
 
 
 PRESERVE_COLOR_MODES = ("luminance", "histogram")

@@ -166,7 +166,7 @@ def test_threads_equal_sequential_calls(fast, photo, painting):
 def test_refusals_name_the_argument_in_one_line(fast, photo, painting, tmp_path):
     for kwargs, message in (
         ({"preserve_color": "yes"}, "preserve_color must be None, 'luminance' or 'histogram'"),
-        ({"size": 8}, "size must be 32 to 4096 px, got 8"),
+        ({"size": 8}, "size must be 32 to 8192 px, got 8"),
         ({"strength": -0.1}, "strength must be 0 to 1, got -0.1"),
     ):
         with pytest.raises(ValueError, match=message) as e:

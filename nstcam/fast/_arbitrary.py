@@ -23,6 +23,7 @@ from torch import nn
 
 from nstcam._threads import one_thread
 from nstcam.fast._norm import instance_norm
+from nstcam.fast._tiled import Stages, add_residual, relu
 
 __all__ = ["STYLE_DIM", "ArbitraryNet", "ArbitraryTransformer", "NormParams", "StylePredictor", "onnx_scopes"]
 
@@ -172,18 +173,35 @@ class ArbitraryTransformer(nn.Module):
     def paint(self, images: torch.Tensor, params: NormParams) -> torch.Tensor:
         """Photos (N, 3, H, W) in [0, 1], H and W multiples of 4, painted with ``params``
         (:meth:`norm_params`) -> (N, 3, H, W) in [0, 1]."""
+        return self.stages(params)(images)
+
+    def stages(self, params: NormParams) -> Stages:
+        """The transformer for ``params`` (:meth:`norm_params`) as its three stages: the contraction
+        (to a quarter of the size), the residual blocks and the expansion (:mod:`nstcam.fast._tiled`)."""
         expected = len(self.res) * 2 + len(self.expand)
         if len(params) != expected:
             raise ValueError(f"params must hold {expected} (scale, shift) pairs, got {len(params)}")
-        p = iter(params)
-        x = images.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout on the CPU
-        for conv in self.contract:
-            x = F.relu(conv(x))
-        for first, second in self.res:
-            x = x + second(F.relu(first(x, next(p))), next(p))
-        x = F.relu(self.expand[0](x, next(p)))
-        x = F.relu(self.expand[1](x, next(p)))
-        return torch.sigmoid(self.expand[2](x, next(p))).contiguous()
+        in_res, in_expand = params[: 2 * len(self.res)], params[2 * len(self.res) :]
+
+        def front(x: torch.Tensor) -> torch.Tensor:
+            x = x.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout on the CPU
+            for conv in self.contract:
+                x = F.relu(conv(x))
+            return x
+
+        def middle(x: torch.Tensor) -> torch.Tensor:
+            p = iter(in_res)
+            for first, second in self.res:
+                x = add_residual(x, second(relu(first(x, next(p))), next(p)))
+            return x
+
+        def back(x: torch.Tensor) -> torch.Tensor:
+            p = iter(in_expand)
+            x = F.relu(self.expand[0](x, next(p)))
+            x = F.relu(self.expand[1](x, next(p)))
+            return torch.sigmoid(self.expand[2](x, next(p))).contiguous()
+
+        return Stages(front, middle, back)
 
     def forward(self, images: torch.Tensor, styles: torch.Tensor) -> torch.Tensor:
         return self.paint(images, self.norm_params(styles))

@@ -24,6 +24,7 @@ from PIL import Image
 from nstcam._checks import finite, whole
 from nstcam._files import expand_contents
 from nstcam.fast._learned import LearnedStyle
+from nstcam.fast._tiled import Stages
 from nstcam.image import SAMPLES, ImageSource, image_to_tensor, load_image, resize_long_side
 
 __all__ = [
@@ -404,20 +405,20 @@ def _bar(steps: int, progress_bar: bool | None) -> Any:
 
 
 def paint_learned(
-    fast: Any, x: torch.Tensor, img: Image.Image, style: LearnedStyle, strength: float
-) -> tuple[torch.Tensor, str, dict]:
-    """``x`` (1, 3, H, W, multiples of 4: the engine pads it) painted with a learned style, what
-    painted it and its parameters; below strength 1 the style's scales and shifts move toward the
-    photo's own (its predicted style), as a style vector's do."""
+    fast: Any, img: Image.Image, style: LearnedStyle, strength: float
+) -> tuple[Stages, str, dict]:
+    """The arbitrary transformer's stages that paint with a learned style (:class:`Stages`: the
+    engine runs them whole or in tiles), what paints and its parameters; below strength 1 the
+    style's scales and shifts move toward the photo's own (its predicted style), as a style
+    vector's do."""
     t = fast.arbitrary_net.transformer
-    params = [(s.to(x.device), b.to(x.device)) for s, b in style.params]
+    params = [(s.to(fast.device), b.to(fast.device)) for s, b in style.params]
     if strength < 1.0:
         own = t.norm_params(fast.style_vector(img))
         params = [
             (strength * s + (1 - strength) * os, strength * b + (1 - strength) * ob)
             for (s, b), (os, ob) in zip(params, own, strict=True)
         ]
-    out = t.paint(x, params)
     note = ", learned on a VGG with RANDOM weights: not meaningful" if style.random_weights else ""
     what = f"Magenta's arbitrary style network (Ghiasi et al. 2017), a learned style{note}"
-    return out, what, {"style": "learned", "painting": style.meta.get("painting", "")}
+    return t.stages(params), what, {"style": "learned", "painting": style.meta.get("painting", "")}

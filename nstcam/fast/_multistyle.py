@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nstcam.fast._norm import instance_norm
+from nstcam.fast._tiled import Stages, add_residual
 
 __all__ = ["N_STYLES", "MultiStyleNet"]
 
@@ -64,12 +65,27 @@ class MultiStyleNet(nn.Module):
             [ConvNorm(32, 8, 3, up=True), ConvNorm(8, 4, 3, up=True), ConvNorm(4, 3, 9)]
         )
 
+    def stages(self, weights: torch.Tensor) -> Stages:
+        """The network for style ``weights`` (N, 26) as its three stages: the contraction (to a
+        quarter of the size), the residual blocks and the expansion (:mod:`nstcam.fast._tiled`)."""
+
+        def front(x: torch.Tensor) -> torch.Tensor:
+            x = x.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout: 1.6x (bench_fast.py)
+            for layer in self.contract:
+                x = layer(x, weights).relu_()
+            return x
+
+        def middle(x: torch.Tensor) -> torch.Tensor:
+            for first, second in self.res:
+                x = add_residual(x, second(first(x, weights).relu_(), weights))
+            return x
+
+        def back(x: torch.Tensor) -> torch.Tensor:
+            x = self.expand[0](x, weights).relu_()
+            x = self.expand[1](x, weights).relu_()
+            return torch.sigmoid(self.expand[2](x, weights)).contiguous()
+
+        return Stages(front, middle, back)
+
     def forward(self, images: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        x = images.contiguous(memory_format=torch.channels_last)  # oneDNN's fast layout: 1.6x (bench_fast.py)
-        for layer in self.contract:
-            x = layer(x, weights).relu_()
-        for first, second in self.res:
-            x = x + second(first(x, weights).relu_(), weights)
-        x = self.expand[0](x, weights).relu_()
-        x = self.expand[1](x, weights).relu_()
-        return torch.sigmoid(self.expand[2](x, weights)).contiguous()
+        return self.stages(weights)(images)

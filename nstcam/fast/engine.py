@@ -21,19 +21,21 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._files import BatchResult, expand_contents, output_names
 from nstcam._threads import sized_threads
-from nstcam.color import PRESERVE_COLOR_MODES, match_color, preserve_colors
+from nstcam.color import PRESERVE_COLOR_MODES, ColorSums, color_map, color_stats, preserve_colors
 from nstcam.fast._arbitrary import STYLE_DIM, ArbitraryNet
 from nstcam.fast._blend import blend_styles, blend_weights
 from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, import_fast
 from nstcam.fast._learn import learn_style, paint_learned
 from nstcam.fast._learned import LearnedStyle, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
+from nstcam.fast._tiled import MEMORY_BUDGET, TILE, Stages, paint_tiled, untiled_bytes
 from nstcam.image import (
     ImageError,
     ImageSource,
@@ -49,7 +51,8 @@ __all__ = ["MAX_SIDE", "STYLE_SIDE", "FastStyle", "StyleSpec", "shared_fast_styl
 logger = logging.getLogger(__name__)
 
 StyleSpec = int | Mapping[int, float] | Sequence[float]
-MAX_SIDE = 4096
+MAX_SIDE = 8192
+"""The longest side painted; past :data:`nstcam.fast._tiled.MEMORY_BUDGET` a picture is painted in tiles."""
 STYLE_SIDE = 256
 """The style predictor's input: the style image's centre square at 256 x 256, as Magenta trained it."""
 _LOCK = threading.Lock()
@@ -195,8 +198,8 @@ class FastStyle:
     def recolored(painting: ImageSource, photo: ImageSource) -> Image.Image:
         """``painting`` in ``photo``'s colours (RGB mean and covariance; Gatys et al. 2016): read
         with :meth:`style_vector`, it paints in the photo's colours."""
-        p, c = load_image(painting), load_image(photo)
-        return tensor_to_image(match_color(image_to_tensor(p), image_to_tensor(c)))
+        p = image_to_tensor(load_image(painting))
+        return tensor_to_image(color_map(color_stats(p), _image_colors(load_image(photo)))(p))
 
     def blend_vector(
         self, styles: Sequence[ImageSource], weights: Sequence[float] | None = None
@@ -240,6 +243,7 @@ class FastStyle:
         strength: float = 1.0,
         size: int | None = None,
         preserve_color: str | None = None,
+        tile: int | None = None,
     ) -> Image.Image:
         """Stylises ``content`` in one forward pass.
 
@@ -257,6 +261,11 @@ class FastStyle:
                 are fully convolutional: any size works; the brush strokes keep their size in pixels.
             preserve_color: None, ``"luminance"`` or ``"histogram"`` (as :meth:`StyleTransfer.stylize`):
                 keep the photo's colours.
+            tile: paint in tiles of this side (px, at least 64) with the whole picture's
+                normalisation statistics (:mod:`nstcam.fast._tiled`: the untiled picture up to float
+                rounding, in memory that follows the tile); None: tiles of 1024 px where the untiled
+                pass is estimated past 1 GB (the 26-style network from about 1300 px, the arbitrary
+                one from about 2300 px). The result's params record the tile used (None: whole).
         """
         if isinstance(strength, bool) or not 0.0 <= float(strength) <= 1.0:
             raise ValueError(f"strength must be 0 to 1, got {str(strength)[:20]}")
@@ -267,9 +276,11 @@ class FastStyle:
         style = _as_learned(style)
         builtin = not _is_vector(style) and _is_builtin(style)  # a LearnedStyle is neither
         weights = style_weights(style).to(self.device)[None] if builtin else None  # checked before any work
+        if tile is not None and (isinstance(tile, bool) or not isinstance(tile, int) or tile < 64):
+            raise ValueError(f"tile must be None or a whole number of px, at least 64; got {str(tile)[:20]}")
         img = _checked_image(content, size)
         with self._threads():
-            return self._painted(img, style, weights, float(strength), preserve_color)
+            return self._painted(img, style, weights, float(strength), preserve_color, tile)
 
     def _threads(self) -> AbstractContextManager:
         """On the CPU, torch's threads sized to the cores free for this call (``nstcam._threads``)."""
@@ -282,24 +293,34 @@ class FastStyle:
         weights: torch.Tensor | None,
         strength: float,
         preserve_color: str | None,
+        tile: int | None,
     ) -> Image.Image:
-        x = image_to_tensor(img, self.device)
+        stages, what, params = self._stages(img, style, weights, strength, preserve_color == "histogram")
         builtin = weights is not None
-        if builtin:
-            out = self.net(_pad4(x), weights)[..., : x.shape[-2], : x.shape[-1]]
-            out = strength * out + (1 - strength) * x
-            what, params = f"Dumoulin et al.'s 26-style network{_FROM}", {"style": weights[0].tolist()}
-        elif isinstance(style, LearnedStyle):
-            out, what, params = paint_learned(self, _pad4(x), img, style, strength)
-            out = out[..., : x.shape[-2], : x.shape[-1]]
+        net = "multistyle26" if builtin else "arbitrary"
+        if tile is None and untiled_bytes(net, img.height, img.width) > MEMORY_BUDGET:
+            tile = TILE
+        if tile is not None and max(img.size) <= tile:
+            tile = None  # one tile: the untiled pass
+
+        def finish(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            if builtin:
+                out = strength * out + (1 - strength) * x
+            if preserve_color == "luminance":
+                out = preserve_colors(out, x, preserve_color)
+            return out
+
+        if tile is None:
+            x = image_to_tensor(img, self.device)
+            out = finish(stages(_pad4(x))[..., : x.shape[-2], : x.shape[-1]], x)
+            if preserve_color == "histogram":
+                out = preserve_colors(out, x, preserve_color)
+            result = tensor_to_image(out)
         else:
-            out = self._arbitrary(x, img, style, strength, preserve_color == "histogram")
-            what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
-            params = {"style": "vector" if _is_vector(style) else "image"}
-        if preserve_color is not None:
-            out = preserve_colors(out, x, preserve_color)
-        result = tensor_to_image(out)
-        params.update(strength=strength, size=max(img.size), preserve_color=preserve_color)
+            recolour = _recolour if preserve_color == "histogram" else None
+            photo = np.asarray(img.convert("RGB"), dtype=np.uint8)
+            result = Image.fromarray(paint_tiled(stages, photo, tile, finish, self.device, recolour), "RGB")
+        params.update(strength=strength, size=max(img.size), preserve_color=preserve_color, tile=tile)
         result.info["nstcam"] = {
             "params": params,
             "weights": f"real: {what}",
@@ -307,14 +328,30 @@ class FastStyle:
         }
         return result
 
-    def _arbitrary(
-        self,
-        x: torch.Tensor,
-        img: Image.Image,
-        style: ImageSource | torch.Tensor,
-        strength: float,
-        recolor: bool,
+    def _stages(
+        self, img: Image.Image, style: Any, weights: torch.Tensor | None, strength: float, recolor: bool
+    ) -> tuple[Stages, str, dict]:
+        """The network that paints ``style``, as its stages; what it is; the style's params."""
+        if weights is not None:
+            params = {"style": weights[0].tolist()}
+            return self.net.stages(weights), f"Dumoulin et al.'s 26-style network{_FROM}", params
+        if isinstance(style, LearnedStyle):
+            stages, what, params = paint_learned(self, img, style, strength)
+            return stages, what + _FROM, params
+        vec = self._vector(img, style, strength, recolor)
+        what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
+        transformer = self.arbitrary_net.transformer
+        return (
+            transformer.stages(transformer.norm_params(vec)),
+            what,
+            {"style": "vector" if _is_vector(style) else "image"},
+        )
+
+    def _vector(
+        self, img: Image.Image, style: ImageSource | torch.Tensor, strength: float, recolor: bool
     ) -> torch.Tensor:
+        """The style vector that paints ``img``: the given one, or the painting's (recoloured to the
+        photo's colours with ``recolor``), moved toward the photo's own below strength 1."""
         if _is_vector(style):
             vec = style.to(self.device, torch.float32)
             if not torch.isfinite(vec).all():
@@ -324,7 +361,7 @@ class FastStyle:
             vec = self.style_vector(painting)
         if strength < 1.0:
             vec = strength * vec + (1.0 - strength) * self.style_vector(img)
-        return self.arbitrary_net.transformer(_pad4(x), vec)[..., : x.shape[-2], : x.shape[-1]]
+        return vec
 
     learn = learn_style  # FastStyle().learn(painting, engine=StyleTransfer()): see learn_style
     blend = blend_styles  # FastStyle().blend([learned, painting], [0.7, 0.3]): see blend_styles
@@ -383,6 +420,25 @@ class FastStyle:
         if result.failed:
             logger.warning("%d of %d inputs failed", len(result.failed), len(items))
         return result
+
+
+def _image_colors(img: Image.Image) -> tuple[torch.Tensor, torch.Tensor]:
+    """``img``'s colour statistics (:func:`nstcam.color.color_stats`), read 256 rows at a time."""
+    a = np.asarray(img.convert("RGB"), dtype=np.uint8)
+    sums = ColorSums()
+    for top in range(0, a.shape[0], 256):
+        sums.add(a[top : top + 256])
+    return sums.stats()
+
+
+def _recolour(finished: Any) -> Any:
+    """``preserve_color="histogram"`` on a tiled picture: the map that gives the finished result
+    (read once, core by core) the photo's colour statistics."""
+    result, photo = ColorSums(), ColorSums()
+    for out, x in finished():
+        result.add(out)
+        photo.add(x)
+    return color_map(result.stats(), photo.stats())
 
 
 _SHARED: dict[str, FastStyle] = {}
