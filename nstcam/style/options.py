@@ -89,7 +89,8 @@ class StyleOptions:
         tv_weight: weight of the smoothness (total variation) loss.
         optimizer: ``"lbfgs"`` or ``"adam"``.
         init: ``"auto"`` (default): the fast painting (``"fast"``) where the fast network's weights
-            are here and the run has no tile, style mask or regions, else the content. Or start
+            are here (with a style mask or regions, the painting where the style goes; in tiles,
+            the whole picture's painting), else the content (said in one log line). Or start
             from the ``"content"``, ``"noise"``, the ``"style"``, noise of the style's RGB
             mean and covariance (``"style_stats"``), a pretrained network's painting (``"fast"``:
             Magenta's arbitrary network, real weights; ``style/_fast_init.py``), or an image
