@@ -31,12 +31,23 @@ from nstcam.style._types import InsufficientMemoryError
 from nstcam.style.losses import style_loss_named
 from nstcam.style.vgg import deepest_layer, layer_index, vgg_layers
 
-__all__ = ["CALIBRATION", "check_memory", "estimate_memory", "estimate_run", "estimate_tiled"]
+__all__ = [
+    "CALIBRATION",
+    "PRINT_MEMORY",
+    "check_memory",
+    "estimate_memory",
+    "estimate_run",
+    "estimate_tiled",
+    "print_tile",
+]
 
 logger = logging.getLogger(__name__)
 
 CALIBRATION = {"cpu": (2.30, 46 * 2**20), "cuda": (1.2, 2**30), "mps": (2.30, 46 * 2**20)}
 """Device type -> (activation factor, constant bytes)."""
+PRINT_MEMORY = 3 * 2**30
+"""A print's plan (the default scales past the preview) keeps its estimate under this: its scales
+past the preview are optimised in tiles where the untiled run would need more (issue 76)."""
 _BUFFERS = 8  # image-sized float32 tensors besides the optimiser's
 _TILED_BUFFERS = 6  # full-size tensors a tiled scale keeps: result, blend sums, content (2), start
 
@@ -112,20 +123,7 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     free = available_memory(rt.device)
     if free is None:
         return
-    kw = dict(
-        optimizer=plan.optimizer,
-        history_size=plan.history_size,
-        deepest=deepest_layer(plan.layers),
-        batch=batch,
-        steps=max(plan.steps),
-    )
-
-    def need(long_side: int, tile: int | None) -> int:
-        size = long_side_size(content.size, long_side)
-        extra = style_loss_named(plan.style_loss).extra_bytes(
-            *size, plan.style_layers, plan.style_scale, tile
-        )
-        return estimate_run(rt, *size, tile=tile, **kw) + extra
+    need = _need(rt, plan, content, batch)
 
     budget = int(free * 0.9)
     if need(plan.size, plan.tile) <= budget:
@@ -154,6 +152,51 @@ def check_memory(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) 
     ratio = fits / plan.size
     plan.scales = [max(16, int(s * ratio)) for s in plan.scales]
     plan.size = plan.scales[-1]
+
+
+def _need(rt: Runtime, plan: Plan, content: Image.Image, batch: int):
+    """``need(long_side, tile)``: the run's estimated bytes at that size and tile."""
+    kw = dict(
+        optimizer=plan.optimizer,
+        history_size=plan.history_size,
+        deepest=deepest_layer(plan.layers),
+        batch=batch,
+        steps=max(plan.steps),
+    )
+
+    def need(long_side: int, tile: int | None) -> int:
+        size = long_side_size(content.size, long_side)
+        extra = style_loss_named(plan.style_loss).extra_bytes(
+            *size, plan.style_layers, plan.style_scale, tile
+        )
+        return estimate_run(rt, *size, tile=tile, **kw) + extra
+
+    return need
+
+
+def print_tile(rt: Runtime, plan: Plan, content: Image.Image, batch: int = 1) -> None:
+    """A print's plan (``plan.extra["print_from"]``) with no tile asked: where the untiled run is
+    estimated past :data:`PRINT_MEMORY`, its scales past the preview go in the largest tile (2048,
+    1024 or 512 px, not below the preview's side) that keeps under it, else the preview's side; said
+    in one log line and recorded in the plan (``tile``). The caller checks that tiles combine with
+    the run (no style per region, no style mask optimised in place, no start image or anchors)."""
+    side = plan.extra.get("print_from")
+    if plan.tile is not None or not side:
+        return
+    need = _need(rt, plan, content, batch)
+    untiled = need(plan.size, None)
+    if untiled <= PRINT_MEMORY:
+        return
+    fits = [t for t in (2048, 1024, 512) if side <= t < plan.size and need(plan.size, t) <= PRINT_MEMORY]
+    plan.tile = fits[0] if fits else side
+    plan.tile_overlap = min(plan.tile_overlap, plan.tile // 4)
+    logger.info(
+        "a %d px print needs about %.1f GiB untiled: its scales past %d px are optimised in tiles of %d px",
+        plan.size,
+        untiled / 2**30,
+        side,
+        plan.tile,
+    )
 
 
 def _largest_tile(plan: Plan, need, budget: int) -> int | None:

@@ -12,6 +12,7 @@ from nstcam._checks import finite
 from nstcam.style._balance import balanced_weights
 from nstcam.style.losses import style_loss_named
 from nstcam.style.options import (
+    PREVIEW_SIDE,
     StyleOptions,
     auto_scales,
     preserve_color_mode,
@@ -164,4 +165,6 @@ def make_plan(
         plan.extra["progress_every"] = int(o.progress_every)
     plan.extra["mask_mode"] = o.mask_mode
     plan.extra["auto_steps"] = o.steps is None  # fitted to the photo's shape by the run
+    # a print of the preview (issue 76): its plan runs first, then refines; tiled past PRINT_MEMORY
+    plan.extra["print_from"] = PREVIEW_SIDE if o.scales is None and plan.size > PREVIEW_SIDE else None
     return plan

@@ -18,7 +18,7 @@ from nstcam.image import image_to_tensor, long_side_size, resize_long_side
 from nstcam.style._anchors import start_images, with_anchors
 from nstcam.style._compiled import compiled_loss, sqrt_method
 from nstcam.style._fast_init import fast_start
-from nstcam.style._memory import check_memory
+from nstcam.style._memory import check_memory, print_tile
 from nstcam.style._optimize import compute_losses, init_image, optimize
 from nstcam.style._output import finish, to_output
 from nstcam.style._plan import Plan
@@ -106,6 +106,8 @@ def run_many(
         )
     anchors = anchors or [[] for _ in contents]
     _check_combination(plan, masks, regions, anchors)
+    if _tiles_combine(plan, regions, anchors):
+        print_tile(rt, plan, contents[0], batch=len(contents))
     if plan.extra.get("strength") == 0:  # strength 0: the photo, as it is, at the output's size
         return [the_photo(rt, c, plan) for c in contents]
     check_memory(rt, plan, contents[0], batch=len(contents))
@@ -195,6 +197,12 @@ def _check_combination(
         )
     if plan.tile is not None and (any(anchors) or plan.init == "image"):
         raise ValueError("tile does not combine with an init image or anchors yet; leave tile unset")
+
+
+def _tiles_combine(plan: Plan, regions: list | None, anchors: list) -> bool:
+    """Whether this run may be tiled (what :func:`_check_combination` refuses with a tile)."""
+    in_place = plan.extra["style_mask"] and plan.extra["mask_mode"] == "optimize"
+    return not (regions or in_place or any(anchors) or plan.init == "image")
 
 
 def resolved_init(plan: Plan, regions: list | None, tiled: bool) -> str:

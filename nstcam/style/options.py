@@ -27,11 +27,15 @@ __all__ = [
     "INITS",
     "OPTIMIZERS",
     "OPTION_NAMES",
+    "PREVIEW_SIDE",
+    "PRINT_STEPS",
     "StyleChanges",
     "StyleOptions",
     "auto_scales",
     "auto_steps",
     "fitted_steps",
+    "print_scales",
+    "print_steps",
     "split_steps",
     "strength_weight",
     "shows_style_options",
@@ -66,6 +70,13 @@ INITS = ("auto", "content", "noise", "style", "style_stats", "fast")
 DEFAULT_STEPS_FINEST = 20
 """With ``steps=None``: the finest scale's evaluations; each coarser scale takes 2x the next finer's
 (most work where it is cheap), a single scale 100."""
+PREVIEW_SIDE = 512
+"""The preview's long side (the app's largest on a CPU). A larger size with the default scales is
+a print of that preview (issue 76): it runs the preview's own plan first (its scales and steps, so
+its result at this size is the preview's), then refines it at each doubling up to the size asked."""
+PRINT_STEPS = 10
+"""With ``steps=None``: a print's evaluations at its first scale past the preview; half that at each
+finer scale, at least 2 (the preview's look is there; the finer scales add the strokes' detail)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +88,9 @@ class StyleOptions:
         size: long side of the output, in pixels.
         steps: evaluations of the network (forward + backward) per scale, whatever the optimiser;
             or one count per scale; None (default): :func:`auto_steps` (20 at the finest scale, 2x
-            that at each coarser one; 100 for a single scale), ended sooner by ``tolerance``.
+            that at each coarser one; 100 for a single scale), ended sooner by ``tolerance``; past
+            ``PREVIEW_SIDE`` (512 px) with the default scales, a print's (:func:`print_steps`:
+            the 512 px preview's 40 and 20, then 10, 5, 2...).
         style_weight: weight of the style loss, for experts: given, it overrides ``strength``;
             None (default): ``strength``'s (:func:`strength_weight`). With ``content_weight`` and
             ``tv_weight``, the defaults keep the subject on a real VGG16 (docs/style.md).
@@ -287,13 +300,31 @@ def _check(o: StyleOptions) -> None:
 
 def auto_scales(size: int) -> list[int]:
     """``size`` alone below 256 px; else its half, then ``size``; from 1024 px, halving further
-    down to 256 px (coarse to fine)."""
+    down to 256 px (coarse to fine). Past ``PREVIEW_SIDE``: a print's (:func:`print_scales`)."""
+    if size > PREVIEW_SIDE:
+        return print_scales(size)
     scales = [size]
     if size >= 256:
         scales.insert(0, size // 2)
     while scales[0] // 2 >= 256:
         scales.insert(0, scales[0] // 2)
     return scales
+
+
+def print_scales(size: int) -> list[int]:
+    """A print's scales: the preview's (``auto_scales(PREVIEW_SIDE)``: 256 and 512 px), its
+    doublings below ``size``, then ``size`` (3000 px: 256, 512, 1024, 2048, 3000)."""
+    scales = auto_scales(PREVIEW_SIDE)
+    while scales[-1] * 2 < size:
+        scales.append(scales[-1] * 2)
+    return [*scales, size]
+
+
+def print_steps(n_scales: int) -> list[int]:
+    """A print's evaluations over ``n_scales`` (:func:`print_scales`): the preview's own
+    (:func:`auto_steps`), then ``PRINT_STEPS`` halved at each finer scale, at least 2."""
+    preview = auto_steps(len(auto_scales(PREVIEW_SIDE)))
+    return preview + [max(2, PRINT_STEPS >> k) for k in range(n_scales - len(preview))]
 
 
 def auto_steps(n_scales: int) -> list[int]:
@@ -341,13 +372,16 @@ def scales_and_steps(
 ) -> tuple[list[int], list[int]]:
     """The long sides to optimise at, coarse to fine, and each one's steps, checked."""
     size = whole("size", size, minimum=16)
+    given_scales = bool(scales)
     if scales:
         scales = [whole("scales", s, minimum=16) for s in scales]
         if scales != sorted(scales):
             raise ValueError(f"scales must be increasing long sides of at least 16 px, got {scales}")
     else:
         scales = auto_scales(size)
-    if steps is None:
+    if steps is None and not given_scales and size > PREVIEW_SIDE:
+        steps_list = print_steps(len(scales))
+    elif steps is None:
         steps_list = auto_steps(len(scales))
     elif isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
         steps_list = [whole("steps", steps, minimum=1)] * len(scales)
