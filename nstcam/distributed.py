@@ -312,8 +312,9 @@ class _FastWorker:
         return {**rows, "targets": [0] * len(rows["status"])}
 
 
-_FAST_IMAGE = ("size", "strength", "preserve_color", "style_weights")
-_FAST_VIDEO = (*_FAST_IMAGE, "temporal_blend", "flow", "max_frames", "fps")
+_FAST_BOTH = ("size", "strength", "preserve_color", "style_weights")
+_FAST_IMAGE = (*_FAST_BOTH, "tile")
+_FAST_VIDEO = (*_FAST_BOTH, "temporal_blend", "flow", "max_frames", "fps")
 
 
 def _each(batch: dict, write: Callable[[str, Path, str], None]) -> dict:
@@ -466,9 +467,10 @@ def _fast_dataset(
     gpus: float,
 ) -> BatchResult:
     """:func:`stylize_dataset` with ``fast=True``: the fast network's workers over images, then clips."""
-    unknown = sorted(set(params) - set(_FAST_VIDEO))
+    takes = dict.fromkeys((*_FAST_IMAGE, *_FAST_VIDEO))
+    unknown = sorted(set(params) - set(takes))
     if unknown:
-        raise ValueError(f"fast=True takes {', '.join(_FAST_VIDEO)}; not {', '.join(unknown)}")
+        raise ValueError(f"fast=True takes {', '.join(takes)}; not {', '.join(unknown)}")
     for rows, video in ((image_rows, False), (video_rows, True)):
         if not rows:
             continue

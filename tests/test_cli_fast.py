@@ -51,6 +51,28 @@ def test_stylize_fast_equals_the_python_api(tmp_path, capsys):
     blend = fast.blend_vector([BRICK, SAMPLES / "coffee.png"], [0.7, 0.3])
     got = np.asarray(load_image(tmp_path / "c" / "chelsea_stylized.png"))
     assert np.array_equal(got, np.asarray(fast.stylize(CAT, blend, size=96)))  # the paintings' blended vector
+    # issue 76: --tile paints in tiles with the whole picture's statistics, as the API's tile= does
+    assert (
+        main(
+            [
+                "stylize",
+                CAT,
+                "--fast",
+                "--style-index",
+                "5",
+                "--tile",
+                "64",
+                "-o",
+                str(tmp_path / "t"),
+                "--size",
+                "96",
+            ]
+        )
+        == 0
+    )
+    got = np.asarray(load_image(tmp_path / "t" / "chelsea_stylized.png"))
+    assert np.array_equal(got, np.asarray(fast.stylize(CAT, 5, size=96, tile=64)))
+    assert json.loads((tmp_path / "t" / "chelsea_stylized.json").read_text())["params"]["tile"] == 64
 
 
 def test_fast_refusals_name_the_option(tmp_path, caplog):
@@ -58,7 +80,7 @@ def test_fast_refusals_name_the_option(tmp_path, caplog):
     cases = (
         (["--fast"], "--fast needs --style IMAGE (any painting) or --style-index I (0-25)"),
         (["--fast", "--style", BRICK, "--style-index", "2"], "give --style or --style-index, not both"),
-        (["--fast", "--style-index", "2", "--tile", "64"], "--fast does not take --tile"),
+        (["--fast", "--style-index", "2", "--scales", "64"], "--fast does not take --scales"),
         (["--style-index", "2"], "--style-index needs --fast"),
     )
     for extra, message in cases:

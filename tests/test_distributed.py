@@ -327,6 +327,10 @@ def test_fast_stylize_dataset_equals_the_fast_engine_on_images_and_clips(local_r
     )
     want = np.asarray(local.stylize(inp / "img0.png", 7, size=48))
     assert np.array_equal(np.asarray(Image.open(builtin.written[0])), want)
+    tiled = stylize_dataset(inp / "img0.png", 7, tmp_path / "t", num_workers=1, fast=True, size=96, tile=64)
+    want = np.asarray(local.stylize(inp / "img0.png", 7, size=96, tile=64))  # issue 76: tiles on Ray too
+    assert np.array_equal(np.asarray(Image.open(tiled.written[0])), want)
+    assert json.loads(tiled.written[0].with_suffix(".json").read_text())["params"]["tile"] == 64
     learned = local.learn(
         style, [inp / "img0.png"], engine=StyleTransfer(weights="random"), size=64, steps=2, batch=1
     )

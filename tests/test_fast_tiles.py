@@ -9,6 +9,8 @@ residual stage sees the whole picture. Sizes and peaks at 512-8192 px: ``bench_f
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from conftest import in_threads
@@ -134,7 +136,11 @@ def test_tiled_calls_from_threads_equal_sequential_ones(fast, photo, painting):
 
 @pytest.mark.parametrize(
     ("tile", "message"),
-    [(32, "tile must be None or a whole number of px, at least 64; got 32"), (True, "got True"), (64.5, "got 64.5")],
+    [
+        (32, "tile must be None or a whole number of px, at least 64; got 32"),
+        (True, "got True"),
+        (64.5, "got 64.5"),
+    ],
 )
 def test_a_bad_tile_is_refused_naming_it(fast, photo, tile, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
@@ -145,5 +151,5 @@ def test_cores_cover_the_side_on_multiples_of_4():
     for n, tile in ((244, 64), (4096, 1024), (8192, 1000), (8, 64)):
         spans = tiled.cores(n, tile)
         assert spans[0].start == 0 and spans[-1].stop == n
-        assert all(a.stop == b.start for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a.stop == b.start for a, b in itertools.pairwise(spans))
         assert all(s.start % 4 == 0 and 0 < s.stop - s.start <= max(4, tile) for s in spans)

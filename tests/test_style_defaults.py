@@ -20,7 +20,10 @@ needs_fast = pytest.mark.skipif(not fast_available(), reason="the fast network's
 
 def test_the_default_scales_and_steps_put_most_steps_at_the_coarse_scale():
     assert scales_and_steps(512, None, None) == ([256, 512], [40, 20])
-    assert scales_and_steps(2048, None, None) == ([256, 512, 1024, 2048], [40, 20, 10, 5])  # a print (issue 76)
+    assert scales_and_steps(2048, None, None) == (
+        [256, 512, 1024, 2048],
+        [40, 20, 10, 5],
+    )  # a print (issue 76)
     assert scales_and_steps(200, None, None) == ([200], [100])
     assert scales_and_steps(512, None, 30) == ([256, 512], [30, 30])  # a count: every scale's
     assert auto_steps(6)[0] == 300  # capped

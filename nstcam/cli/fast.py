@@ -20,7 +20,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_NOT_FAST = ("mask", "subject_aware", "report", "tile", "scales", "passes", "batch_frames")
+_NOT_FAST = ("mask", "subject_aware", "report", "scales", "passes", "batch_frames")
 
 
 def style_index(text: str) -> dict[int, float]:
@@ -114,6 +114,7 @@ def fast_dataset(args: argparse.Namespace, inputs: Any, **params: Any) -> Any:
         size=args.size,
         strength=args.strength,
         preserve_color=args.preserve_color or None,
+        **({"tile": args.tile} if getattr(args, "tile", None) else {}),
         **blend,
         **params,
     )
@@ -142,6 +143,7 @@ def cmd_stylize_fast(args: argparse.Namespace) -> int:
             size=args.size,
             strength=args.strength,
             preserve_color=args.preserve_color or None,
+            tile=getattr(args, "tile", None),
         )
     except (FastWeightsError, ValueError, FileNotFoundError, OSError) as e:
         logger.error("%s", e)

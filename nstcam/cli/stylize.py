@@ -89,7 +89,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument(
         "--tile",
         type=int,
-        help="optimise scales above this many px window by window (memory follows the tile)",
+        help="optimise scales above this many px window by window (memory follows the tile); with "
+        "--fast: paint in tiles of this many px with the whole picture's statistics (default: "
+        "1024 px tiles where the untiled pass would need over 1 GB)",
     )
     s.add_argument("--tile-overlap", type=int, help="px neighbouring windows share (default min(64, tile/4))")
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")
