@@ -54,10 +54,11 @@ HALO = 32
 contraction, 7 of the expansion, in the picture's pixels)."""
 MEMORY_BUDGET = 1 << 30
 """An untiled pass estimated past this many bytes (:func:`untiled_bytes`) is tiled."""
-BYTES_PER_PIXEL = {"multistyle26": 640, "arbitrary": 200}
-"""The untiled pass's peak, in bytes per pixel of the picture (measured by
-``tests/benchmarks/bench_fast_tiles.py``: the full-size activations, 32 channels in the Dumoulin
-network's first layer, 8 in Magenta's, a few alive at once)."""
+BYTES_PER_PIXEL = {"multistyle26": 330, "arbitrary": 300}
+"""The untiled pass's peak above the memory before it, in bytes per pixel of the picture (measured
+at 1024-2048 px, 3:2: 327-331 bytes a pixel for the Dumoulin network, whose first layer has 32
+channels at full size; 240-301 for Magenta's, 8 there; the untiled rows of
+``tests/benchmarks/bench_print.py --one-pass``)."""
 
 
 @dataclass(frozen=True)
@@ -164,13 +165,15 @@ def paint_tiled(
         The result, (H, W, 3) uint8.
     """
     h0, w0 = photo.shape[:2]
-    padded = np.pad(photo, ((0, -h0 % 4), (0, -w0 % 4), (0, 0)), mode="reflect")
-    height, width = padded.shape[:2]
+    height, width = h0 + (-h0 % 4), w0 + (-w0 % 4)  # reflect-padded to multiples of 4, as untiled
     ys, xs = cores(height, tile), cores(width, tile)
 
     def pixels(y: slice, x: slice) -> torch.Tensor:
-        a = torch.from_numpy(np.ascontiguousarray(padded[y, x]))
-        return a.permute(2, 0, 1)[None].to(device=device, dtype=torch.float32).div_(255.0)
+        """The padded picture's ``y``, ``x`` (padded here, not as a whole copy)."""
+        a = photo[y.start : min(y.stop, h0), x.start : min(x.stop, w0)]
+        a = np.pad(a, ((0, max(0, y.stop - h0)), (0, max(0, x.stop - w0)), (0, 0)), mode="reflect")
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        return t.permute(2, 0, 1)[None].to(device=device, dtype=torch.float32).div_(255.0)
 
     quarter: torch.Tensor | None = None
     front = _stage_tiled(stages.front, lambda: _windows(ys, xs, height, width, HALO, pixels))

@@ -264,8 +264,9 @@ class FastStyle:
             tile: paint in tiles of this side (px, at least 64) with the whole picture's
                 normalisation statistics (:mod:`nstcam.fast._tiled`: the untiled picture up to float
                 rounding, in memory that follows the tile); None: tiles of 1024 px where the untiled
-                pass is estimated past 1 GB (the 26-style network from about 1300 px, the arbitrary
-                one from about 2300 px). The result's params record the tile used (None: whole).
+                pass is estimated past 1 GiB (a 3:2 photo from about 2200 px for the 26-style
+                network, 2300 px for the arbitrary one). The result's params record the tile used
+                (None: whole).
         """
         if isinstance(strength, bool) or not 0.0 <= float(strength) <= 1.0:
             raise ValueError(f"strength must be 0 to 1, got {str(strength)[:20]}")
@@ -318,7 +319,7 @@ class FastStyle:
             result = tensor_to_image(out)
         else:
             recolour = _recolour if preserve_color == "histogram" else None
-            photo = np.asarray(img.convert("RGB"), dtype=np.uint8)
+            photo = np.asarray(img if img.mode == "RGB" else img.convert("RGB"), dtype=np.uint8)
             result = Image.fromarray(paint_tiled(stages, photo, tile, finish, self.device, recolour), "RGB")
         params.update(strength=strength, size=max(img.size), preserve_color=preserve_color, tile=tile)
         result.info["nstcam"] = {
