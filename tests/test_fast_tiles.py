@@ -116,8 +116,8 @@ def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_
 def test_a_large_picture_is_tiled_automatically_and_says_so(fast, photo, monkeypatch):
     """Past the memory budget (``untiled_bytes``: bytes per pixel, measured) a picture is painted
     in ``TILE`` px tiles without being asked; a picture that fits in one tile is painted whole."""
-    monkeypatch.setattr("nstcam.fast.engine.MEMORY_BUDGET", 1000)
-    monkeypatch.setattr("nstcam.fast.engine.TILE", 96)
+    monkeypatch.setattr("nstcam.fast._paint.MEMORY_BUDGET", 1000)
+    monkeypatch.setattr("nstcam.fast._paint.TILE", 96)
     auto = fast.stylize(photo, 2)
     assert auto.info["nstcam"]["params"]["tile"] == 96
     assert _levels(auto, fast.stylize(photo, 2, tile=10_000))[0] <= 1

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from nstcam._files import BatchResult, expand_contents, output_names
@@ -35,7 +34,8 @@ from nstcam.fast._import import FAST_NETS, HOW, FastWeightsError, fast_file, imp
 from nstcam.fast._learn import learn_style, paint_learned
 from nstcam.fast._learned import LearnedStyle, holds_learned, is_style_file
 from nstcam.fast._multistyle import N_STYLES, MultiStyleNet
-from nstcam.fast._tiled import MEMORY_BUDGET, TILE, Stages, paint_tiled, untiled_bytes
+from nstcam.fast._paint import chosen_tile, paint
+from nstcam.fast._tiled import Stages
 from nstcam.image import (
     ImageError,
     ImageSource,
@@ -121,12 +121,6 @@ def _load(name: str, weights: str | Path | None) -> torch.nn.Module:
     net = FAST_NETS[name].build()
     net.load_state_dict(load_file(str(path)), strict=True)
     return net.eval().requires_grad_(False)
-
-
-def _pad4(x: torch.Tensor) -> torch.Tensor:
-    """Reflect-padded to multiples of 4 (the networks halve twice and double twice)."""
-    h, w = x.shape[-2:]
-    return F.pad(x, (0, -w % 4, 0, -h % 4), mode="reflect")
 
 
 def _checked_image(content: ImageSource, size: int | None, what: str = "content") -> Image.Image:
@@ -296,13 +290,9 @@ class FastStyle:
         preserve_color: str | None,
         tile: int | None,
     ) -> Image.Image:
-        stages, what, params = self._stages(img, style, weights, strength, preserve_color == "histogram")
+        stages, what, params = _network(self, img, style, weights, strength, preserve_color == "histogram")
         builtin = weights is not None
-        net = "multistyle26" if builtin else "arbitrary"
-        if tile is None and untiled_bytes(net, img.height, img.width) > MEMORY_BUDGET:
-            tile = TILE
-        if tile is not None and max(img.size) <= tile:
-            tile = None  # one tile: the untiled pass
+        tile = chosen_tile("multistyle26" if builtin else "arbitrary", img, tile)
 
         def finish(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             if builtin:
@@ -311,16 +301,7 @@ class FastStyle:
                 out = preserve_colors(out, x, preserve_color)
             return out
 
-        if tile is None:
-            x = image_to_tensor(img, self.device)
-            out = finish(stages(_pad4(x))[..., : x.shape[-2], : x.shape[-1]], x)
-            if preserve_color == "histogram":
-                out = preserve_colors(out, x, preserve_color)
-            result = tensor_to_image(out)
-        else:
-            recolour = _recolour if preserve_color == "histogram" else None
-            photo = np.asarray(img if img.mode == "RGB" else img.convert("RGB"), dtype=np.uint8)
-            result = Image.fromarray(paint_tiled(stages, photo, tile, finish, self.device, recolour), "RGB")
+        result = paint(stages, img, tile, finish, preserve_color == "histogram", self.device)
         params.update(strength=strength, size=max(img.size), preserve_color=preserve_color, tile=tile)
         result.info["nstcam"] = {
             "params": params,
@@ -328,41 +309,6 @@ class FastStyle:
             "random_weights": isinstance(style, LearnedStyle) and style.random_weights,
         }
         return result
-
-    def _stages(
-        self, img: Image.Image, style: Any, weights: torch.Tensor | None, strength: float, recolor: bool
-    ) -> tuple[Stages, str, dict]:
-        """The network that paints ``style``, as its stages; what it is; the style's params."""
-        if weights is not None:
-            params = {"style": weights[0].tolist()}
-            return self.net.stages(weights), f"Dumoulin et al.'s 26-style network{_FROM}", params
-        if isinstance(style, LearnedStyle):
-            stages, what, params = paint_learned(self, img, style, strength)
-            return stages, what + _FROM, params
-        vec = self._vector(img, style, strength, recolor)
-        what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
-        transformer = self.arbitrary_net.transformer
-        return (
-            transformer.stages(transformer.norm_params(vec)),
-            what,
-            {"style": "vector" if _is_vector(style) else "image"},
-        )
-
-    def _vector(
-        self, img: Image.Image, style: ImageSource | torch.Tensor, strength: float, recolor: bool
-    ) -> torch.Tensor:
-        """The style vector that paints ``img``: the given one, or the painting's (recoloured to the
-        photo's colours with ``recolor``), moved toward the photo's own below strength 1."""
-        if _is_vector(style):
-            vec = style.to(self.device, torch.float32)
-            if not torch.isfinite(vec).all():
-                raise ValueError("style vector must be finite")
-        else:
-            painting = self.recolored(style, img) if recolor else style
-            vec = self.style_vector(painting)
-        if strength < 1.0:
-            vec = strength * vec + (1.0 - strength) * self.style_vector(img)
-        return vec
 
     learn = learn_style  # FastStyle().learn(painting, engine=StyleTransfer()): see learn_style
     blend = blend_styles  # FastStyle().blend([learned, painting], [0.7, 0.3]): see blend_styles
@@ -423,6 +369,48 @@ class FastStyle:
         return result
 
 
+def _network(
+    fast: FastStyle,
+    img: Image.Image,
+    style: Any,
+    weights: torch.Tensor | None,
+    strength: float,
+    recolor: bool,
+) -> tuple[Stages, str, dict]:
+    """The network that paints ``style`` on ``img``, as its stages; what it is; the style's params."""
+    if weights is not None:
+        params = {"style": weights[0].tolist()}
+        return fast.net.stages(weights), f"Dumoulin et al.'s 26-style network{_FROM}", params
+    if isinstance(style, LearnedStyle):
+        stages, what, params = paint_learned(fast, img, style, strength)
+        return stages, what + _FROM, params
+    vec = _vector(fast, img, style, strength, recolor)
+    transformer = fast.arbitrary_net.transformer
+    what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"
+    return (
+        transformer.stages(transformer.norm_params(vec)),
+        what,
+        {"style": "vector" if _is_vector(style) else "image"},
+    )
+
+
+def _vector(
+    fast: FastStyle, img: Image.Image, style: ImageSource | torch.Tensor, strength: float, recolor: bool
+) -> torch.Tensor:
+    """The style vector that paints ``img``: the given one, or the painting's (recoloured to the
+    photo's colours with ``recolor``), moved toward the photo's own below strength 1."""
+    if _is_vector(style):
+        vec = style.to(fast.device, torch.float32)
+        if not torch.isfinite(vec).all():
+            raise ValueError("style vector must be finite")
+    else:
+        painting = fast.recolored(style, img) if recolor else style
+        vec = fast.style_vector(painting)
+    if strength < 1.0:
+        vec = strength * vec + (1.0 - strength) * fast.style_vector(img)
+    return vec
+
+
 def _image_colors(img: Image.Image) -> tuple[torch.Tensor, torch.Tensor]:
     """``img``'s colour statistics (:func:`nstcam.color.color_stats`), read 256 rows at a time."""
     a = np.asarray(img.convert("RGB"), dtype=np.uint8)
@@ -430,16 +418,6 @@ def _image_colors(img: Image.Image) -> tuple[torch.Tensor, torch.Tensor]:
     for top in range(0, a.shape[0], 256):
         sums.add(a[top : top + 256])
     return sums.stats()
-
-
-def _recolour(finished: Any) -> Any:
-    """``preserve_color="histogram"`` on a tiled picture: the map that gives the finished result
-    (read once, core by core) the photo's colour statistics."""
-    result, photo = ColorSums(), ColorSums()
-    for out, x in finished():
-        result.add(out)
-        photo.add(x)
-    return color_map(result.stats(), photo.stats())
 
 
 _SHARED: dict[str, FastStyle] = {}
