@@ -5,7 +5,9 @@
 
 ``--one-pass``: each size (long side) of the chelsea photo through both fast networks (Magenta's
 arbitrary one with the gravel painting, the 26-style one with style 5), at the defaults (tiled
-past 1 GB, :mod:`nstcam.fast._tiled`): seconds, the process's peak RSS (absolute, and above the
+past 1 GiB, :mod:`nstcam.fast._tiled`), and up to ``--untiled-up-to`` the other way too (tiled
+in 1024 px tiles where the default is whole, whole where it is tiled), compared: seconds, the
+process's peak RSS (absolute, and above the
 RSS before the call: ``tests/_tile_probe.reset_peak``), the seam measure (the mean |difference|
 of neighbouring pixels across the tiles' edges over that across every other row and column; 1.0:
 no edge stands out) and, where the untiled pass runs too (``--untiled-up-to``, 2048 px by default),
@@ -41,7 +43,7 @@ from _tile_probe import peak_since, reset_peak  # noqa: E402
 
 from nstcam import load_image, save_image  # noqa: E402
 from nstcam.fast._tiled import cores  # noqa: E402
-from nstcam.image import SAMPLES, resize_long_side  # noqa: E402
+from nstcam.image import SAMPLES  # noqa: E402
 
 PHOTO, PAINTING = "chelsea.png", "gravel.png"
 
@@ -85,6 +87,17 @@ def one_pass(sizes: list[int], untiled_up_to: int) -> None:
             seconds = time.perf_counter() - t
             above, absolute = peak_since(base), _absolute_peak()
             tile = out.info["nstcam"]["params"]["tile"]
+            if tile is None and 1024 < size <= untiled_up_to:  # whole by default: tiled as asked too
+                base = reset_peak()
+                t = time.perf_counter()
+                tiled = fast.stylize(photo, style, size=size, tile=1024)
+                tiled_s, tiled_above = time.perf_counter() - t, peak_since(base)
+                d = np.abs(np.asarray(out, np.int16) - np.asarray(tiled, np.int16))
+                print(
+                    f"| {name} | {out.width}x{out.height} | 1024 (asked) | {tiled_s:.1f} | - | "
+                    f"{tiled_above / 2**20:.0f} | {seam(tiled, 1024):.3f} | {d.max()}, {d.mean():.5f} |",
+                    flush=True,
+                )
             versus = "-"
             if tile is not None and size <= untiled_up_to:
                 base = reset_peak()
@@ -134,7 +147,7 @@ def defaults(sizes: list[int], strip: Path | None, out_dir: Path | None) -> None
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             save_image(out, out_dir / f"print_{size}.png")
-        small = resize_long_side(out, 512) if size > 512 else out
+        small = out.resize(results[512].size, Image.Resampling.LANCZOS) if size > 512 else out
         move = style_move(small, photo, painting)
         preview_move = style_move(results[512], photo, painting)
         diff = np.abs(np.asarray(small, np.float32) - np.asarray(results[512], np.float32)).mean()
@@ -154,7 +167,7 @@ def _strip(path: Path, results: dict[int, Image.Image]) -> None:
 
     big = max(results)
     preview, printed = results[512], results[big]
-    down = resize_long_side(printed, 512)
+    down = printed.resize(preview.size, Image.Resampling.LANCZOS)
     cx, cy = printed.width // 2 - 256, printed.height // 2 - 256
     crop = printed.crop((cx, cy, cx + 512, cy + 512)).resize(
         (down.height, down.height), Image.Resampling.LANCZOS
