@@ -501,9 +501,14 @@ def test_messages_say_the_cli_flags_not_python(tmp_path, caplog):
     assert "Closest valid names: layer4" in caplog.text and "named_modules" not in caplog.text
     caplog.clear()
     big = ["stylize", str(a), "--style", str(a), "--size", "100000", "--weights", "random"]
-    assert main([*big, "-o", str(tmp_path / "s")]) == 1
+    assert main([*big, "--scales", "50000,100000", "-o", str(tmp_path / "s")]) == 1  # scales given: no print
     said = next(r.getMessage() for r in caplog.records if "GiB" in r.getMessage())
     assert re.search(r"use --size \d+ or less, or --tile \d+$", said) and str(a) in said, said
+    caplog.clear()
+    assert main([*big, "-o", str(tmp_path / "s")]) == 1  # a print: tiled already (issue 76), still too big
+    said = [r.getMessage() for r in caplog.records if "GiB" in r.getMessage()]
+    assert said[0].startswith("a 100000 px print needs about ") and "in tiles of 512 px" in said[0]
+    assert re.search(r"in tiles of 512 px needs about .* use --size \d+ or less$", said[1]), said
     caplog.clear()
     assert main(["cam", str(a), "--arch", "resnet18", "--top-k", "0", "-o", str(tmp_path / "c")]) == 2
     assert caplog.records[-1].getMessage() == "--top-k must be at least 1, got 0"
