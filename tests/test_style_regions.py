@@ -159,6 +159,11 @@ def test_stylize_many_and_batch_apply_the_regions_to_every_image(st, images, tmp
     many = st.stylize_many([content, content], [brick, hubble], **kw)
     batch = st.stylize_batch([content], [brick, hubble], tmp_path, **kw)
     for img in (*many, Image.open(batch[0])):  # a saved file: random weights said below the picture
-        assert np.abs(np.asarray(img, np.int16)[: one.height] - np.asarray(one, np.int16)).max() <= 2
+        d = np.abs(np.asarray(img, np.int16)[: one.height] - np.asarray(one, np.int16))
+        # Adam moves each value by about lr a step whatever its gradient's size, so a gradient near 0
+        # whose sign the batch's float rounding flips moves 5 levels a step the other way: from the fast
+        # start (issue 76), one value of 8256 was 10 levels apart under the numeric matrix's old-cpu
+        # setting; within Adam's 2 steps of 0.02 everywhere, and all but a few values within 2 levels
+        assert d.max() <= 2 * 0.02 * 255 + 1 and (d > 2).mean() < 0.001, (d.max(), (d > 2).sum())
     with pytest.raises(ValueError, match="style_masks has 1 masks"):
         st.stylize_batch([content], [brick, hubble], tmp_path, style_masks=[left])
