@@ -29,7 +29,7 @@ import torch
 
 from nstcam._threads import one_thread
 
-__all__ = ["Moments", "StatsRead", "instance_norm", "whole_picture_stats"]
+__all__ = ["Moments", "StatsRead", "instance_norm", "scaled", "whole_picture_stats"]
 
 
 CHUNK = 1 << 18
@@ -88,10 +88,15 @@ class _TileStats:
         if self.reading is None:
             raise RuntimeError("a tile's pass met a normalisation whose statistics were not read")
         fy, fx = x.shape[-2] / self.size[0], x.shape[-1] / self.size[1]  # this layer's scale
-        ys, xs = self.core
-        core = x[..., round(ys.start * fy) : round(ys.stop * fy), round(xs.start * fx) : round(xs.stop * fx)]
+        core = x[..., scaled(self.core[0], fy), scaled(self.core[1], fx)]
         self.reading.add(core)
         raise StatsRead
+
+
+def scaled(span: slice, factor: float) -> slice:
+    """``span`` of a pass's input at a layer ``factor`` times its size (cores lie on multiples of 4,
+    so every scale the networks reach, 1/4 to 4, lands on whole positions)."""
+    return slice(round(span.start * factor), round(span.stop * factor))
 
 
 _TILE: ContextVar[_TileStats | None] = ContextVar("nstcam_fast_tile_stats", default=None)

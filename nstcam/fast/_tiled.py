@@ -33,7 +33,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nstcam.fast._norm import Moments, StatsRead, whole_picture_stats
+from nstcam.fast._norm import Moments, StatsRead, scaled, whole_picture_stats
+from nstcam.image import tensor_to_image
 
 __all__ = [
     "HALO",
@@ -114,12 +115,11 @@ def _windows(ys: list[slice], xs: list[slice], height: int, width: int, halo: in
             yield read(slice(y0, y1), slice(x0, x1)), core, (y, x)
 
 
-def _stage_tiled(stage: Callable, windows: Callable[[], Iterator[Window]]) -> Iterator[tuple]:
-    """``stage`` over every window with the whole picture's statistics: read first, one
-    normalisation a pass; then yields (output, core in the output, core's place) per window."""
+def _read_stats(stage: Callable, windows: Callable[[], Iterator[Window]]) -> list:
+    """The whole picture's (mean, variance) at each normalisation of ``stage``, in order: one pass
+    over every window's core per normalisation, each stopping where it has read."""
     known: list = []
-    done = False
-    while not done:
+    while True:
         reading = Moments()
         for inp, core, _ in windows():
             with whole_picture_stats(known, reading, core, tuple(inp.shape[-2:])):
@@ -127,22 +127,18 @@ def _stage_tiled(stage: Callable, windows: Callable[[], Iterator[Window]]) -> It
                     stage(inp)
                 except StatsRead:
                     continue
-            done = True  # a pass that met no unread normalisation: every one is known
-            break
-        if not done:
-            known.append(reading.mean_var(torch.float32))
+            return known  # a pass that met no unread normalisation: every one is known
+        known.append(reading.mean_var(torch.float32))
+
+
+def _run_tiled(stage: Callable, windows: Callable[[], Iterator[Window]], known: list) -> Iterator[tuple]:
+    """``stage`` over every window with the statistics ``known`` (:func:`_read_stats`); yields
+    (the output's core, the core's place) per window."""
     for inp, core, place in windows():
         with whole_picture_stats(known, None, core, tuple(inp.shape[-2:])):
             out = stage(inp)
-        f = out.shape[-2] // inp.shape[-2] if out.shape[-2] >= inp.shape[-2] else 1
-        g = inp.shape[-2] // out.shape[-2] if out.shape[-2] < inp.shape[-2] else 1
-        ys, xs = core
-        yield out[..., ys.start * f // g : ys.stop * f // g, xs.start * f // g : xs.stop * f // g], place
-
-
-def _quantised(x: torch.Tensor) -> np.ndarray:
-    """(1, 3, h, w) in [0, 1] -> (h, w, 3) uint8, rounded as :func:`nstcam.image.tensor_to_image`."""
-    return x[0].float().clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).cpu().numpy()
+        fy, fx = out.shape[-2] / inp.shape[-2], out.shape[-1] / inp.shape[-1]
+        yield out[..., scaled(core[0], fy), scaled(core[1], fx)], place
 
 
 def paint_tiled(
@@ -176,8 +172,11 @@ def paint_tiled(
         return t.permute(2, 0, 1)[None].to(device=device, dtype=torch.float32).div_(255.0)
 
     quarter: torch.Tensor | None = None
-    front = _stage_tiled(stages.front, lambda: _windows(ys, xs, height, width, HALO, pixels))
-    for out, (y, x) in front:
+
+    def front_windows() -> Iterator[Window]:
+        return _windows(ys, xs, height, width, HALO, pixels)
+
+    for out, (y, x) in _run_tiled(stages.front, front_windows, _read_stats(stages.front, front_windows)):
         if quarter is None:
             shape = (1, out.shape[1], height // 4, width // 4)
             quarter = torch.empty(shape, device=device, dtype=out.dtype, memory_format=torch.channels_last)
@@ -189,9 +188,13 @@ def paint_tiled(
     def latent(y: slice, x: slice) -> torch.Tensor:
         return quarter[..., y, x]
 
+    def back_windows() -> Iterator[Window]:
+        return _windows(qs, qx, height // 4, width // 4, HALO // 4, latent)
+
+    back_stats = _read_stats(stages.back, back_windows)  # read once, for each painting pass
+
     def finished() -> Iterator[tuple[torch.Tensor, torch.Tensor, tuple[slice, slice]]]:
-        back = _stage_tiled(stages.back, lambda: _windows(qs, qx, height // 4, width // 4, HALO // 4, latent))
-        for out, (y, x) in back:
+        for out, (y, x) in _run_tiled(stages.back, back_windows, back_stats):
             y, x = slice(y.start * 4, min(y.stop * 4, h0)), slice(x.start * 4, min(x.stop * 4, w0))
             if y.start >= y.stop or x.start >= x.stop:
                 continue  # a core wholly in the padding
@@ -201,5 +204,5 @@ def paint_tiled(
     mapped = recolour(lambda: ((r, p) for r, p, _ in finished())) if recolour is not None else None
     result = np.empty((h0, w0, 3), np.uint8)
     for out, _, (y, x) in finished():
-        result[y, x] = _quantised(mapped(out) if mapped is not None else out)
+        result[y, x] = np.asarray(tensor_to_image(mapped(out) if mapped is not None else out))
     return result
