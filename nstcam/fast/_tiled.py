@@ -56,10 +56,10 @@ contraction, 7 of the expansion, in the picture's pixels)."""
 MEMORY_BUDGET = 1 << 30
 """An untiled pass estimated past this many bytes (:func:`untiled_bytes`) is tiled."""
 BYTES_PER_PIXEL = {"multistyle26": 330, "arbitrary": 300}
-"""The untiled pass's peak above the memory before it, in bytes per pixel of the picture (measured
-at 1024-2048 px, 3:2: 327-331 bytes a pixel for the Dumoulin network, whose first layer has 32
-channels at full size; 240-301 for Magenta's, 8 there; the untiled rows of
-``tests/benchmarks/bench_print.py --one-pass``)."""
+"""The untiled pass's peak above the memory before it, in bytes per pixel of the picture: the whole
+2048 x 1362 rows of ``tests/benchmarks/bench_print.py --one-pass`` read 334 for the Dumoulin
+network (32 channels at full size) and 214-236 for Magenta's (8 there); 300 leaves room for the
+arbitrary pass's fixed costs (its style vectors), which weigh more on smaller pictures."""
 
 
 @dataclass(frozen=True)
