@@ -75,8 +75,9 @@ def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_
 ):
     """The memory follows the tile: the contraction and the expansion only ever see a core of at
     most ``tile`` px and ``HALO`` px of context each side (a quarter of both at the quarter size),
-    and the statistics take one pass per normalisation (three in the 26-style network's
-    contraction, three in its expansion, then the painting pass of each)."""
+    and the statistics take one pass per normalisation (two in the 26-style network's contraction,
+    whose third is the residual stage's first, three in its expansion, then the painting pass of
+    each)."""
     seen: dict[str, list] = {"front": [], "middle": [], "back": []}
     stages = fast_nets.net.stages
 
@@ -101,19 +102,46 @@ def test_each_tile_pass_reads_a_tile_and_its_context_and_only_the_quarter_stage_
     assert seen["middle"] == [(40, 61)]  # the quarter of 160 x 244, once, whole
     # three statistics passes and the painting pass; a pass that finds every statistic read stops
     # at its first tile
-    assert len(seen["front"]) == len(seen["back"]) == 4 * n_tiles + 1
+    assert len(seen["front"]) == 3 * n_tiles + 1
+    assert len(seen["back"]) == 4 * n_tiles + 1
 
 
 def test_a_large_picture_is_tiled_automatically_and_says_so(fast_nets, photo, monkeypatch):
     """Past the memory budget (``untiled_bytes``: bytes per pixel, measured) a picture is painted
-    in ``TILE`` px tiles without being asked; a picture that fits in one tile is painted whole."""
+    in ``auto_tile`` px tiles without being asked; a picture that fits in one tile is painted whole."""
     monkeypatch.setattr("nstcam.fast._paint.MEMORY_BUDGET", 1000)
-    monkeypatch.setattr("nstcam.fast._paint.TILE", 96)
+    monkeypatch.setattr("nstcam.fast._paint.auto_tile", lambda net: 96)
     auto = fast_nets.stylize(photo, 2)
     assert auto.info["nstcam"]["params"]["tile"] == 96
     assert _levels(auto, fast_nets.stylize(photo, 2, tile=10_000))[0] <= 1
     assert fast_nets.stylize(photo, 2, tile=10_000).info["nstcam"]["params"]["tile"] is None
     assert tiled.untiled_bytes("multistyle26", 100, 100) > tiled.untiled_bytes("arbitrary", 100, 100)
+
+
+@pytest.mark.parametrize(("net", "side"), [("multistyle26", 480), ("arbitrary", 704)])
+def test_the_automatic_tile_keeps_each_tensor_under_the_heaps_mmap_threshold(net, side):
+    """A window (core and context each side) of the widest full-size tensor fits under glibc's
+    mmap threshold, and the next multiple of 16 would not: each tile reuses the heap the last one
+    freed (``nstcam._heap``)."""
+    from nstcam._heap import MMAP_THRESHOLD
+
+    def window(core):
+        return 4 * tiled.WIDEST[net] * (core + 2 * tiled.HALO) ** 2
+
+    assert tiled.auto_tile(net) == side
+    assert side % 16 == 0 and window(side) < MMAP_THRESHOLD <= window(side + 16)
+
+
+def test_keep_freed_sets_the_heap_thresholds_once():
+    """glibc's thresholds are set once per process and report True where glibc answers."""
+    import ctypes.util
+
+    from nstcam import _heap
+
+    first = _heap.keep_freed()
+    assert _heap.keep_freed() is first
+    if ctypes.util.find_library("c") and "glibc" in " ".join(__import__("platform").libc_ver()):
+        assert first is True
 
 
 def test_tiled_calls_from_threads_equal_sequential_ones(fast_nets, photo, painting):

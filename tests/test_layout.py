@@ -20,6 +20,7 @@ BASE = {
     "nstcam._terminal",
     "nstcam._lapack",
     "nstcam._threads",
+    "nstcam._heap",
     "nstcam._mark",
     "nstcam._capture",
     "nstcam.preprocess",

@@ -91,7 +91,7 @@ def add_parser(sub: Any) -> None:
         type=int,
         help="optimise scales above this many px window by window (memory follows the tile); with "
         "--fast: paint in tiles of this many px with the whole picture's statistics (default: "
-        "1024 px tiles where the untiled pass would need over 1 GiB)",
+        "480-704 px tiles where the untiled pass would need over 1 GiB)",
     )
     s.add_argument("--tile-overlap", type=int, help="px neighbouring windows share (default min(64, tile/4))")
     s.add_argument("--weights", default="imagenet", help="imagenet, random, or a .pth/.safetensors path")

@@ -1,6 +1,6 @@
 """A fast network's picture, whole or in tiles: which, and the painting itself (issue 76).
 
-A picture whose untiled pass is estimated past ``MEMORY_BUDGET`` is painted in ``TILE`` px tiles
+A picture whose untiled pass is estimated past ``MEMORY_BUDGET`` is painted in tiles (``auto_tile``)
 with the whole picture's normalisation statistics (:mod:`nstcam.fast._tiled`); a smaller one, or
 one that fits in a single tile, in one pass.
 """
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from nstcam.color import ColorSums, color_map, preserve_colors
-from nstcam.fast._tiled import MEMORY_BUDGET, TILE, Stages, paint_tiled, untiled_bytes
+from nstcam.fast._tiled import MEMORY_BUDGET, Stages, auto_tile, paint_tiled, untiled_bytes
 from nstcam.image import image_to_tensor, tensor_to_image
 
 __all__ = ["chosen_tile", "pad4", "paint"]
@@ -29,9 +29,9 @@ def pad4(x: torch.Tensor) -> torch.Tensor:
 
 def chosen_tile(net: str, img: Image.Image, tile: int | None) -> int | None:
     """The tile ``img`` is painted in on network ``net``: ``tile`` as asked (None where the picture
-    fits in one), else ``TILE`` where the untiled pass is estimated past ``MEMORY_BUDGET``."""
+    fits in one), else :func:`auto_tile`'s where the untiled pass is estimated past ``MEMORY_BUDGET``."""
     if tile is None and untiled_bytes(net, img.height, img.width) > MEMORY_BUDGET:
-        tile = TILE
+        tile = auto_tile(net)
     return None if tile is not None and max(img.size) <= tile else tile
 
 

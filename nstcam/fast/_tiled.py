@@ -10,8 +10,8 @@ own look (seams, and a picture unlike the untiled one). Here:
   is held whole (32 channels: 358 MB for an 8192 x 5461 picture);
 - where a stage normalises, its statistics are read first, one normalisation at a time, over every
   tile's core (``_norm.whole_picture_stats``: a pass per normalisation that stops where it has
-  read; the Dumoulin network's contraction has three, Magenta's none), then the stage runs tile by
-  tile with the whole picture's statistics;
+  read; the Dumoulin network's contraction has two, since its third opens the residual stage,
+  Magenta's none), then the stage runs tile by tile with the whole picture's statistics;
 - the residual blocks run on the whole quarter-size tensor, as the untiled pass runs them;
 - the expansion runs tile by tile like the contraction (three normalisations), and each core goes
   into the result as 8-bit pixels.
@@ -20,6 +20,12 @@ Each core is the untiled pass's values up to float rounding (the statistics are 
 untiled pass's float32), so no seam can show: the tiles are cut, not blended. The picture's edges are
 the untiled pass's (reflect padding to multiples of 4 and at each convolution), since a tile on the
 picture's edge has that edge as its own.
+
+Speed: the first convolution at full size dominates, once per pass. The tiles are sized so that
+each tensor reuses the heap the last tile freed (:func:`auto_tile`, :mod:`nstcam._heap`); context
+of 8 px (``HALO``) adds 3-7 % to each tile's work. The 26-style network at 8192 x 5449 took 85.5 s
+with 1024 px tiles, 32 px of context, four contraction passes and the kernel's fresh pages, 40.2 s
+with this (``bench_print.py --one-pass``).
 """
 
 from __future__ import annotations
@@ -33,26 +39,28 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from nstcam._heap import MMAP_THRESHOLD, keep_freed
 from nstcam.fast._norm import Moments, StatsRead, scaled, whole_picture_stats
 from nstcam.image import tensor_to_image
 
 __all__ = [
     "HALO",
     "MEMORY_BUDGET",
-    "TILE",
     "Stages",
     "add_residual",
+    "auto_tile",
     "cores",
     "paint_tiled",
     "relu",
     "untiled_bytes",
 ]
 
-TILE = 1024
-"""The side (px) of a tile's core where the picture is tiled automatically."""
-HALO = 32
+HALO = 8
 """Context (px) read around each core: a multiple of 4, past the stages' reach (7 px of the
 contraction, 7 of the expansion, in the picture's pixels)."""
+WIDEST = {"multistyle26": 32, "arbitrary": 16}
+"""The most channels a window's tensor holds at the picture's full size: the Dumoulin network's
+first convolution (32), the Magenta network's upsampled 16 before its last but one convolution."""
 MEMORY_BUDGET = 1 << 30
 """An untiled pass estimated past this many bytes (:func:`untiled_bytes`) is tiled."""
 BYTES_PER_PIXEL = {"multistyle26": 330, "arbitrary": 300}
@@ -85,6 +93,15 @@ def add_residual(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def relu(x: torch.Tensor) -> torch.Tensor:
     """ReLU, in place where no gradient is recorded."""
     return x.relu_() if not torch.is_grad_enabled() else F.relu(x)
+
+
+def auto_tile(net: str) -> int:
+    """The tile (core side, px, a multiple of 16) a picture is painted in automatically on network
+    ``net``: the largest whose widest tensor (``WIDEST`` channels, float32, core and context) stays
+    under glibc's mmap threshold, so that each tile reuses the heap the last one freed
+    (:mod:`nstcam._heap`): 480 px for the Dumoulin network, 704 for Magenta's."""
+    side = math.isqrt((MMAP_THRESHOLD - 1) // (4 * WIDEST[net]))  # the largest window
+    return (side - 2 * HALO) // 16 * 16
 
 
 def untiled_bytes(net: str, height: int, width: int) -> int:
@@ -160,6 +177,7 @@ def paint_tiled(
     Returns:
         The result, (H, W, 3) uint8.
     """
+    keep_freed()
     h0, w0 = photo.shape[:2]
     height, width = h0 + (-h0 % 4), w0 + (-w0 % 4)  # reflect-padded to multiples of 4, as untiled
     ys, xs = cores(height, tile), cores(width, tile)

@@ -257,7 +257,8 @@ class FastStyle:
                 keep the photo's colours.
             tile: paint in tiles of this side (px, at least 64) with the whole picture's
                 normalisation statistics (:mod:`nstcam.fast._tiled`: the untiled picture up to float
-                rounding, in memory that follows the tile); None: tiles of 1024 px where the untiled
+                rounding, in memory that follows the tile); None: tiles of 480 px (the 26-style
+                network) or 704 px (any other; :func:`~nstcam.fast._tiled.auto_tile`) where the untiled
                 pass is estimated past 1 GiB (a 3:2 photo from about 2200 px for the 26-style
                 network, 2300 px for the arbitrary one). The result's params record the tile used
                 (None: whole).

@@ -53,10 +53,11 @@ def _absolute_peak() -> int:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
 
 
-def seam(img: Image.Image, tile: int | None) -> float:
-    """Mean |difference| across the tiles' core edges over that across every other row and column."""
+def seam(img: Image.Image, tile: int | None) -> str:
+    """Mean |difference| across the tiles' core edges over that across every other row and column
+    ("-" for a picture painted whole)."""
     if tile is None:
-        return float("nan")
+        return "-"
     a = np.asarray(img, np.float32)
     h, w = a.shape[:2]
     dy = np.abs(np.diff(a, axis=0)).mean(axis=(1, 2))  # dy[i]: rows i and i + 1
@@ -65,11 +66,12 @@ def seam(img: Image.Image, tile: int | None) -> float:
     ex = [s.start - 1 for s in cores(w + (-w % 4), tile)[1:] if s.start < w]
     at = np.concatenate([dy[ey], dx[ex]])
     rest = np.concatenate([np.delete(dy, ey), np.delete(dx, ex)])
-    return float(at.mean() / rest.mean())
+    return f"{at.mean() / rest.mean():.3f}"
 
 
 def one_pass(sizes: list[int], untiled_up_to: int) -> None:
     from nstcam.fast import FastStyle
+    from nstcam.fast._tiled import auto_tile
 
     fast = FastStyle()
     photo, painting = load_image(SAMPLES / PHOTO), load_image(SAMPLES / PAINTING)
@@ -79,7 +81,11 @@ def one_pass(sizes: list[int], untiled_up_to: int) -> None:
         "| network | size | tile | seconds | peak RSS (MB) | above before (MB) | seam | vs untiled: max, mean (levels) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, style in (("arbitrary (a painting)", vec), ("26 styles (style 5)", 5)):
+    for name, style, net in (
+        ("arbitrary (a painting)", vec, "arbitrary"),
+        ("26 styles (style 5)", 5, "multistyle26"),
+    ):
+        asked = auto_tile(net)  # the tile a larger picture gets by default
         for size in sizes:
             base = reset_peak()
             t = time.perf_counter()
@@ -90,12 +96,12 @@ def one_pass(sizes: list[int], untiled_up_to: int) -> None:
             if tile is None and 1024 < size <= untiled_up_to:  # whole by default: tiled as asked too
                 base = reset_peak()
                 t = time.perf_counter()
-                tiled = fast.stylize(photo, style, size=size, tile=1024)
+                tiled = fast.stylize(photo, style, size=size, tile=asked)
                 tiled_s, tiled_above = time.perf_counter() - t, peak_since(base)
                 d = np.abs(np.asarray(out, np.int16) - np.asarray(tiled, np.int16))
                 print(
-                    f"| {name} | {out.width}x{out.height} | 1024 (asked) | {tiled_s:.1f} | - | "
-                    f"{tiled_above / 2**20:.0f} | {seam(tiled, 1024):.3f} | {d.max()}, {d.mean():.5f} |",
+                    f"| {name} | {out.width}x{out.height} | {asked} (asked) | {tiled_s:.1f} | - | "
+                    f"{tiled_above / 2**20:.0f} | {seam(tiled, asked)} | {d.max()}, {d.mean():.5f} |",
                     flush=True,
                 )
             versus = "-"
@@ -108,7 +114,7 @@ def one_pass(sizes: list[int], untiled_up_to: int) -> None:
                 versus = f"{d.max()}, {d.mean():.5f}"
             print(
                 f"| {name} | {out.width}x{out.height} | {tile or 'whole'} | {seconds:.1f} | "
-                f"{absolute / 2**20:.0f} | {above / 2**20:.0f} | {seam(out, tile):.3f} | {versus} |",
+                f"{absolute / 2**20:.0f} | {above / 2**20:.0f} | {seam(out, tile)} | {versus} |",
                 flush=True,
             )
             if versus != "-":  # the untiled pass it was compared with, measured too
