@@ -4,7 +4,11 @@ reset through /proc/self/clear_refs before each run), the wall time, and the
 results' style distance by an independent judge and seam statistics.
 
     python tests/_tile_probe.py SIZE TILE STEPS [--no-untiled] [--lbfgs] [--no-judge]
-        [--device cuda] [--gpu-limit-gb 16]  -> one JSON line  (TILE 0: the untiled run only)
+        [--lbfgs-at SIZE2] [--device cuda] [--gpu-limit-gb 16]
+        -> one JSON line  (TILE 0: the untiled run only)
+
+``--lbfgs-at SIZE2`` adds an untiled L-BFGS run at SIZE2 after the others (``lbfgs_peak``,
+``lbfgs_estimate``): the peak is reset before it, so one process serves both readings.
 
 On CUDA the peak is ``torch.cuda.max_memory_allocated`` above the memory allocated before each
 run, and ``--gpu-limit-gb`` caps the process (``set_per_process_memory_fraction``), emulating a
@@ -86,6 +90,7 @@ def main() -> None:
     p.add_argument("--no-untiled", action="store_true")
     p.add_argument("--lbfgs", action="store_true")
     p.add_argument("--no-judge", action="store_true")
+    p.add_argument("--lbfgs-at", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--gpu-limit-gb", type=float)
     a = p.parse_args()
@@ -136,6 +141,13 @@ def main() -> None:
         out["untiled_s"] = time.perf_counter() - t
         out["untiled_peak"] = peak(base)
         out["untiled_estimate"] = st.estimate_memory(*whole.size, optimizer=optimizer, steps=steps)
+    if a.lbfgs_at:
+        lbfgs_kw = {**kw, "size": a.lbfgs_at, "scales": [a.lbfgs_at], "optimizer": "lbfgs"}
+        base = start()
+        lbfgs = st.stylize(content, style, **lbfgs_kw)
+        out["lbfgs_peak"] = peak(base)
+        out["lbfgs_estimate"] = st.estimate_memory(*lbfgs.size, optimizer="lbfgs", steps=steps)
+        del lbfgs
     if a.no_judge:
         print(json.dumps(out))
         return

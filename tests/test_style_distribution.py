@@ -419,7 +419,7 @@ def test_the_layer_balance_is_gram_only_and_the_distribution_losses_end_closer_t
     judge = build_model("vgg16_bn", "random", seed=1).features.eval()
     c, s = load_image(SAMPLES / "chelsea.png"), load_image(SAMPLES / "brick.png")
     style = image_to_tensor(resize_long_side(s, 96))
-    kw = dict(size=96, steps=40, seed=0, style_weight=50.0, init="content", tolerance=0)  # as measured
+    kw = dict(size=96, steps=20, seed=0, style_weight=50.0, init="content", tolerance=0)  # 40 before issue 74
     grams = {b: st.stylize(c, s, layer_balance=b, **kw) for b in (True, False)}
     for b, out in grams.items():
         assert out.info["nstcam"]["params"]["layer_balance_applied"] is b
@@ -429,6 +429,7 @@ def test_the_layer_balance_is_gram_only_and_the_distribution_losses_end_closer_t
         own = _judge_distances(judge, image_to_tensor(out), style)[loss]
         for b, g in grams.items():
             ratio = own / _judge_distances(judge, image_to_tensor(g), style)[loss]
-            # measured: W2 0.24x (Gram balanced) and 0.29x (not), sliced 0.33x and 0.33x
+            # measured at 20 steps: W2 0.25x (Gram balanced) and 0.29x (not), sliced 0.42x and 0.42x;
+            # under old-cpu at one thread 0.23x, 0.26x, 0.42x, 0.42x (at 40 steps: 0.24x to 0.33x)
             what = f"{loss} run's own distance / the Gram run's, Gram's balance {'on' if b else 'off'}"
             bound(what, ratio, "<", 0.7)
