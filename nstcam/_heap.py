@@ -5,8 +5,9 @@ A tiled pass allocates and frees the same tensors tile after tile. By default gl
 block past a threshold (which starts at 128 KiB and follows the largest freed block up to 32 MiB)
 by a fresh ``mmap``, and gives the top of its heap back to the kernel once more than twice that
 threshold lies free there; each tile then pays the kernel to zero every page again. Measured here
-(``tests/benchmarks/bench_print.py --one-pass``, the 26-style network at 4096 x 2724, 2 cores):
-19.9 s by default, 11.9 s with the thresholds below, the same bits.
+by a one-off script, not kept (``FastStyle.stylize`` of the 26-style network at 4096 x 2724 in
+512 px tiles, 2 cores, the thresholds below set or not through ``GLIBC_TUNABLES``): 19.9 s by
+default, 11.9 s with them, the same bits. ``bench_print.py --one-pass`` measures the whole change.
 
 :func:`keep_freed` sets both thresholds once per process: blocks under 32 MiB come from the heap
 (the tiles are sized so that their tensors are: ``nstcam.fast._tiled.auto_tile``), and up to
