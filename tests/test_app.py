@@ -455,10 +455,20 @@ def test_faithfulness_handler_equals_explain_evaluate(models, files, monkeypatch
     assert tab.faithfulness_steps(models.config) == 10  # the app's CPU curves; the test draws 3 points
     monkeypatch.setattr(tab, "faithfulness_steps", lambda cfg: 2)
     c, _, bad = files
+    # the handler's one explain call is recorded, not run twice: the figures shown are that call's,
+    # on the photo as load_image reads it (test_cli.py compares a second run's figures with a first's)
+    cam = models.cam("resnet18", "layer4", "gradcam")
+    calls = []
+
+    def recorded(img, **kw):
+        calls.append((img, kw, type(cam).explain(cam, img, **kw)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(cam, "explain", recorded)
     rows, plot, verdict = faithfulness_handler(models, str(c), "resnet18", "layer4", "gradcam")
-    (r,) = models.cam("resnet18", "layer4", "gradcam").explain(
-        load_image(str(c)), top_k=1, evaluate=True, evaluate_steps=2
-    )
+    ((img, kw, (r,)),) = calls
+    assert np.array_equal(np.asarray(img), np.asarray(load_image(str(c))))
+    assert (kw["top_k"], kw["evaluate"], kw["evaluate_steps"]) == (1, True, 2)
     keys = ["confidence_change", "deletion_auc", "insertion_auc", "road"]
     assert [row[1] for row in rows] == [round(getattr(r.faithfulness, k), 4) for k in keys]
     assert [row[2] for row in rows] == [round(getattr(r.baseline, k), 4) for k in keys]

@@ -190,11 +190,11 @@ def test_tf32_is_said_in_use_where_the_gpu_and_torch_flags_make_it(monkeypatch):
 def test_the_app_compiles_its_common_sizes_at_start_where_steps_compile(monkeypatch):
     from nstcam.app import AppConfig, Models
 
-    models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=64, max_steps=20))
     assert models.warm() is None  # CPU: nothing compiles, nothing to warm
     monkeypatch.setattr(torch, "compile", lambda fn, **_kw: fn)
     models._style = StyleTransfer("random", device="cpu", compile=True)
-    assert models.warm_sizes() == [(128, 85), (128, 128), (85, 128), (128, 96)]
+    assert models.warm_sizes() == [(64, 42), (64, 64), (42, 64), (64, 48)]
     thread = models.warm()
     thread.join(120)
     assert not thread.is_alive() and models.style().compile_stats["shapes"] == 4

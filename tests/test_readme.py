@@ -31,6 +31,7 @@ SHRINK = [
     ('size=512, style_loss="sliced"', 'size=32, steps=2, style_loss="sliced"'),
     ("input_size=224", "input_size=64"),
     ("evaluate=True)", "evaluate=True, evaluate_steps=2)"),
+    ("num_workers=2)", "num_workers=1)"),  # Ray: one worker process imports torch, not two
 ]
 
 

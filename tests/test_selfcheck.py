@@ -320,9 +320,9 @@ def test_the_app_warm_up_compiles_and_keeps_its_keys_on_this_cpu():
     under ATEN_CPU_CAPABILITY=default or avx2 torch's inductor broke on its own reading of the variable:
     the engine names the vector width instead (``compile_options``). Under every setting of the numeric
     matrix, the app's start-up warm-up keeps every key: no mismatch, no failure. Its first size is
-    ``warmup(96, 64)``'s. A new key costs 35-70 s of inductor's C++ on 2 cores, so the test warms the
-    landscape and the portrait key of the app's four (3:2, 1:1, 2:3, 4:3); the square and 4:3 keys are
-    the same step at other shapes (issue 74: ``bench_selfcheck.py --sizes`` measures more shapes)."""
+    ``warmup(96, 64)``'s. A new key costs 15-35 s of inductor's C++ on 2 cores with a cold cache (CI's),
+    so the test warms that key of the app's four (3:2, 1:1, 2:3, 4:3); the others are the same step at
+    other shapes, and ``bench_selfcheck.py --app-keys 96`` warms all four (issue 74)."""
     from nstcam.app import AppConfig, Models
 
     engine = StyleTransfer(model=build_model("vgg16_bn", "random", seed=0), device="cpu", compile=True)
@@ -330,10 +330,10 @@ def test_the_app_warm_up_compiles_and_keeps_its_keys_on_this_cpu():
     models._style = engine
     sizes = models.warm_sizes()
     assert sizes == [(96, 64), (96, 96), (64, 96), (96, 72)]
-    models.warm_sizes = lambda: [sizes[0], sizes[2]]  # this instance only
+    models.warm_sizes = lambda: [sizes[0]]  # this instance only
     thread = models.warm()
     thread.join()
-    n = 2
+    n = 1
     stats = engine.compile_stats
     assert stats["shapes"] == n and stats["checked"] == 2 * n, stats
     assert stats["mismatches"] == 0 and stats["failures"] == 0 and stats["torch_fallbacks"] == 0, stats

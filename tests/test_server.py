@@ -472,9 +472,11 @@ def test_browser_uploads_and_sees_gradcam_overlay_at_1280x900(server, images, br
 
 
 def test_browser_compares_methods_in_the_trust_panel(server, images, browser):
-    """The Grad-CAM tab's "Can these maps be trusted?": the default methods on the photo, one row each,
-    the verdict, and the CSV and markdown to download. On resnet18, about a third of resnet50's cost: the
-    panel is what this test reads; the report's values equal the engine's in test_app_trust.py."""
+    """The Grad-CAM tab's "Can these maps be trusted?": the default methods offered, two of them taken
+    out in the page, the rest run on the photo, one row each, the verdict, and the CSV and markdown to
+    download. On resnet18 and three methods (the report's cost is per method: a third of resnet50's, and
+    three fifths of the default five): the panel is what this test reads; the report's values equal the
+    engine's in test_app_trust.py, and layercam's and eigencam's reports run in test_cam_trust.py."""
     c, _ = images
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -483,12 +485,20 @@ def test_browser_compares_methods_in_the_trust_panel(server, images, browser):
         page.locator("#cam-model input").click()
         page.get_by_role("option", name="resnet18", exact=True).click()
         page.locator("#cam-trust").get_by_text("Can these maps be trusted?").click()
+        tokens = page.locator("#cam-trust-methods .token")
+        offered = [t.split(" · ")[-1].strip() for t in tokens.all_inner_texts()]
+        assert offered == ["gradcam", "gradcam++", "layercam", "eigencam", "randomcam"], offered
+        for name in ("layercam", "eigencam"):
+            tokens.filter(has_text=f" · {name}").locator(".token-remove").click()
+        methods = ["gradcam", "gradcam++", "randomcam"]
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('#cam-trust-methods .token').length === n", arg=len(methods)
+        )
         page.locator("#cam-trust-run").click()
         page.get_by_text(re.compile("ranks? first on")).first.wait_for(timeout=240_000)
         text = page.locator("#cam-trust-table").inner_text()
-        methods = ["gradcam", "gradcam++", "layercam", "eigencam", "randomcam"]
-        assert [t.strip() for t in text.splitlines() if t.strip() in methods] == methods, text[:800]
-        assert text.count("(#") == 5 * 6  # a value and a rank per method and metric (no box: 6 metrics)
+        assert [t.strip() for t in text.splitlines() if t.strip() in offered] == methods, text[:800]
+        assert text.count("(#") == 3 * 6  # a value and a rank per method and metric (no box: 6 metrics)
         assert "randomisation ↓" in text and "s per map" in text
         files = page.locator("#cam-trust-files").inner_text().replace("\n", "")  # Gradio splits the suffix
         assert "trust.csv" in files and "trust.md" in files, files

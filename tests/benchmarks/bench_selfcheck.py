@@ -15,6 +15,11 @@ Prints three tables:
 3. What the self-check costs per new key: the first check (torch.compile's compilation included),
    the second, and one compiled step, in seconds.
 
+With ``--app-keys SIZE`` it prints one table instead: the web app's start-up warm-up
+(``Models.warm`` at ``max_size`` SIZE: its four keys, 3:2, 1:1, 2:3 and 4:3) on one compiled
+engine, each key's self-check (``tests/test_selfcheck.py`` warms the first, ``warmup(96, 64)``'s,
+issue 48's; a key costs 15-35 s of inductor's C++ on 2 cores with a cold cache).
+
 With ``--tf32`` it prints one table instead: the same errors where the "compiled" step is the eager
 step with its convolutions in TF32 (``tests/_tf32.py``: what an NVIDIA GPU from compute capability
 8.0 runs by default) against the float32 eager step, beside the float32 and TF32 tolerances: how
@@ -199,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--styles", type=int, default=2, help="style shapes per size (the sliced loss' key)")
     p.add_argument("--cost-size", type=int, default=128)
     p.add_argument("--tf32", action="store_true", help="only the TF32 table (CPU, simulated)")
+    p.add_argument("--app-keys", type=int, metavar="SIZE", help="only the app's warm-up keys at this max size")
     a = p.parse_args(argv)
     sizes = [int(v) for v in a.sizes.split(",")]
     torch.manual_seed(0)
+    if a.app_keys:
+        return app_keys(a.app_keys)
     if a.tf32:
         print(f"device: cpu, torch {torch.__version__}, random weights (VGG16_bn seed 0)\n")
         return tf32_table(sizes, a.styles)
@@ -240,6 +248,32 @@ def main(argv: list[str] | None = None) -> int:
         f"| {extra:.3f} ({extra / c['step']:.1f} steps) |"
     )
     return 0
+
+
+def app_keys(size: int) -> int:
+    """The app's warm-up thread on all four of its keys; one row per key, 1 if a key fails its check."""
+    from nstcam import build_model
+    from nstcam.app import AppConfig, Models
+
+    engine = StyleTransfer(model=build_model("vgg16_bn", "random", seed=0), device="cpu", compile=True)
+    models = Models(AppConfig(random_weights=True, device="cpu", max_size=size, max_steps=20))
+    models._style = engine
+    print(f"device: cpu, torch {torch.__version__}, random weights (VGG16_bn seed 0), the app at {size} px\n")
+    print("| key (w x h) | checks | mismatches | failures | torch fallbacks | largest relative error so far | s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    bad = 0
+    for w, h in models.warm_sizes():
+        before, t = dict(engine.compile_stats), time.perf_counter()
+        models.warm_sizes = lambda key=(w, h): [key]  # this instance only: one key at a time
+        models.warm().join()
+        after = engine.compile_stats
+        new = {k: after[k] - before.get(k, 0) for k in ("checked", "mismatches", "failures", "torch_fallbacks")}
+        bad += bool(new["mismatches"] or new["failures"] or new["torch_fallbacks"] or not new["checked"])
+        print(
+            f"| {w} x {h} | {new['checked']} | {new['mismatches']} | {new['failures']} | "
+            f"{new['torch_fallbacks']} | {after['max_rel_err']:.2e} | {time.perf_counter() - t:.0f} |"
+        )
+    return 1 if bad else 0
 
 
 def tf32_cam_errors(shapes: tuple[tuple[int, int], ...] = ((64, 80), (224, 336)), seeds: int = 3) -> dict:

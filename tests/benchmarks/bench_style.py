@@ -13,8 +13,9 @@ to reach the total loss the reference reaches after 300 Adam steps.
     python tests/benchmarks/bench_style.py --tile 512 [--tile-sizes 1024,2048,4096] [--device cuda]
 
 prints only the tiled-versus-untiled table instead: peak memory (and the calibrated estimate),
-wall time and windows per output size, each run in a fresh process (``tests/_tile_probe.py``,
-``--tile-steps`` Adam evaluations per window at one scale). An untiled run whose estimate exceeds
+wall time and windows per output size, each size in a fresh process (``tests/_tile_probe.py``,
+which resets the peak before each run; the tiled run in a process of its own under
+``--gpu-limit-gb``), ``--tile-steps`` Adam evaluations per window at one scale. An untiled run whose estimate exceeds
 the free memory is not started. On CUDA 8192 px is added and ``--gpu-limit-gb 16`` emulates a
 16 GB card.
 
@@ -564,13 +565,18 @@ def tile_table(a, device):
     common = ["--no-judge", "--device", a.device]
     for size in sizes:
         w, h = size, round(size * 300 / 451)  # chelsea's aspect
-        runs = [("tiled", [str(size), str(a.tile), str(a.tile_steps), "--no-untiled", *common])]
-        if a.gpu_limit_gb:
-            runs[0][1].extend(["--gpu-limit-gb", str(a.gpu_limit_gb)])
         need = st.estimate_memory(w, h, optimizer="adam", steps=a.tile_steps)
-        if free is None or need < 0.8 * free:
-            runs.append(("untiled", [str(size), "0", str(a.tile_steps), *common]))
-        for kind, args in runs:
+        fits = free is None or need < 0.8 * free
+        if fits and not a.gpu_limit_gb:  # both in one process: the probe resets the peak before each
+            runs = [(("tiled", "untiled"), [str(size), str(a.tile), str(a.tile_steps), *common])]
+        else:  # the cap is the tiled run's alone
+            tiled = [str(size), str(a.tile), str(a.tile_steps), "--no-untiled", *common]
+            if a.gpu_limit_gb:
+                tiled.extend(["--gpu-limit-gb", str(a.gpu_limit_gb)])
+            runs = [(("tiled",), tiled)]
+            if fits:
+                runs.append((("untiled",), [str(size), "0", str(a.tile_steps), *common]))
+        for kinds, args in runs:
             try:
                 out = subprocess.run(
                     [sys.executable, str(probe), *args],
@@ -581,15 +587,17 @@ def tile_table(a, device):
                 )
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             except subprocess.CalledProcessError as e:
-                print(f"| {w}x{h} | {kind} | failed: {e.stderr.strip().splitlines()[-1][:80]} | | | | |")
+                for kind in kinds:
+                    print(f"| {w}x{h} | {kind} | failed: {e.stderr.strip().splitlines()[-1][:80]} | | | | |")
                 continue
-            windows = r.get("windows", 1) if kind == "tiled" else 1
-            evals = a.tile_steps * windows
-            print(
-                f"| {w}x{h} | {kind} | {windows} | {r[f'{kind}_peak'] / 2**20:.0f} | "
-                f"{r[f'{kind}_estimate'] / 2**20:.0f} | {r[f'{kind}_s']:.1f} | {r[f'{kind}_s'] / evals:.2f} |"
-            )
-        if len(runs) == 1:
+            for kind in kinds:
+                windows = r.get("windows", 1) if kind == "tiled" else 1
+                evals = a.tile_steps * windows
+                print(
+                    f"| {w}x{h} | {kind} | {windows} | {r[f'{kind}_peak'] / 2**20:.0f} | "
+                    f"{r[f'{kind}_estimate'] / 2**20:.0f} | {r[f'{kind}_s']:.1f} | {r[f'{kind}_s'] / evals:.2f} |"
+                )
+        if not fits:
             print(f"| {w}x{h} | untiled | 1 | not run: needs about {need / 2**30:.1f} GiB | | | |")
 
 
