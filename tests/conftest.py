@@ -26,6 +26,55 @@ if "OMP_NUM_THREADS" not in os.environ:  # the numeric matrix sets it (1 and 3 t
     # one thread per pytest-xdist worker (two workers fill two cores), else both cores
     torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, torch.get_num_threads()))
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Built:
+    """Each untrained torchvision network this worker built, by constructor and the random state it
+    started from, with the random state it left (issue 74: the suite built a seeded random VGG16_bn
+    hundreds of times, about 1 s of random initialisation each). ``nstcam.weights._construct`` answers
+    from here with a copy and leaves the same random state behind, so every test gets the weights and
+    the random state it got before; the first build of each runs as ever. At most ``LIMIT`` bytes are
+    kept, the least recently used let go."""
+
+    LIMIT = 1_500_000_000
+
+    def __init__(self, construct):
+        import collections
+        import threading
+
+        self.construct, self.kept, self.lock = construct, collections.OrderedDict(), threading.Lock()
+
+    def __call__(self, ctor, trained: bool):
+        import copy
+        import hashlib
+
+        if trained:  # an official state dict follows: nothing random to spare
+            return self.construct(ctor, trained)
+        key = (ctor, hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest())
+        with self.lock:
+            hit = self.kept.get(key)
+            if hit is not None:
+                self.kept.move_to_end(key)
+        if hit is not None:
+            torch.set_rng_state(hit[1])
+            return copy.deepcopy(hit[0])
+        model = self.construct(ctor, trained)
+        size = sum(t.nbytes for t in (*model.parameters(), *model.buffers()))
+        with self.lock:
+            self.kept[key] = (copy.deepcopy(model), torch.get_rng_state(), size)
+            while sum(v[2] for v in self.kept.values()) > self.LIMIT and len(self.kept) > 1:
+                self.kept.popitem(last=False)
+        return model
+
+
+def _keep_built_networks() -> None:
+    import nstcam.weights as weights
+
+    if not isinstance(weights._construct, _Built):
+        weights._construct = _Built(weights._construct)
+
+
+_keep_built_networks()
 ENDPOINTS = (
     "stylize",
     "learn_style",
