@@ -48,6 +48,14 @@ def settle(page, idle_ms: int = 500, timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"requests still pending after {timeout_s:g} s: {[r.url for r in pending][:5]}")
 
 
+def set_slider(page, label: str, value: int) -> None:
+    """Types ``value`` into the visible slider labelled ``label`` (its number box; Gradio names it
+    "number input for <label>") and presses Enter, as a person does."""
+    box = page.locator(f"input[aria-label='number input for {label}']:visible").first
+    box.fill(str(value))
+    box.press("Enter")
+
+
 FLAGS = (
     "--no-sandbox",
     "--disable-gpu",

@@ -3,9 +3,13 @@ stylisation of the same image, with the peak RSS of each above the RSS before it
 reset through /proc/self/clear_refs before each run), the wall time, and the
 results' style distance by an independent judge and seam statistics.
 
-    python tests/_tile_probe.py SIZE TILE STEPS [--no-untiled] [--lbfgs] [--no-judge]
+    python tests/_tile_probe.py SIZE TILE STEPS [--no-untiled] [--lbfgs] [--no-judge] [--moves]
         [--lbfgs-at SIZE2] [--device cuda] [--gpu-limit-gb 16]
         -> one JSON line  (TILE 0: the untiled run only)
+
+Each result's seams and its move off the photo (``*_seams``, ``*_move``) are read with the judge's
+Gram distance (``*_distance``: a VGG16_bn of other random weights, built in the process), or
+without it under ``--no-judge --moves``.
 
 ``--lbfgs-at SIZE2`` adds an untiled L-BFGS run at SIZE2 after the others (``lbfgs_peak``,
 ``lbfgs_estimate``): the peak is reset before it, so one process serves both readings.
@@ -72,6 +76,15 @@ def judge_distance(judge, layers, img, style) -> float:
     return total / len(layers)
 
 
+def pixel_move(img, content) -> float:
+    """Mean absolute difference, in grey levels, between ``img`` and the photo at its size: what the
+    run painted over the photo (a window left as the photo adds nothing)."""
+    from nstcam.image import resize_long_side
+
+    photo = np.asarray(resize_long_side(content, max(img.size)).convert("RGB"), np.float64)
+    return float(np.abs(np.asarray(img.convert("RGB"), np.float64) - photo).mean())
+
+
 def seam_ratios(img) -> tuple[float, float]:
     """Largest row (and column) mean |gradient| over the median one."""
     a = np.asarray(img, np.float64)
@@ -91,6 +104,7 @@ def main() -> None:
     p.add_argument("--lbfgs", action="store_true")
     p.add_argument("--no-judge", action="store_true")
     p.add_argument("--lbfgs-at", type=int, default=0)
+    p.add_argument("--moves", action="store_true", help="seams and moves off the photo, judge or not")
     p.add_argument("--device", default="cpu")
     p.add_argument("--gpu-limit-gb", type=float)
     a = p.parse_args()
@@ -148,17 +162,16 @@ def main() -> None:
         out["lbfgs_peak"] = peak(base)
         out["lbfgs_estimate"] = st.estimate_memory(*lbfgs.size, optimizer="lbfgs", steps=steps)
         del lbfgs
-    if a.no_judge:
-        print(json.dumps(out))
-        return
-    judge = StyleTransfer("random", device="cpu", seed=1)  # built after the readings
-    layers = ["relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1"]
-    if tiled is not None:
-        out["tiled_distance"] = judge_distance(judge, layers, tiled, style)
-        out["tiled_seams"] = seam_ratios(tiled)
-    if untiled:
-        out["untiled_distance"] = judge_distance(judge, layers, whole, style)
-        out["untiled_seams"] = seam_ratios(whole)
+    results = {k: v for k, v in (("tiled", tiled), ("untiled", whole if untiled else None)) if v is not None}
+    if a.moves or not a.no_judge:
+        for kind, img in results.items():
+            out[f"{kind}_seams"] = seam_ratios(img)
+            out[f"{kind}_move"] = pixel_move(img, content)
+    if not a.no_judge:
+        judge = StyleTransfer("random", device="cpu", seed=1)  # built after the readings
+        layers = ["relu1_1", "relu2_1", "relu3_1", "relu4_1", "relu5_1"]
+        for kind, img in results.items():
+            out[f"{kind}_distance"] = judge_distance(judge, layers, img, style)
     print(json.dumps(out))
 
 

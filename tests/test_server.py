@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _browser import open_app, settle
+from _browser import open_app, set_slider, settle
 from conftest import ENDPOINTS, marked
 from PIL import Image
 
@@ -664,6 +664,8 @@ def test_browser_video_tab_streams_frames_and_plays_the_result(server, images, b
         page.locator("#vid-style input[type=file]").set_input_files(str(c))
         page.locator("#vid-input video").first.wait_for(timeout=30_000)
         page.locator("#vid-style img").first.wait_for(timeout=30_000)
+        set_slider(page, "Size (px)", 64)  # the streaming is what this test reads (issue 74)
+        set_slider(page, "Steps per frame", 5)
         seen = run_and_watch(page, "vid", "^done:")
         frames = {m.group(1) for t in seen if (m := re.match(r"frame (\d)/4 · step", t))}
         assert len(frames) >= 3, "\n".join(seen)  # streamed frame by frame, step by step
@@ -1027,6 +1029,9 @@ def test_browser_paints_a_mask_per_style_and_stylises(server, images, browser):
             page.locator(f"{sel} input[type=file]").set_input_files(str(c))
             page.locator(f"{sel} img").first.wait_for(timeout=30_000)
         page.locator("#st-mode").get_by_label("Optimise").check()  # a CPU server opens in Fast
+        # the regions run is what this test reads, not its length: 64 px and 2 steps (issue 74)
+        set_slider(page, "Size (long side, px; at most 128 here)", 64)
+        set_slider(page, "Steps (at most 20 here)", 2)
         page.get_by_text("Regions: a mask per style (optional)").click()
         editor = page.locator("#st-mask-a")
         editor.locator("input[type=file]").first.set_input_files(str(c))  # a guide to paint over

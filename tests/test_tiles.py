@@ -188,11 +188,13 @@ def test_tiled_in_half_the_memory_without_seams_and_the_estimate_is_calibrated()
     its own; -46 % and -51 % under old-cpu; one process instead of two since issue 74, 25 s alone).
     The quality figure at 640 px (the tiled Gram distance within 1.5x of the untiled one's; 1.11
     measured) lives in ``bench_style.py --tile-quality``: at this size the windows are small next to
-    the VGG's receptive field and the ratio is 1.6."""
-    r = _probe("384", "96", "2", "--lbfgs-at", "512")  # one process: the peak is reset before each run
+    the VGG's receptive field and the ratio is 1.6. After 2 steps from the photo the judge's distances
+    of both runs read the photo's (1.00 apart, 2026-12-06): the test reads instead how far each run
+    moved off the photo (a window left as the photo would not), without building the judge (issue 74)."""
+    r = _probe("384", "96", "2", "--lbfgs-at", "512", "--no-judge", "--moves")  # one process
     bound("tiled / untiled peak memory", r["tiled_peak"] / r["untiled_peak"], "<=", 0.5)  # 0.18 measured
-    # an independent judge's Gram distance: the tiles are painted, not left as the photo
-    bound("tiled / untiled Gram distance", r["tiled_distance"] / r["untiled_distance"], "<=", 2.0)  # 1.63
+    # the tiles are painted as far as the whole picture is, not left as the photo
+    bound("tiled / untiled move off the photo", r["tiled_move"] / r["untiled_move"], ">=", 0.5)  # 0.88
     bound("largest seam (a row or column standing out)", max(r["tiled_seams"]), "<=", 2.5)  # 1.88
     # The model is fitted to this CPU's default kernels. Under ONEDNN_MAX_CPU_ISA=SSE41
     # (an old CPU's convolutions) the peaks are 1.6-2x: 39 % off tiled, 43 % untiled and 51 % for L-BFGS
