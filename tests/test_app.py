@@ -384,11 +384,11 @@ def test_scorecam_budget_and_progress(models, files):
     with pytest.raises(gr.Error, match="Score-CAM on resnet18 layer4 .* with top-k 3 would cost 1,536"):
         cam_handler(models, str(c), "resnet18", "layer4", "scorecam", 3)
     seen = []
-    # layer3 (256 channels) where layer4 has 512: the same progress, at half the masked passes
+    # layer2 (128 channels) where layer4 has 512: the same progress, at a quarter of the masked passes
     gallery, _, _ = cam_handler(
-        models, str(c), "resnet18", "layer3", "scorecam", 1, progress=lambda d, t: seen.append((d, t))
+        models, str(c), "resnet18", "layer2", "scorecam", 1, progress=lambda d, t: seen.append((d, t))
     )
-    assert len(gallery) == 1 and seen[-1] == (256, 256) and len(seen) == 8  # 256 channels in 32s
+    assert len(gallery) == 1 and seen[-1] == (128, 128) and len(seen) == 4  # 128 channels in 32s
 
 
 def test_big_images_are_explained_at_display_size(files, tmp_path):
@@ -500,7 +500,7 @@ def test_scorecam_refusal_advises_only_what_fits(files):
         cam_handler(m2, str(c), "resnet18", "layer4", "scorecam", 4)
 
 
-def test_new_methods_smoothing_budget_and_refusals_through_the_app(models, files):
+def test_new_methods_smoothing_budget_and_refusals_through_the_app(models, files, monkeypatch):
     """Every method is offered (grouped, each with its one line), the smoothing switches reach the
     map, SS-CAM's samples count against the Score-CAM budget, and a method that cannot work on the
     model is refused with the reason."""
@@ -522,6 +522,9 @@ def test_new_methods_smoothing_budget_and_refusals_through_the_app(models, files
         cam_handler(models, str(c), "resnet18", "layer3", "sscam", 1)
     with pytest.raises(gr.Error, match="'legrad' reads a torchvision VisionTransformer"):
         cam_handler(models, str(c), "resnet18", "layer4", "legrad", 1)
+    import nstcam.app.tabs.panels.faithfulness as panel
+
+    monkeypatch.setattr(panel, "faithfulness_steps", lambda cfg: 2)  # the method reaches the panel: 3 points
     rows, _, _ = faithfulness_handler(models, str(c), "resnet18", "layer4", "fullgrad")
     assert len(rows) == 4
 

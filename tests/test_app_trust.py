@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import pytest
 from test_request_costs import _refused
 
@@ -25,13 +26,24 @@ def models():
     return Models(AppConfig(random_weights=True, device="cpu"))
 
 
-def test_the_panel_shows_the_engines_report_and_exports_it(models):
+def test_the_panel_shows_the_engines_report_and_exports_it(models, monkeypatch):
+    """The handler's one call of the engine's ``trust`` is recorded, not run a second time (issue 74):
+    its arguments are the photo as load_image reads it and the server's settings, and what the panel
+    shows and exports is that report (test_cam_trust.py: the report is the same from run to run)."""
     methods, box = ["gradcam", "randomcam", "legrad"], "10, 20, 250, 200"
-    table, files, verdict = trust_handler(models, CAT, "resnet18", "", methods, box)
     cam = models.cam("resnet18", "layer4", "gradcam")
-    report = cam.trust(
-        [load_image(CAT)], methods=methods, boxes=[(10, 20, 250, 200)], **trust_settings(models.config)
-    )
+    calls = []
+
+    def recorded(images, **kw):
+        calls.append((images, kw, type(cam).trust(cam, images, **kw)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(cam, "trust", recorded)
+    table, files, verdict = trust_handler(models, CAT, "resnet18", "", methods, box)
+    ((images, kw, report),) = calls
+    assert len(images) == 1 and np.array_equal(np.asarray(images[0]), np.asarray(load_image(CAT)))
+    assert kw["methods"] == methods and [tuple(b) for b in kw["boxes"]] == [(10, 20, 250, 200)]
+    assert {k: kw[k] for k in trust_settings(models.config)} == trust_settings(models.config)
     head, rows = report.table()
     assert table["headers"] == head and head[-2:] == ["s per map", "peak MB"] and "energy ↑" in head
     assert [r[:-2] for r in table["data"][:2]] == [r[:-2] for r in rows[:2]]  # the figures; not the timings
