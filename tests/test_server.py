@@ -905,6 +905,7 @@ def test_browser_small_results_fill_their_panel_and_errors_go_to_status(server, 
         assert page.locator("#st-mode").get_by_label("Fast", exact=True).is_checked()  # a CPU server's
         page.locator("#st-mode").get_by_label("Optimise").check()
         page.get_by_text("Steps (at most").wait_for(state="visible", timeout=10_000)
+        set_slider(page, "Steps (at most 20 here)", 2)  # the result's size is what this reads (issue 74)
         page.locator("#st-run").click()
         page.wait_for_function(
             "() => (document.querySelector('#st-status textarea') || {}).value?.startsWith('done:')",
