@@ -463,6 +463,21 @@ def pattern(seed: int, w: int = 64, h: int = 48) -> Image.Image:
     return Image.fromarray((a * 255).astype(np.uint8))
 
 
+def record_calls(monkeypatch, obj, name: str) -> list[tuple]:
+    """Replaces ``obj.name`` (a method, on this instance only) by one that runs it and records
+    ``(first argument, keyword arguments, result)`` per call: a test reads what a handler asked of an
+    engine and got, where running the engine a second time to compare cost as much again (issue 74)."""
+    calls: list[tuple] = []
+    method = getattr(type(obj), name)
+
+    def recorded(first, **kw):
+        calls.append((first, kw, method(obj, first, **kw)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(obj, name, recorded)
+    return calls
+
+
 @contextlib.contextmanager
 def torch_threads(n: int):
     """Runs the block with ``n`` intra-op threads (a pytest-xdist worker runs one): for the few tests

@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 import pytest
-from conftest import assert_marked, marked
+from conftest import assert_marked, marked, record_calls
 from PIL import Image
 
 from nstcam import count_hooks, load_image, resize_long_side
@@ -457,14 +457,7 @@ def test_faithfulness_handler_equals_explain_evaluate(models, files, monkeypatch
     c, _, bad = files
     # the handler's one explain call is recorded, not run twice: the figures shown are that call's,
     # on the photo as load_image reads it (test_cli.py compares a second run's figures with a first's)
-    cam = models.cam("resnet18", "layer4", "gradcam")
-    calls = []
-
-    def recorded(img, **kw):
-        calls.append((img, kw, type(cam).explain(cam, img, **kw)))
-        return calls[-1][2]
-
-    monkeypatch.setattr(cam, "explain", recorded)
+    calls = record_calls(monkeypatch, models.cam("resnet18", "layer4", "gradcam"), "explain")
     rows, plot, verdict = faithfulness_handler(models, str(c), "resnet18", "layer4", "gradcam")
     ((img, kw, (r,)),) = calls
     assert np.array_equal(np.asarray(img), np.asarray(load_image(str(c))))

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 import pytest
+from conftest import record_calls
 from test_request_costs import _refused
 
 from nstcam.app import AppConfig, Models, trust_handler
@@ -31,14 +32,7 @@ def test_the_panel_shows_the_engines_report_and_exports_it(models, monkeypatch):
     its arguments are the photo as load_image reads it and the server's settings, and what the panel
     shows and exports is that report (test_cam_trust.py: the report is the same from run to run)."""
     methods, box = ["gradcam", "randomcam", "legrad"], "10, 20, 250, 200"
-    cam = models.cam("resnet18", "layer4", "gradcam")
-    calls = []
-
-    def recorded(images, **kw):
-        calls.append((images, kw, type(cam).trust(cam, images, **kw)))
-        return calls[-1][2]
-
-    monkeypatch.setattr(cam, "trust", recorded)
+    calls = record_calls(monkeypatch, models.cam("resnet18", "layer4", "gradcam"), "trust")
     table, files, verdict = trust_handler(models, CAT, "resnet18", "", methods, box)
     ((images, kw, report),) = calls
     assert len(images) == 1 and np.array_equal(np.asarray(images[0]), np.asarray(load_image(CAT)))
