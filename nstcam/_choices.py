@@ -50,8 +50,11 @@ def choice_error(
     a, b, c<also>, got 'x'; did you mean 'a'?"``. ``also``: what else is accepted (``" or None"``)
     or where (``" on this server"``)."""
     listed = tuple(choices)
+    typed = next((c for c in listed if type(c) is not type(value) and str(c) == str(value)), None)
     hint = closest(value, listed)
     tail = f"; did you mean {hint[0]!r}?" if hint else ""
+    if typed is not None:  # the text "0" for the number 0: say which kind, not "did you mean '0'"
+        tail = f" ({type(value).__name__}); send it as {type(typed).__name__} {typed!r}"
     return error(f"{name} must be one of {', '.join(map(str, listed))}{also}, got {shown(value)}{tail}")
 
 

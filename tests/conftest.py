@@ -388,6 +388,9 @@ def server(server_uploads, server_log):
         # 413 was due, after the tests before it had spent the 10 MB (the quota's own tests,
         # test_disk.py, run it on their own middleware)
         NSTCAM_MAX_CLIENT_UPLOAD_MB="1000",
+        # the same for the jobs one address may have queued or running (8): the tests' clients,
+        # each with a cookie of its own, send 12 at once (a client's own cap, 4, still holds)
+        NSTCAM_MAX_JOBS_PER_ADDRESS="64",
     )
     proc = launch_app(log, env, "--mcp")
     url = f"http://127.0.0.1:{port}/"

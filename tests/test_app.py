@@ -106,9 +106,11 @@ def test_the_fast_modes_paint_with_the_real_pretrained_network(models, files):
     assert np.array_equal(np.asarray(img), np.asarray(want))  # the Python API's result
     blended = list(stylize_handler(models, str(c), str(s), str(c), 0.5, 96, 4, mode="fast"))[-1][0]
     assert np.abs(np.asarray(blended, np.float32) - np.asarray(img, np.float32)).mean() > 2
-    *_, (refined, status, _) = stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, mode="fast_refine")
+    *_, (refined, status, _) = stylize_handler(
+        models, str(c), str(s), None, 0.0, 64, 2, mode="optimise", init="fast"
+    )
     assert refined.info["nstcam"]["params"]["init"] == "fast" and status.startswith("done: 64x43, 2 steps")
-    with pytest.raises(gr.Error, match="mode must be optimise, fast, fast_refine, got 'quick'"):
+    with pytest.raises(gr.Error, match="mode must be optimise, fast, got 'quick'"):
         list(stylize_handler(models, str(c), str(s), None, 0.0, 64, 2, mode="quick"))
     with pytest.raises(gr.Error, match="size must be between 64 and 128 on this server, got 4000"):
         list(stylize_handler(models, str(c), str(s), None, 0.0, 4000, 2, mode="fast"))

@@ -40,7 +40,8 @@ def _live_blocks():
 
 
 def test_each_private_attribute_read_is_still_there():
-    from gradio.queueing import Event
+    from gradio.mcp import GradioMCPServer
+    from gradio.queueing import Event, EventQueue
 
     demo, box = _live_blocks()
     assert gi.queue_of(demo) is not None
@@ -49,7 +50,9 @@ def test_each_private_attribute_read_is_still_there():
         "gradio.blocks:Blocks": demo,
         "gradio.queueing:Queue": gi.queue_of(demo),
         "gradio.queueing:Event": Event("s", block_fn, None, None),
+        "gradio.queueing:EventQueue": EventQueue("line", 1),
         "gradio.components:Component": box,
+        "gradio.mcp:GradioMCPServer": GradioMCPServer(demo),
     }
     for read in gi.READS:
         obj = live[read.owner] if read.owner in live else gi.resolve(read.owner)

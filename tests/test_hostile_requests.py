@@ -23,6 +23,7 @@ from conftest import HTTP, _free_port, app_env, launch_app, pattern
 from test_media_safety import RED, _frames, playlists
 from test_security import call, upload
 
+from nstcam.app.disk.owned import ledger_path
 from nstcam.app.guard.limits import MAX_CLASSES, MAX_ECHO, MAX_INT, MAX_ITEMS, MAX_TEXT
 
 
@@ -152,8 +153,10 @@ def test_one_request_cannot_exhaust_the_server(server, server_log, live):
     assert r.status_code == 422 and r.json()["detail"] == "the request is nested too deeply"
     fn_index, data = _event(live, "stylize", i10=10**400)  # JSON's integers have no size
     msg = call(server, fn_index, data)
+    # the input's own range (issue 88.6: JSON's integer range said nothing of the seed's)
     assert (
-        msg["output"]["error"] == f"seed must be between {-MAX_INT} and {MAX_INT}, got a number of 401 digits"
+        msg["output"]["error"]
+        == f"seed must be between 0 and {MAX_INT} on this server, got a number of 401 digits"
     )
     fn_index, data = _event(live, "gradcam", i7=[[[[[[[["cat"]]]]]]]])
     assert call(server, fn_index, data)["output"]["error"].startswith("classes may be nested at most")
@@ -347,6 +350,7 @@ def test_sigterm_in_the_middle_of_a_run_exits_0_and_removes_this_process_files(t
     text = log.read_text()
     assert "terminate called" not in text and "Traceback" not in text, text[-2000:]
     assert list(uploads.rglob("*")) == [uploads / "someone_else.txt"]  # no file, no folder of its own
+    assert not ledger_path(uploads).exists()  # its ledgers' folder too (issue 88.6), once it was the last
     assert not outbox.exists()
     assert re.search(r"stopped 3 run\(s\); removed \d+ upload\(s\)", text), text[-1500:]
 
@@ -448,7 +452,7 @@ def test_huge_literals_and_unknown_endpoint_names_get_one_line_on_every_route(se
     for literal, said in [
         (
             "1" + "0" * 400,
-            "top_k must be between -9223372036854775807 and 9223372036854775807, got a number of 401 digits",
+            "top_k must be between 1 and 10 on this server, got a number of 401 digits",
         ),
         ("1e999", "top_k must be a finite number, got inf"),
         ("-1e999", "top_k must be a finite number, got -inf"),

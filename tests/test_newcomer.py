@@ -4,6 +4,8 @@ loads (API and CLI), and learning has a default teacher."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gradio as gr
 import numpy as np
 import pytest
@@ -12,6 +14,11 @@ from PIL import Image
 
 from nstcam.app import AppConfig, Models
 from nstcam.style.options import auto_steps, split_steps
+
+DOCS = [
+    Path(__file__).resolve().parent.parent / "README.md",
+    *(Path(__file__).resolve().parent.parent / "docs").glob("*.md"),
+]
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -50,14 +57,17 @@ def test_the_app_runs_and_shows_the_steps_asked_at_every_scale(tmp_path):
     assert request_cost("stylize", models.config, 256, 3).units == 2 * 128**2 + 256**2
 
 
-def test_one_optimisation_mode_and_fast_refine_is_its_other_name(tmp_path):
+def test_one_optimisation_mode_whose_start_is_init_and_no_other_name(tmp_path):
+    """Issue 88.13: "fast_refine" was documented and refused; now one name, "optimise", whose start
+    from the fast painting is ``init="fast"``; the schema, the handler and the docs agree."""
     from nstcam.app.tabs.style import mode_estimate, stylize_handler
 
     models = Models(AppConfig(random_weights=True, device="cpu", max_size=128, max_steps=20))
     c, s = _png(tmp_path / "c.png", 64, 48, 1), _png(tmp_path / "s.png", 48, 48, 2)
-    a = list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="fast_refine"))[-1][0]
-    b = list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="optimise", init="fast"))[-1][0]
-    assert np.array_equal(np.asarray(a), np.asarray(b)) and a.info["nstcam"]["params"]["init"] == "fast"
+    with pytest.raises(gr.Error, match="mode must be optimise, fast, got 'fast_refine'"):
+        list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="fast_refine"))
+    a = list(stylize_handler(models, c, s, None, 0.0, 64, 2, mode="optimise", init="fast"))[-1][0]
+    assert a.info["nstcam"]["params"]["init"] == "fast"
     with gr.Blocks() as demo:
         from nstcam.app.tabs import style
 
@@ -65,6 +75,7 @@ def test_one_optimisation_mode_and_fast_refine_is_its_other_name(tmp_path):
     radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "st-mode"]
     assert [v for _, v in radios[0].choices] == ["fast", "optimise"]
     assert mode_estimate(models.config, 128, 20).count("Optimise: 20 steps at 128 px") == 1
+    assert "fast_refine" not in style.DOC and all("fast_refine" not in p.read_text() for p in DOCS)
 
 
 def test_offline_the_page_never_says_the_style_network_it_lacks_runs():
@@ -84,6 +95,19 @@ def test_offline_the_page_never_says_the_style_network_it_lacks_runs():
     assert (
         "The FileData class" not in said and "learned style" in said.lower()
     )  # what to send, not Gradio's docstring
+    # issue 88.5: the built-in styles are integers in the schema (gradio_client wrote its enum as
+    # texts, Literal['-1', '0', ...], which the server refuses); a text says which kind to send
+    for name in ("builtin_a", "builtin_b"):
+        p = next(p for p in info if p["parameter_name"] == name)
+        assert p["python_type"]["type"] == "int" and (p["type"]["minimum"], p["type"]["maximum"]) == (-1, 25)
+    fn = next(f for f in demo.fns.values() if f.api_name == "stylize")
+    where = next(i for i, c in enumerate(fn.inputs) if c.elem_id == "st-builtin-a")
+    values = [getattr(c, "value", None) for c in fn.inputs]
+    with pytest.raises(
+        gr.Error, match=r"builtin_a must be one of -1, 0, .* got '0' \(str\); send it as int 0"
+    ):
+        demo.validate_inputs(fn, [*values[:where], "0", *values[where + 1 :]])
+    demo.validate_inputs(fn, [*values[:where], 0, *values[where + 1 :]])  # the number passes
 
 
 def test_a_features_only_caffe_vgg16_loads_in_the_api_and_the_cli(tmp_path):

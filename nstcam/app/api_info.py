@@ -44,8 +44,12 @@ def _schema(comp: Any) -> dict[str, Any]:
     values = [c[1] if isinstance(c, (tuple, list)) else c for c in getattr(comp, "choices", None) or ()]
     if isinstance(comp, (gr.Dropdown, gr.Radio)) and values and all(_is_int(v) for v in values):
         # a built-in style's number: Gradio types every dropdown as text ("-1" was then refused by
-        # its own enum of integers, and -1 by its type)
-        return {**{k: v for k, v in base.items() if k != "anyOf"}, "type": "integer", "enum": values}
+        # its own enum of integers, and -1 by its type), and gradio_client writes any enum as
+        # texts (Literal['-1', '0', ...]), which the server refuses: a range of integers instead
+        kept = {k: v for k, v in base.items() if k not in ("anyOf", "enum")}
+        if sorted(values) == list(range(min(values), max(values) + 1)):
+            return {**kept, "type": "integer", "minimum": min(values), "maximum": max(values)}
+        return {**kept, "type": "integer", "enum": values}
     if isinstance(comp, gr.Dropdown) and comp.allow_custom_value and not comp.multiselect:
         # a layer: any of the model's, not the few names it was built with (a list keeps its
         # choices: every offered model's class names, which the description sorts out)

@@ -70,6 +70,9 @@ class AppConfig:
         max_client_upload_mb: most upload bytes, MB, one client may have accepted in 10 minutes
             (:class:`nstcam.app.guard.quota.UploadQuota`) [NSTCAM_MAX_CLIENT_UPLOAD_MB; 200, ten uploads
             of the largest size].
+        max_jobs_per_address: most jobs (an endpoint's work) one address may have queued or running
+            at once, whatever cookies it sends (:mod:`nstcam.app.guard.fair`; one client, its cookie,
+            may have 4) [NSTCAM_MAX_JOBS_PER_ADDRESS; 8].
         display_size: long side of Grad-CAM heatmaps and overlays, px [NSTCAM_DISPLAY_SIZE; 1024].
         scorecam_budget: most masked images one Score-CAM request may score (channels of the layer
             x top-k) [NSTCAM_SCORECAM_BUDGET; 1024 on CPU, about 30 s there; 65536 on GPU].
@@ -113,6 +116,7 @@ class AppConfig:
     max_steps: int | None = None
     max_upload_mb: float | None = None
     max_client_upload_mb: float | None = None
+    max_jobs_per_address: int | None = None
     display_size: int | None = None
     scorecam_budget: int | None = None
     max_video_seconds: float | None = None
@@ -135,6 +139,9 @@ class AppConfig:
         self.max_upload_mb = float(self.max_upload_mb or _env_number("NSTCAM_MAX_UPLOAD_MB", 20))
         self.max_client_upload_mb = float(
             self.max_client_upload_mb or _env_number("NSTCAM_MAX_CLIENT_UPLOAD_MB", 10 * self.max_upload_mb)
+        )
+        self.max_jobs_per_address = int(
+            self.max_jobs_per_address or _env_number("NSTCAM_MAX_JOBS_PER_ADDRESS", 8)
         )
         self.display_size = int(self.display_size or _env_number("NSTCAM_DISPLAY_SIZE", 1024))
         self.scorecam_budget = int(

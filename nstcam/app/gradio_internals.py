@@ -147,6 +147,20 @@ PATCHES: tuple[Patch, ...] = (
         "no server URL goes back to an agent",
     ),
     Patch(
+        "gradio.mcp:GradioMCPServer",
+        "get_input_schema",
+        ("self", "tool_name", "parameters"),
+        "mcp",
+        "a tool's schema resolves (no $ref to a $defs inside a property) and takes the nulls it offers",
+    ),
+    Patch(
+        "gradio.mcp:GradioMCPServer",
+        "convert_strings_to_filedata",
+        ("self", "value", "filedata_positions"),
+        "mcp",
+        "each file of a list (training photos, an editor's layers) is read as a file",
+    ),
+    Patch(
         "gradio.blocks:Blocks",
         "validate_inputs",
         ("self", "block_fn", "inputs"),
@@ -208,10 +222,14 @@ PATCHES: tuple[Patch, ...] = (
 
 READS: tuple[Read, ...] = (
     Read("gradio.blocks:Blocks", "_queue", "guard/streams", "the queue's waiting and running events"),
-    Read("gradio.queueing:Queue", "event_queue_per_concurrency_id", "guard/streams", "the waiting events"),
-    Read("gradio.queueing:Queue", "active_jobs", "guard/streams", "the running events"),
+    Read("gradio.queueing:Queue", "event_queue_per_concurrency_id", "guard/fair", "the waiting lines"),
+    Read("gradio.queueing:EventQueue", "queue", "guard/fair", "a line's waiting events, reordered in turns"),
+    Read("gradio.queueing:Queue", "active_jobs", "guard/fair", "the running events"),
+    Read("gradio.queueing:Event", "concurrency_id", "guard/fair", "the line a running event is of"),
+    Read("gradio.queueing:Queue", "event_analytics", "guard/fair", "whether a running event was answered"),
+    Read("gradio.queueing:Event", "_id", "guard/fair", "its analytics record"),
     Read("gradio.queueing:Event", "fn", "guard/streams", "which endpoint an event runs"),
-    Read("gradio.queueing:Event", "request", "guard/streams", "its client (the cookie)"),
+    Read("gradio.queueing:Event", "request", "guard/fair", "its client (the cookie) and address"),
     Read("gradio.queueing:Event", "session_hash", "guard/streams", "its browser tab"),
     Read("gradio.queueing:Event", "closed", "guard/streams", "ended streams are not counted; set to end one"),
     Read("gradio.queueing:Event", "alive", "guard/streams", "set to end a stream as Gradio's close does"),
@@ -223,6 +241,8 @@ READS: tuple[Read, ...] = (
     Read("gradio.blocks:Blocks", "get_config_file", "api_info", "the config retaken"),
     Read("gradio.blocks:Blocks", "config", "api_info", "the config Gradio serves"),
     Read("gradio.blocks:Blocks", "fns", "guard/gate", "each endpoint's function and inputs"),
+    Read("gradio.mcp:GradioMCPServer", "api_info", "mcp", "a tool's parameters and their defaults"),
+    Read("gradio.mcp:GradioMCPServer", "tool_to_endpoint", "mcp", "the endpoint a tool calls"),
 )
 
 
@@ -324,8 +344,30 @@ def queued_events(blocks: Any) -> list[Any]:
     if queue is None:
         return []
     waiting = [e for q in queue.event_queue_per_concurrency_id.values() for e in q.queue]
-    running = [e for job in queue.active_jobs if job for e in job]
-    return waiting + running
+    return waiting + running_events(blocks)
+
+
+def waiting_lines(blocks: Any) -> dict[str, list[Any]]:
+    """The queue's waiting lines by ``concurrency_id``, each Gradio's own list (the order it serves
+    them in: reordering one in place reorders the line)."""
+    queue = queue_of(blocks)
+    if queue is None:
+        return {}
+    return {line: q.queue for line, q in queue.event_queue_per_concurrency_id.items()}
+
+
+def answered(blocks: Any, event: Any) -> bool:
+    """Whether a running event's completion was already sent (Gradio frees its worker a moment
+    later, after the client may have read it and asked again)."""
+    queue = queue_of(blocks)
+    record = queue.event_analytics.get(event._id) if queue is not None else None
+    return bool(record) and record.get("process_time") is not None
+
+
+def running_events(blocks: Any) -> list[Any]:
+    """The events Gradio's queue is running."""
+    queue = queue_of(blocks)
+    return [e for job in queue.active_jobs if job for e in job] if queue is not None else []
 
 
 def drop_waiting(blocks: Any, event: Any) -> None:
@@ -340,6 +382,12 @@ def end_event(event: Any) -> None:
     """Ends a queued event as Gradio's own close does."""
     event.run_time, event.closed, event.alive = float("inf"), True, False
     event.signal.set()
+
+
+def tool_parameters(server: Any, tool_name: str) -> list[dict[str, Any]]:
+    """The API info of the parameters of the endpoint that the MCP ``server``'s tool calls."""
+    endpoint = server.tool_to_endpoint.get(tool_name)
+    return server.api_info["named_endpoints"].get(endpoint, {}).get("parameters", [])
 
 
 def component_id(comp: Any) -> int:

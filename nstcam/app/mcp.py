@@ -17,13 +17,16 @@ tool.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import nstcam.app.gradio_internals as gradio_internals
-from nstcam.app.guard.limits import MAX_TOOL_FILE_BYTES
+from nstcam.app.guard.limits import MAX_TOOL_FILE_BYTES, MAX_TOOL_MEDIA_BYTES
 
 __all__ = ["enable_mcp"]
 
@@ -40,7 +43,133 @@ def enable_mcp() -> None:
     install(GradioMCPServer, "_execute_tool_without_progress", _unpacked)
     install(GradioMCPServer, "_prepare_tool_call_args", _as_caller)
     install(GradioMCPServer, "postprocess_output_data", _without_paths)
+    install(GradioMCPServer, "get_input_schema", _agent_schema)
+    install(GradioMCPServer, "convert_strings_to_filedata", _each_file_of_a_list)
     logger.debug("MCP: multi-output tools return one content item per output")
+
+
+_FILE_FORMAT = "Gradio File Input"
+"""How Gradio's MCP server marks a file parameter it takes as a URL (the start of ``format``)."""
+
+
+def _agent_schema(original: Any) -> Any:
+    """Gradio's tool schema made one an MCP client validates against: see :func:`tool_schema`."""
+
+    @functools.wraps(original)
+    def agent_schema(self: Any, tool_name: str, parameters: Any = None) -> tuple[dict[str, Any], list]:
+        schema, positions = original(self, tool_name, parameters)
+        params = gradio_internals.tool_parameters(self, tool_name)
+        nullable = {
+            p["parameter_name"]
+            for p in params
+            if p.get("parameter_has_default") and p.get("parameter_default") is None
+        }
+        return tool_schema(schema, nullable), positions
+
+    return agent_schema
+
+
+def tool_schema(schema: dict[str, Any], nullable: Iterable[str] = ()) -> dict[str, Any]:
+    """``schema`` (Gradio's for a tool) as an MCP client validates it: a file taken as a URL keeps
+    no ``$ref`` (Gradio left ``{"$ref": "#/$defs/FileData", "type": "string"}`` in a list of files,
+    and its ``$defs`` inside the property, where no reference resolves: "PointerToNowhere"); any
+    ``$defs`` still referenced move to the schema's root; each parameter of ``nullable`` (its
+    default is None, as its description says) also takes null."""
+    schema = copy.deepcopy(schema)
+    defs: dict[str, Any] = {}
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        defs.update(node.pop("$defs", None) or {})
+        if str(node.get("format", "")).startswith(_FILE_FORMAT):
+            for key in ("$ref", "required", "properties"):
+                node.pop(key, None)
+        return {k: clean(v) for k, v in node.items()}
+
+    props = {name: clean(prop) for name, prop in schema.get("properties", {}).items()}
+    refs = {m.rsplit("/", 1)[-1] for m in _refs(props)}
+    for name in set(nullable) & set(props):
+        props[name] = _with_null(props[name])
+    schema["properties"] = props
+    if refs:
+        schema["$defs"] = {k: clean(v) for k, v in defs.items()}
+    return schema
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def _with_null(prop: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` that also takes null."""
+    if "anyOf" in prop:
+        if {"type": "null"} not in prop["anyOf"]:
+            prop["anyOf"] = [*prop["anyOf"], {"type": "null"}]
+        return prop
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        prop["type"] = [kind, "null"]
+    elif isinstance(kind, list) and "null" not in kind:
+        prop["type"] = [*kind, "null"]
+    if "enum" in prop and None not in prop["enum"]:
+        prop["enum"] = [*prop["enum"], None]
+    return prop
+
+
+def _each_file_of_a_list(original: Any) -> Any:
+    """Gradio's conversion of an agent's file URLs into files, for every item of a list of files
+    and every optional file too: Gradio records their positions as the schema's
+    (``[name, "items"]``, ``[name, "background", "anyOf", 0]``), which no value has, so a list of
+    photos and an editor's layers and background reached the app as texts."""
+
+    @functools.wraps(original)
+    def each_file(self: Any, value: Any, filedata_positions: list) -> Any:
+        return original(self, value, _item_positions(value, filedata_positions))
+
+    return each_file
+
+
+def _item_positions(value: Any, positions: list[list[Any]]) -> list[list[Any]]:
+    """``positions`` as the value's own: each ``"items"`` step replaced by every index the value has
+    there, and each ``"anyOf", k`` step (a file or null: an editor's background) left out."""
+    out: list[list[Any]] = []
+    for position in positions:
+        steps = [
+            step
+            for i, step in enumerate(position)
+            if step != "anyOf" and not (i and position[i - 1] == "anyOf" and isinstance(step, int))
+        ]
+        paths: list[list[Any]] = [[]]
+        for step in steps:
+            grown = []
+            for path in paths:
+                node = _at(value, path)
+                if step == "items" and isinstance(node, list):
+                    grown += [[*path, i] for i in range(len(node))]
+                else:
+                    grown.append([*path, step])
+            paths = grown
+        out += paths
+    return out
+
+
+def _at(value: Any, path: list[Any]) -> Any:
+    for step in path:
+        if isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value = value[step]
+        else:
+            return None
+    return value
 
 
 def _unpacked(original: Any) -> Any:
@@ -57,14 +186,55 @@ def _unpacked(original: Any) -> Any:
 
 
 def _without_paths(contents: Any) -> Any:
-    """Gradio's tool outputs without the server URLs it adds as text."""
+    """Gradio's tool outputs without a server path or URL: its "Image URL" texts dropped, and a
+    video (which Gradio gave as a text naming a URL of the server's own loopback client, 404 to the
+    agent) sent as an embedded resource, its bytes inline (:func:`_as_resource`)."""
 
     @functools.wraps(contents)
     def without_paths(self: Any, data: Any, root_url: str) -> list[Any]:
-        items = contents(self, data, root_url)
-        return [i for i in items if not (i.type == "text" and i.text.startswith(_URL_TEXT))]
+        items: list[Any] = []
+        sent: set[bytes] = set()
+        for output in data:
+            if _is_file(output) and Path(output["path"]).suffix.lower() in _MEDIA_FILES:
+                digest = hashlib.sha256(Path(output["path"]).read_bytes()).digest()
+                if digest not in sent:  # a clip both played and offered to download: sent once
+                    sent.add(digest)
+                    items.append(_as_resource(self.types, output))
+            else:
+                items += contents(self, [output], root_url)
+        return [i for i in items if not (i.type == "text" and _names_a_path(i.text))]
 
     return without_paths
+
+
+_MEDIA_FILES = {".mp4": "video/mp4", ".webm": "video/webm", ".gif": "image/gif"}
+"""Results an agent gets as an embedded resource (their bytes): the clips."""
+
+
+def _names_a_path(text: str) -> bool:
+    """Whether an output's text is a server URL or path (Gradio's "Image URL: ..." and a file's URL)."""
+    return text.startswith(_URL_TEXT) or "/gradio_api/file=" in text or text.startswith("/")
+
+
+def _as_resource(types: Any, f: dict) -> Any:
+    """A result file as an MCP embedded resource (``nstcam://results/<name>``, its MIME type, its
+    bytes in base64), or one line saying it is too large to send (:data:`MAX_TOOL_MEDIA_BYTES`)."""
+    import base64
+
+    path = Path(f["path"])
+    name = Path(f.get("orig_name") or path.name).name
+    size = path.stat().st_size
+    if size > MAX_TOOL_MEDIA_BYTES:
+        text = (
+            f"{name}: {size / 1e6:.1f} MB, over the {MAX_TOOL_MEDIA_BYTES / 1e6:.0f} MB a tool sends inline"
+        )
+        return types.TextContent(type="text", text=text)
+    blob = types.BlobResourceContents(
+        uri=f"nstcam://results/{name}",
+        mimeType=_MEDIA_FILES[path.suffix.lower()],
+        blob=base64.b64encode(path.read_bytes()).decode("ascii"),
+    )
+    return types.EmbeddedResource(type="resource", resource=blob)
 
 
 def _as_caller(prepare: Any) -> Any:

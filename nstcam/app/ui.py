@@ -13,6 +13,7 @@ import nstcam.app.guard as guard
 from nstcam.app.api_info import describe_api
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.disk.access import public_files
+from nstcam.app.guard.fair import QUEUE_SIZE
 from nstcam.app.tabs import TABS, webcam
 from nstcam.app.widgets import CSS, RANDOM_BANNER
 
@@ -65,5 +66,5 @@ def build_demo(config: AppConfig | None = None, models: Models | None = None) ->
                 tab(config, models, runs, demo)
             others += [] if tab is webcam.tab else [t]
         webcam.stop_when_left(others)
-    demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=32)
+    demo.queue(default_concurrency_limit=1 if on_cpu else 2, max_size=QUEUE_SIZE)
     return describe_api(demo, config)

@@ -38,14 +38,17 @@ from nstcam.app.errors import answer
 __all__ = [
     "ACCESS",
     "COOKIE",
+    "NOT_SERVED",
     "PUBLIC",
     "Access",
     "ClientCookie",
     "as_client",
     "client_of_gradio_request",
     "current_client",
+    "may_serve",
     "public_files",
     "requests_as_their_clients",
+    "served_path",
 ]
 
 COOKIE = "nstcam-client"
@@ -56,7 +59,13 @@ PUBLIC = "*"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{32}$")
 _CLIENT: ContextVar[str | None] = ContextVar("nstcam_client", default=None)
-_FILE_ROUTE = re.compile(r"/file[=/](.+)$")
+_FILE_ROUTE = re.compile(r"/file[=/](.*)$", re.IGNORECASE | re.DOTALL)
+"""Gradio's two file routes (``/gradio_api/file=<path>`` and ``/gradio_api/file/<path>``), matched
+on the path as the router matches it (percent-decoded), in any case and under any prefix: a
+request that might reach either is checked."""
+_FETCHED_URL = ("http://", "https://")
+"""What Gradio's file route fetches as a URL (through its public-address check) instead of
+opening a file: nothing of this server's, so not decided here."""
 
 
 def new_token() -> str:
@@ -196,28 +205,74 @@ class ClientCookie:
             headers = [(k, v) for k, v in headers if k != b"cookie"] + [(b"cookie", cookie.encode("latin-1"))]
             scope = {**scope, "headers": headers}
             send = _with_cookie(send, _set_cookie(client, _secure(scope)))
-        if not self._may_fetch(scope, client):
-            await answer(
-                send,
-                404,
-                "File not found: only files uploaded by this client or made for its requests are served",
-            )
-            return
+        named = self._file_named(scope)
+        if named is not None:
+            if not may_serve(named, client):
+                await answer(send, 404, NOT_SERVED)
+                return
+            send = _errors_said_plainly(send)  # Gradio's own refusals quote the path asked for
         with as_client(client):
             await self.app(scope, receive, send)
 
     @staticmethod
-    def _may_fetch(scope: dict[str, Any], client: str) -> bool:
+    def _file_named(scope: dict[str, Any]) -> str | None:
+        """The path a GET or HEAD names on a file route (percent-decoded, as routed), or None."""
         if scope.get("method") not in ("GET", "HEAD"):
-            return True
+            return None
         m = _FILE_ROUTE.search(scope.get("path", ""))
-        if m is None or "://" in m[1]:
-            return True  # not a file, or a URL (Gradio's own checks)
-        path = m[1]
-        try:
-            return not in_upload_folder(path) or ACCESS.may_read(path, client)
-        except (OSError, ValueError):
-            return False
+        return None if m is None else m[1]
+
+
+NOT_SERVED = "File not found: only files uploaded by this client or made for its requests are served"
+"""The one line every refused file request gets: whose file it is, or whether one is there at all,
+is never said."""
+
+
+def _errors_said_plainly(send: Any) -> Any:
+    """``send`` for a file route whose error answers (Gradio's 403 "File not allowed: <the path
+    asked for>") become 404 with :data:`NOT_SERVED`: no path, whole value or reason goes back."""
+    failed = False
+
+    async def sending(message: dict[str, Any]) -> None:
+        nonlocal failed
+        if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+            failed = True
+            return
+        if failed:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                await answer(send, 404, NOT_SERVED)
+            return
+        await send(message)
+
+    return sending
+
+
+def served_path(named: str) -> str | None:
+    """The file Gradio's file route opens for the path ``named`` in a request (after the router's
+    percent-decoding): normalised as Gradio normalises it (``os.path.abspath``: ``x://..``, ``//``,
+    ``/./`` and ``..`` collapse), links followed as opening it follows them; None where the route
+    fetches a URL instead (``http://``, ``https://``). Raises ValueError or OSError where the name
+    cannot be a path (a NUL)."""
+    if named.startswith(_FETCHED_URL):
+        return None
+    return os.path.realpath(os.path.abspath(named))
+
+
+def may_serve(named: str, client: str | None) -> bool:
+    """Whether a file route may answer ``client`` for the path ``named``, decided on the file that
+    would be served (:func:`served_path`), never on how it is spelled: a file of the upload folder
+    only where it was granted to ``client`` (or to everyone); a path that cannot be read as one is
+    refused; a file elsewhere is left to Gradio's own allow-list (its static files)."""
+    try:
+        served = served_path(named)
+        if served is None:
+            return True
+        named_abs = os.path.abspath(named)
+        root = _upload_root()
+    except (OSError, ValueError):
+        return False
+    inside = Path(served).is_relative_to(root) or Path(named_abs).is_relative_to(root)
+    return not inside or ACCESS.may_read(served, client)
 
 
 def _with_cookie(send: Any, cookie: bytes) -> Any:

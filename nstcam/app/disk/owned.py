@@ -19,6 +19,7 @@ replacing it, so no process ever removes a file another one made.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -40,6 +41,7 @@ __all__ = [
     "claimed_by_others",
     "keep_existing_uploads",
     "ledger_folder",
+    "ledger_path",
     "others_files",
     "pid_alive",
     "prune_empty",
@@ -52,16 +54,22 @@ _LEDGER = re.compile(r"^(\d+)\.owned$")
 _OUTBOX = re.compile(r"^nstcam-out-(\d+)-")
 
 
-def ledger_folder(upload_folder: str | os.PathLike) -> Path:
+def ledger_path(upload_folder: str | os.PathLike) -> Path:
     """Where the servers sharing ``upload_folder`` keep their ledgers: a folder of the system's
     temporary folder named by the upload folder's real path (so servers sharing it share it), or the
     upload folder's parent where the temporary folder is inside the upload folder; never inside it,
-    so never served. Made with mode 0700."""
+    so never served. Not made here (:func:`ledger_folder` makes it)."""
     upload = Path(os.path.realpath(upload_folder))
     base = Path(os.path.realpath(tempfile.gettempdir()))
     if base.is_relative_to(upload):
         base = upload.parent
-    folder = base / f".nstcam-ledgers-{hashlib.sha256(str(upload).encode()).hexdigest()[:16]}"
+    return base / f".nstcam-ledgers-{hashlib.sha256(str(upload).encode()).hexdigest()[:16]}"
+
+
+def ledger_folder(upload_folder: str | os.PathLike) -> Path:
+    """:func:`ledger_path`, made with mode 0700 where it is not there; removed by the last server of
+    that upload folder to stop (:meth:`Owned.remove_all`)."""
+    folder = ledger_path(upload_folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
 
@@ -133,6 +141,8 @@ class Owned:
         others = claimed_by_others(self.folder)  # a file another live server recorded as its own stays
         removed = _remove_listed({k: v for k, v in files.items() if v not in others}, self.folder)
         self.ledger.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the last server of that upload folder: nothing left
+            self.ledger.parent.rmdir()
         return removed
 
 

@@ -11,12 +11,13 @@ from starlette.middleware import Middleware
 import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.disk.access import ClientCookie, requests_as_their_clients
 from nstcam.app.disk.cache import track_cached_files
+from nstcam.app.disk.deep_links import NoDeepLinks, sweep_deep_links
 from nstcam.app.disk.owned import keep_existing_uploads, sweep_leftovers
 from nstcam.app.disk.shutdown import stop_on_signals
+from nstcam.app.guard.fair import QueueLimits
 from nstcam.app.guard.gate import guard_requests
 from nstcam.app.guard.limits import RequestLimits, validation_error_handler
 from nstcam.app.guard.quota import upload_quota
-from nstcam.app.guard.streams import StreamLimits
 from nstcam.app.guard.uploads import record_upload_files
 from nstcam.app.mcp import enable_mcp
 from nstcam.app.run.cancels import CancelAtOnce
@@ -52,11 +53,12 @@ def launch_kwargs(config: Any, mcp: bool = False) -> dict[str, Any]:
     """What ``demo.launch`` needs besides host and port: the upload cap, the caps on every request
     (:class:`~nstcam.app.guard.limits.RequestLimits`: body size, uploads in all, the event named,
     each client's upload quota; malformed requests answered in one line), each client's files served
-    to it alone (:class:`nstcam.app.disk.access.ClientCookie`), live streams capped
-    (:class:`~nstcam.app.guard.streams.StreamLimits`), an API cancel or a closed page stopping its run
-    at once (:class:`nstcam.app.run.cancels.CancelAtOnce`), errors shown, and with ``mcp`` the
-    endpoints served as Model Context Protocol tools (``/gradio_api/mcp/``), each call as its caller's
-    and no server path in what it returns."""
+    to it alone (:class:`nstcam.app.disk.access.ClientCookie`), deep links off
+    (:class:`nstcam.app.disk.deep_links.NoDeepLinks`), each client's jobs and live streams capped and
+    the queue taken in turns (:class:`~nstcam.app.guard.fair.QueueLimits`), an API cancel or a closed
+    page stopping its run at once (:class:`nstcam.app.run.cancels.CancelAtOnce`), errors shown, and
+    with ``mcp`` the endpoints served as Model Context Protocol tools (``/gradio_api/mcp/``), each
+    call as its caller's and no server path in what it returns."""
     if mcp:
         enable_mcp()
     upload_bytes = int(config.max_upload_mb * 1024 * 1024)
@@ -67,8 +69,9 @@ def launch_kwargs(config: Any, mcp: bool = False) -> dict[str, Any]:
         "app_kwargs": {
             "middleware": [
                 Middleware(ClientCookie),  # first: every request, uploads included, runs as its client's
+                Middleware(NoDeepLinks),  # no session's state written to disk or read back
                 Middleware(RequestLimits, upload_bytes=upload_bytes, quota=upload_quota(config)),
-                Middleware(StreamLimits),
+                Middleware(QueueLimits, per_address=config.max_jobs_per_address),
                 Middleware(CancelAtOnce),
             ],
             "exception_handlers": {RequestValidationError: validation_error_handler},
@@ -83,5 +86,6 @@ def start_process(models: Any, holder: dict[str, Any]) -> int:
     (:func:`nstcam.app.disk.shutdown.stop_on_signals`; ``holder["demo"]`` is the app, once built).
     Returns how many leftovers were removed."""
     removed = sweep_leftovers(gradio_internals.upload_folder())
+    removed += sweep_deep_links(gradio_internals.upload_folder())
     stop_on_signals(models, holder)
     return removed

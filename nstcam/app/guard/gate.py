@@ -58,7 +58,8 @@ def _checking(validate: Callable[[Any, list[Any]], None]) -> Callable[[Any, list
                 f"this endpoint takes {len(names)} values ({', '.join(names)}), got {len(inputs)}; "
                 "send one per input, in that order"
             )
-        for name, value in zip(names, inputs, strict=False):  # extras unread
+        for block, name, value in zip(block_fn.inputs, names, inputs, strict=False):  # extras unread
+            _check_huge(block, name, value)
             _check_contents(name, value)
         for k, block in enumerate(block_fn.inputs[: len(inputs)]):
             if _takes_several(block) and isinstance(inputs[k], dict):
@@ -226,6 +227,25 @@ def _addresses(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]
     return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in found]
 
 
+def _span(block: Any) -> str:
+    """The range of numbers an input takes, in words (its own bounds; JSON's any-length integers
+    held to :data:`MAX_INT`)."""
+    lo, hi = getattr(block, "minimum", None), getattr(block, "maximum", None)
+    lo = -MAX_INT if lo is None else max(lo, -MAX_INT)
+    hi = MAX_INT if hi is None else min(hi, MAX_INT)
+    return (
+        f"between {lo:g} and {hi:g}" if max(abs(lo), abs(hi)) < 1e15 else f"between {int(lo)} and {int(hi)}"
+    )
+
+
+def _check_huge(block: Any, name: str, value: Any) -> None:
+    """A whole number past :data:`MAX_INT` (``size=10**30``, ``seed=2**70``): refused with the range
+    of the input it was sent to, its length said rather than its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        where = " on this server" if isinstance(block, (gr.Slider, gr.Number)) else ""
+        raise refuse(f"{name} must be {_span(block)}{where}, got a number of {len(str(abs(value)))} digits")
+
+
 def _check_bounds(block: Any, name: str, value: Any) -> None:
     if not isinstance(block, (gr.Slider, gr.Number)) or isinstance(value, bool):
         return
@@ -239,12 +259,7 @@ def _check_bounds(block: Any, name: str, value: Any) -> None:
     if lo is None and hi is None:
         return
     if value is None or (lo is not None and value < lo) or (hi is not None and value > hi):
-        span = (
-            f"between {lo:g} and {hi:g}"
-            if lo is not None and hi is not None
-            else (f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
-        )
-        raise refuse(f"{name} must be {span} on this server, got {value}")
+        raise refuse(f"{name} must be {_span(block)} on this server, got {value}")
 
 
 def _whole(block: Any) -> bool:

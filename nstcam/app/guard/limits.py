@@ -32,6 +32,7 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_TEXT",
     "MAX_TOOL_FILE_BYTES",
+    "MAX_TOOL_MEDIA_BYTES",
     "RequestLimits",
     "answer",
     "app_events",
@@ -59,6 +60,9 @@ dropped; never more than the model knows): each is a pass and a result file."""
 MAX_TOOL_FILE_BYTES = 1_000_000
 """Bytes of a result file an MCP tool sends back inline (a report's text, a learned style as a
 ``data:`` URL); a larger one is named, not sent."""
+MAX_TOOL_MEDIA_BYTES = 16_000_000
+"""Bytes of a result clip an MCP tool sends back inline (an embedded resource); a larger one is
+said in one line (a CPU server's clips are 0.1-2 MB)."""
 MAX_BODY_BYTES = 1024 * 1024
 """Body of any request but an upload or an MCP call (a queue request names uploads by path:
 a few kB)."""

@@ -7,9 +7,10 @@ HTTP 503 "Queue is full" to everyone, and a disconnected stream kept the one web
 120 s. And a frame is a ``data:`` URL that Gradio decodes whole: a 492 KB PNG of 13000 x 13000 px
 sent as a frame took +2.25 GB before the handler's size check.
 
-- :class:`StreamLimits` (:func:`stream_refusal`): a queue request for a stream event is refused
-  (HTTP 429, one line) where :data:`MAX_STREAMS` streams are already queued or running, or its client
-  already has :data:`MAX_STREAMS_PER_CLIENT`; the rest of the queue stays free for the other endpoints.
+- :func:`stream_refusal` (applied by :class:`nstcam.app.guard.fair.QueueLimits`): a queue request
+  for a stream event is refused (HTTP 429, one line) where :data:`MAX_STREAMS` streams are already
+  queued or running, or its client already has :data:`MAX_STREAMS_PER_CLIENT`; the rest of the
+  queue stays free for the other endpoints.
 - :func:`close_session_streams`: when a session's event stream closes (a closed tab, a client gone),
   its streams end at once (running: as Gradio's own ``/stream/<id>/close`` ends them; waiting: taken
   out of the queue).
@@ -23,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import logging
 import warnings
 from typing import Any
@@ -34,7 +34,6 @@ from PIL import Image, UnidentifiedImageError
 
 import nstcam.app.gradio_internals as gradio_internals
 from nstcam.app.errors import refuse
-from nstcam.app.guard.limits import MAX_BODY_BYTES, answer, app_events, read_body, replay_body
 from nstcam.app.guard.quota import client_of
 
 __all__ = [
@@ -42,9 +41,9 @@ __all__ = [
     "MAX_STREAMS",
     "MAX_STREAMS_PER_CLIENT",
     "SafeFrame",
-    "StreamLimits",
     "close_session_streams",
     "frame_size",
+    "is_stream_fn",
     "mark_stream",
     "stream_refusal",
 ]
@@ -66,15 +65,20 @@ def mark_stream(fn: Any) -> Any:
     return fn
 
 
+def is_stream_fn(fn: Any) -> bool:
+    """Whether an event's function (a ``BlockFunction``'s ``fn``) is a stream's (:func:`mark_stream`)."""
+    return bool(getattr(fn, "nstcam_stream", False))
+
+
 def _is_stream(event: Any) -> bool:
-    return bool(getattr(getattr(event.fn, "fn", None), "nstcam_stream", False)) and not event.closed
+    return is_stream_fn(getattr(event.fn, "fn", None)) and not event.closed
 
 
-def stream_refusal(scope: dict[str, Any], fns: dict[int, Any], fn_index: Any) -> str | None:
-    """Why a queue request for ``fn_index`` cannot join (one line), or None: only stream events are
-    held, to :data:`MAX_STREAMS` in all and :data:`MAX_STREAMS_PER_CLIENT` per client."""
-    block_fn = fns.get(fn_index) if type(fn_index) is int else None
-    if block_fn is None or not getattr(block_fn.fn, "nstcam_stream", False):
+def stream_refusal(scope: dict[str, Any], block_fn: Any) -> str | None:
+    """Why a queue request for the event ``block_fn`` (Gradio's ``BlockFunction``) cannot join (one
+    line), or None: only stream events are held, to :data:`MAX_STREAMS` in all and
+    :data:`MAX_STREAMS_PER_CLIENT` per client."""
+    if block_fn is None or not is_stream_fn(block_fn.fn):
         return None
     app = scope.get("app")
     blocks = app.get_blocks() if hasattr(app, "get_blocks") else None
@@ -92,33 +96,6 @@ def stream_refusal(scope: dict[str, Any], fns: dict[int, Any], fn_index: Any) ->
             "try again soon"
         )
     return None
-
-
-class StreamLimits:
-    """ASGI middleware: a queue request (``/queue/join``) for a stream event past
-    :func:`stream_refusal`'s caps is answered HTTP 429 with one line; everything else passes on
-    unchanged (behind :class:`nstcam.app.guard.limits.RequestLimits`, which has capped the body)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        path = scope.get("path", "").rstrip("/") if scope["type"] == "http" else ""
-        if scope.get("method") != "POST" or not path.endswith("/queue/join"):
-            await self.app(scope, receive, send)
-            return
-        body = await read_body(receive, MAX_BODY_BYTES)
-        why = None
-        try:
-            data = json.loads(body)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            why = stream_refusal(scope, app_events(scope) or {}, data.get("fn_index"))
-        if why:
-            await answer(send, 429, why)
-            return
-        await self.app(scope, replay_body(body, receive), send)
 
 
 def close_session_streams(scope: dict[str, Any], session: str) -> int:

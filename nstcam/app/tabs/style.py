@@ -53,8 +53,9 @@ from nstcam.style.options import INITS, auto_scales, split_steps
 __all__ = ["DOC", "MODES", "STARTING", "fast_handler", "stylize_handler", "tab"]
 
 STARTING = "starting: building targets…"
-MODES = ("optimise", "fast", "fast_refine")
-"""``mode``: the optimisation, one pass of a pretrained network, or the optimisation from that pass."""
+MODES = ("optimise", "fast")
+"""``mode``: the optimisation (from the fast painting with ``init`` "fast"), or one pass of a
+pretrained network."""
 DEFAULTS = stylize_defaults()
 """The engine's defaults, which the endpoint, its form and its description share."""
 
@@ -64,8 +65,7 @@ style image while keeping its layout (default mode on this server: "{style_mode}
 VGG16_bn, each step a forward and backward pass; on this {device} server: {cost}. "fast": one pass
 of a pretrained feed-forward network (Magenta's arbitrary style network, real weights whatever the
 VGG's), well under a second at 512 px on a CPU; the optimisation starts from that painting by default
-(`init` "auto"), and "fast_refine" is another name for "optimise" with init "fast". Results from
-random weights are labelled as such.
+(`init` "auto"; "fast" always). Results from random weights are labelled as such.
 
 Args:
     content: the photo to repaint: {image}.
@@ -86,7 +86,7 @@ Args:
     average: 0 (default, off), or a decay below 1 such as 0.99: the result is the moving average of the steps' images (less pixel noise).
     mask_a: optional region of style (an image editor value {{"background": image, "layers": [images]}}): strokes painted on its layers (their alpha), else the background as a black and white mask (white = styled); any size. With style_b, each style keeps its own region and a style without a mask takes the rest (blend is not used); with style alone, where it goes. Elsewhere the content is kept. Or null.
     mask_b: style_b's region, as mask_a; or null.
-    mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b) or "fast_refine" (another name for "optimise" with init "fast", where init "auto" starts too on this server unless a region is set).
+    mode: "{style_mode}" by default on this server (the page's mode: "fast" on a CPU, "optimise" on a GPU); "optimise", "fast" (one pass of the pretrained network: uses content, style, style_b, blend, size, preserve_color, strength, builtin_a and builtin_b); "optimise" with init "fast" starts from the fast painting.
     strength: how much of the style in every mode, 0 (the photo) to 1 (default: the whole style in "fast"; in the optimisation style weight 10 from the fast painting, calibrated so that a strength moves the style about as far in both).
     builtin_a: "fast" mode: one of the 26 built-in styles (0 to 25) instead of the style image; -1 (default): the style image.
     builtin_b: "fast" mode: a built-in style (0 to 25) blended in by blend instead of style_b (built-in styles blend only with each other); -1 (default): style_b.
@@ -146,7 +146,7 @@ def stylize_handler(
     above that many px window by window (0: whole images); ``average`` 0 is off. Setting ``stop`` (the Cancel
     button) ends the run at its next step with ``"cancelled at step N/M"``, the partial image and
     its PNG; closing the generator stops it too. ``mode`` "fast" paints in one pass of the
-    pretrained network (:func:`fast_handler`); "fast_refine" starts the optimisation from it.
+    pretrained network (:func:`fast_handler`); ``init`` "fast" starts the optimisation from it.
     """
     cfg = models.config
     stop = stop or threading.Event()
@@ -158,8 +158,6 @@ def stylize_handler(
         fast_args = (content, style, style_b, blend, size, preserve_color, strength)
         yield from fast_handler(models, *fast_args, builtin_a, builtin_b, style_file)
         return
-    if mode == "fast_refine":
-        init = "fast"
     try:
         _check_request(cfg, content, style, size, steps, blend, average, tile)
         content_img = load_upload(content, "content")
