@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     check_gradio()
     from nstcam.app import AppConfig, Models, build_demo, launch_kwargs
     from nstcam.app.guard import start_process
+    from nstcam.app.run import zerogpu
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     config = AppConfig(random_weights=args.random_weights, device=args.device)
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     holder: dict = {}
     start_process(models, holder)
     models.preload()  # once per process: weights are fetched at start-up, never per request
+    zerogpu.serve(models)  # on ZeroGPU, the worker forked for a request inherits them
     demo = holder["demo"] = build_demo(config, models)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(config, mcp=args.mcp))
 

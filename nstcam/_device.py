@@ -8,7 +8,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["available_memory", "bf16_autocast", "pick_device"]
+__all__ = ["available_memory", "bf16_autocast", "on_zerogpu", "pick_device"]
 
 
 def pick_device(device: torch.device | str | None = None) -> torch.device:
@@ -54,3 +54,13 @@ def bf16_autocast(asked: bool, device: torch.device) -> bool:
         )
         return False
     return True
+
+
+def on_zerogpu() -> bool:
+    """Whether this process runs on Hugging Face ZeroGPU (the ``spaces`` package in ZeroGPU mode):
+    a GPU borrowed per call, in a worker forked from this process (:mod:`nstcam.app.run.zerogpu`)."""
+    try:
+        from spaces.config import Config  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    return bool(Config.zero_gpu)

@@ -92,6 +92,10 @@ ENDPOINTS = (
 # -- markers: `python -m pytest -m "not slow and not browser and not ray and not subprocess"` is the quick
 # loop (README gives its time); CI runs everything. Each rule is here, in one place.
 SLOW = {  # 3 s or more a test (each case of a parametrised one) on 2 cores (5 s before 2026-12-03)
+    "test_file_routes.py::test_no_spelling_of_a_path_serves_another_clients_upload_or_result",
+    "test_fair_queue.py::test_a_flooding_client_leaves_the_queue_to_others",
+    "test_mcp_tools.py::test_every_tool_takes_every_parameter_lists_and_nulls_and_names_no_server_path",
+    "test_zerogpu.py::test_every_endpoint_answers_under_zerogpu_on_one_reused_worker_asking_its_own_cost",
     "test_real_weights.py::test_explain_evaluate_reports_both_baselines",
     "test_selfcheck.py::test_style_compiles_beside_grad_cam_captures_never_overlap",
     "test_selfcheck.py::test_two_compiled_engines_from_two_threads_each_equal_their_own_eager_run",
@@ -202,6 +206,9 @@ SLOW = {  # 3 s or more a test (each case of a parametrised one) on 2 cores (5 s
     "test_style_regions.py::test_regions_from_threads_equal_sequential_runs",
 }
 SUBPROCESS = {  # start Python processes of their own (besides the live app: the `server` fixture)
+    "test_zerogpu.py::test_every_endpoint_answers_under_zerogpu_on_one_reused_worker_asking_its_own_cost",
+    "test_zerogpu.py::test_cancel_stops_the_workers_run_and_the_next_call_is_served",
+    "test_zerogpu.py::test_stopping_the_space_ends_its_worker",
     "test_cli.py::test_console_entry_point_help",
     "test_cli.py::test_app_help_has_a_line_for_every_option",
     "test_cli.py::test_app_names_a_broken_torch_pair_instead_of_a_traceback",

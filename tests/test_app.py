@@ -600,7 +600,7 @@ def test_a_clip_is_never_upscaled_and_fast_mode_takes_what_its_speed_allows(mode
 
     small = write_clip(tmp_path / "small.mp4", panning(40, 2, w=224, h=160), fps=16)
     for fast in (False, True):
-        info, n = _plan_frames(models.config, str(small), 256, 0.0, False, fast)
+        info, n, _ = _plan_frames(models.config, str(small), 256, 0.0, False, fast)
         assert n == 40 and (info.width, info.height) == (224, 160)
     longer = write_clip(tmp_path / "longer.mp4", panning(120, 1, w=256, h=144), fps=30)  # 4 s
     with pytest.raises(gr.Error, match=r"longer.mp4: 120 frames of 256x144 px are over the limit"):

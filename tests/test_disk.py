@@ -141,11 +141,25 @@ def test_a_second_servers_sigterm_leaves_the_first_servers_files(server, server_
         first = upload(server, photo)["path"]
         second = upload(f"http://127.0.0.1:{port}/", photo)["path"]  # the same content: the same name
         assert first == second and Path(first).exists()
+        # issue 88.11, the other order: the second server made the file, then the first's visitor
+        # sent the same photo; the second's SIGTERM removed it, and the first refused its own
+        # visitor's photo ("only files uploaded to this server are read")
+        later = tmp_path / "later.png"
+        pattern(5, 80, 56).save(later)
+        made = upload(f"http://127.0.0.1:{port}/", later)["path"]
+        assert upload(server, later)["path"] == made
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-        assert Path(first).exists()  # the first server's file stays
-        r = HTTP.get(server + f"gradio_api/file={first}", timeout=10)
-        assert r.status_code == 200 and r.content == photo.read_bytes()
+        for path, content in ((first, photo), (made, later)):
+            assert Path(path).exists()  # the first server's files stay, whoever made them
+            r = HTTP.get(server + f"gradio_api/file={path}", timeout=10)
+            assert r.status_code == 200 and r.content == content.read_bytes()
+        r = HTTP.post(
+            server + "gradio_api/call/features",
+            json={"data": [{"path": made, "meta": {"_type": "gradio.FileData"}}, "resnet18", "layer2", 2]},
+        )
+        said = HTTP.get(server + f"gradio_api/call/features/{r.json()['event_id']}", timeout=60).text
+        assert "event: complete" in said, said[-500:]  # its visitor's photo is still read
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from nstcam._choices import one_of
-from nstcam._device import pick_device
+from nstcam._device import on_zerogpu, pick_device
 from nstcam.app.disk.files import Outbox
 from nstcam.app.run.runs import Runs
 from nstcam.cam import GradCAM
@@ -289,12 +289,24 @@ class Models:
         key = (arch, layer, method)
         with self._lock:
             if key not in self._cams:
-                if arch not in self._nets:
-                    self._nets[arch] = build_model(arch, self.config.weights).to(self.config.torch_device)
                 self._cams[key] = GradCAM(
-                    model=self._nets[arch], target_layer=layer, method=method, device=self.config.torch_device
+                    model=self._network(arch),
+                    target_layer=layer,
+                    method=method,
+                    device=self.config.torch_device,
                 )
             return self._cams[key]
+
+    def _network(self, arch: str) -> torch.nn.Module:
+        """``arch`` built once per process, on the server's device (the caller holds the lock)."""
+        if arch not in self._nets:
+            self._nets[arch] = build_model(arch, self.config.weights).to(self.config.torch_device)
+        return self._nets[arch]
+
+    def network(self, arch: str) -> torch.nn.Module:
+        """The network ``arch`` (one the server offers), built once per process."""
+        with self._lock:
+            return self._network(arch)
 
     def warm_sizes(self) -> list[tuple[int, int]]:
         """Output sizes whose compiled style step is built at start-up: the default size at 3:2,
@@ -322,15 +334,24 @@ class Models:
 
     def preload(self, archs: tuple[str, ...] = ("resnet50",)) -> None:
         """Loads (downloading where needed) the default models at start-up, never per request, and
-        starts compiling the style step for the common sizes where it compiles (:meth:`warm`)."""
+        starts compiling the style step for the common sizes where it compiles (:meth:`warm`).
+
+        On ZeroGPU every network the server offers is loaded here, on the main thread (the one
+        where ZeroGPU's stand-in for CUDA takes a network's move to the GPU; a request's thread
+        has none) and before any worker is forked (each inherits them), and nothing compiles
+        (ZeroGPU does not support it)."""
+        zero = on_zerogpu()
+        if zero:
+            archs = tuple(dict.fromkeys((*self.config.explain_archs, *self.config.clip_archs)))
         for name, load in [
             ("vgg16_bn", self.style),
-            *[(a, lambda a=a: self.cam(a, "layer4", "gradcam")) for a in archs],
+            *([("fast", self.fast)] if zero else []),
+            *[(a, lambda a=a: self.network(a)) for a in archs],
         ]:
             try:
                 load()
             except WeightsUnavailableError as e:
                 self.errors[name] = e.explain(RANDOM_HINT, show_folder=False)  # the page: no server path
                 logger.error("could not load %s: %s", name, e.explain(RANDOM_HINT))
-        if "vgg16_bn" not in self.errors:
+        if "vgg16_bn" not in self.errors and not zero:
             self.warm()

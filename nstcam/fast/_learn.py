@@ -83,6 +83,10 @@ class LearnCancelled(RuntimeError):  # noqa: N818 - reads naturally: `except Lea
         super().__init__(f"learning cancelled after {len(style.losses)} steps")
         self.style = style
 
+    def __reduce__(self) -> tuple[type, tuple[LearnedStyle]]:
+        """Pickled with its style (a ZeroGPU worker sends it back to the server)."""
+        return LearnCancelled, (self.style,)
+
 
 @dataclass(frozen=True)
 class LearnStep:

@@ -22,6 +22,10 @@ class Cancelled(RuntimeError):  # noqa: N818 - reads naturally: `except Cancelle
         self.image = image
         self.history = history
 
+    def __reduce__(self) -> tuple[type, tuple[Image.Image | None, list[dict[str, float]]]]:
+        """Pickled with its image and history (a ZeroGPU worker sends it back to the server)."""
+        return Cancelled, (self.image, self.history)
+
 
 class BudgetSpent(Exception):  # noqa: N818 - control flow inside the optimisation loop
     """The step budget ran out inside an L-BFGS line search."""

@@ -222,8 +222,11 @@ OWNED = Owned()
 
 class _KeepExisting:
     """``os`` as Gradio's upload route sees it: ``rename`` never replaces a file already there (its
-    content is the same: the folder is the content's hash); a file moved in is recorded in
-    :data:`OWNED`, and granted to the uploading client (:mod:`nstcam.app.disk.access`)."""
+    content is the same: the folder is the content's hash); a file moved in, or found there, is
+    recorded in :data:`OWNED` and granted to the uploading client (:mod:`nstcam.app.disk.access`).
+    Recording the one found there is what keeps it for this process's visitor when the server that
+    made it stops: a server removes only files no other live server's ledger holds (before, server
+    B's SIGTERM removed the photo server A's visitor had uploaded after B, with the same content)."""
 
     def __getattr__(self, name: str) -> object:
         return getattr(os, name)
@@ -236,6 +239,7 @@ class _KeepExisting:
             os.link(src, dst)  # fails where dst exists: the file there stays its maker's
         except FileExistsError:
             os.unlink(src)
+            OWNED.add(dst)  # claimed by this process too: a server that stops first leaves it here
             ACCESS.grant(dst)  # the same content (the folder is its hash): this client may read it too
             return
         except OSError:  # a file system without hard links: a plain move (Gradio's own)

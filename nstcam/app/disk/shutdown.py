@@ -11,6 +11,7 @@ with ``os._exit(0)``.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import signal
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 from nstcam.app.disk.owned import OWNED, others_files, prune_empty
 
-__all__ = ["remove_own_files", "stop_on_signals"]
+__all__ = ["end_children", "remove_own_files", "stop_on_signals"]
 
 logger = logging.getLogger("nstcam.app")
 
@@ -54,6 +55,23 @@ def remove_own_files(demo: Any, upload_folder: str | os.PathLike, since: float) 
     return removed
 
 
+def end_children(grace: float = 2.0) -> int:
+    """Ends this process's worker processes (ZeroGPU's, forked per GPU and kept for reuse): they
+    would outlive the ``os._exit`` below, each holding a copy of the server's networks (2.7 GB each
+    with random weights on a CPU). SIGTERM first (a worker then leaves its loop), SIGKILL after
+    ``grace`` seconds; returns how many."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(1.0)
+    return len(children)
+
+
 def stop_on_signals(
     models: Any, holder: dict[str, Any], signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)
 ) -> None:
@@ -80,7 +98,13 @@ def stop_on_signals(
                 demo.close(verbose=False)
                 removed = remove_own_files(demo, upload_folder(), started)
             models.outbox.close()
-            logger.info("stopped %d run(s); removed %d upload(s) and cached file(s)", stopped, removed)
+            ended = end_children()
+            logger.info(
+                "stopped %d run(s); removed %d upload(s) and cached file(s); ended %d worker process(es)",
+                stopped,
+                removed,
+                ended,
+            )
         except Exception:  # the process exits 0 whatever went wrong here
             logger.exception("cleaning up on %s failed", signal.Signals(signum).name)
         finally:

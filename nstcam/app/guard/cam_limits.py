@@ -56,16 +56,20 @@ def cam_request(
     archs: tuple[str, ...] | None = None,
     endpoint: str = "gradcam",
 ) -> tuple:
-    """Checks a Grad-CAM request against the server's limits; returns (image, engine). ``archs``:
-    the models this request may use (default: the server's classifiers); ``endpoint``: whose cost
-    estimate it is held to (:func:`nstcam.app.guard.cost.request_cost`: ``faithfulness`` adds its curves)."""
+    """Checks a Grad-CAM request against the server's limits; returns (image, the engine's key
+    ``(model, layer, method)`` for :meth:`~nstcam.app.config.Models.cam`, the request's
+    :class:`~nstcam.app.guard.cost.Cost`). ``archs``: the models this request may use (default: the
+    server's classifiers); ``endpoint``: whose cost estimate it is held to
+    (:func:`nstcam.app.guard.cost.request_cost`: ``faithfulness`` adds its curves)."""
     if image is None:
         raise refuse("Upload an image.")
     check(top_k, "top-k", 1, 10)
     one_of("method", method, METHODS, error=refuse)
     layer = cam_model(models, image, model, layer, archs)
     size = image_size(image, model)
-    request_cost(
+    cost = request_cost(
         endpoint, models.config, model, layer, int(top_k), method, bool(aug_smooth), image_size=size
     ).check()
-    return load_upload(image, "image"), models.cam(model, layer, method)
+    img = load_upload(image, "image")
+    models.cam(model, layer, method)  # built (or refused) here, in the request's thread
+    return img, (model, layer, method), cost

@@ -3,6 +3,7 @@ line; the API endpoint built from a handler's own signature; the Cancel button."
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import queue
@@ -30,7 +31,6 @@ __all__ = [
     "count",
     "endpoint",
     "fail",
-    "gpu",
     "halted",
     "in_thread",
     "progress_reporter",
@@ -39,15 +39,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-try:  # Hugging Face ZeroGPU: borrow a GPU per call; a no-op everywhere else
-    import spaces  # type: ignore[import-not-found]
-
-    gpu = spaces.GPU(duration=120)
-except ImportError:  # pragma: no cover - depends on the environment
-
-    def gpu(fn):
-        return fn
 
 
 def fail(e: BaseException) -> gr.Error:
@@ -107,7 +98,6 @@ def in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event)
     updates: queue.Queue = queue.Queue()
     outcome: dict[str, Any] = {}
 
-    @gpu
     def work() -> None:
         try:
             outcome["value"] = fn(updates.put)
@@ -116,7 +106,8 @@ def in_thread(fn: Callable[[Callable[[Any], None]], Any], stop: threading.Event)
         finally:
             updates.put(_DONE)
 
-    worker = threading.Thread(target=work, name="nstcam-run", daemon=True)
+    context = contextvars.copy_context()  # the request's (ZeroGPU reads its visitor's token there)
+    worker = threading.Thread(target=context.run, args=(work,), name="nstcam-run", daemon=True)
     worker.start()
     try:
         while (item := updates.get()) is not _DONE:

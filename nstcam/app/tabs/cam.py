@@ -20,8 +20,9 @@ from nstcam.app.guard.cam_limits import cam_request
 from nstcam.app.guard.checks import check
 from nstcam.app.guard.inputs import SafeImage, warn_bad_uploads
 from nstcam.app.layers import default_layer, layer_choices
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
-from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, halted, in_thread
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, halted, in_thread
 from nstcam.app.run.runs import Runs
 from nstcam.app.tabs.panels.faithfulness import panel as faithfulness_panel
 from nstcam.app.tabs.panels.trust import panel as trust_panel
@@ -90,31 +91,21 @@ def cam_handler(
                 "its top_k most likely classes"
             )
         asked = check_found(model, method, classes) if found else []
-        img, cam = cam_request(models, image, model, layer, method, top_k, aug_smooth, cfg.explain_archs)
+        img, key, cost = cam_request(
+            models, image, model, layer, method, top_k, aug_smooth, cfg.explain_archs
+        )
         side, eigen = cfg.display_size, bool(eigen_smooth)
+        options = dict(top_k=int(top_k), max_side=side, aug_smooth=bool(aug_smooth), eigen_smooth=eigen)
         if found:
             check(score_threshold, "score threshold", 0, 1)
             check(max_detections, "max detections", 1, 10)
-            results = gpu(findings_or_refusal)(
-                cam,
-                img,
-                classes=asked,
-                score_threshold=float(score_threshold),
-                max_detections=int(max_detections),
-                top_k=int(top_k),
-                max_side=side,
-                eigen_smooth=eigen,
-                aug_smooth=bool(aug_smooth),
+            options.update(
+                classes=asked, score_threshold=float(score_threshold), max_detections=int(max_detections)
             )
-        else:
-            results = gpu(cam.explain)(
-                img,
-                top_k=int(top_k),
-                max_side=side,
-                progress=progress,
-                aug_smooth=bool(aug_smooth),
-                eigen_smooth=eigen,
-            )
+        seconds = zerogpu.gpu_seconds(cost, cfg)
+        task = _explain_found if found else _explain_classes
+        told = None if progress is None else lambda done_total: progress(*done_total)
+        results = zerogpu.call(task, models, threading.Event(), seconds, told, key=key, img=img, **options)
     except Exception as e:
         raise fail(e) from e
     random = bool(results[0].weights and results[0].weights.is_random)
@@ -129,6 +120,23 @@ def cam_handler(
     heat = out.save(tag_weights(heat, notice, random), "heatmap.png")
     table = [found_row(i + 1, r, mark) for i, r in enumerate(results)]
     return gallery, heat, table
+
+
+@zerogpu.task
+def _explain_classes(
+    models: Models, put: Any, stop: Any, key: tuple[str, str, str], img: Any, **options: Any
+) -> Any:
+    """A classifier's maps of its top classes (on ZeroGPU in its worker); each masked-images chunk
+    puts ``(done, total)``."""
+    return models.cam(*key).explain(img, progress=lambda done, total: put((done, total)), **options)
+
+
+@zerogpu.task
+def _explain_found(
+    models: Models, put: Any, stop: Any, key: tuple[str, str, str], img: Any, **options: Any
+) -> Any:
+    """A detector's or segmenter's maps of what it found (on ZeroGPU in its worker)."""
+    return findings_or_refusal(models.cam(*key), img, **options)
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:

@@ -20,6 +20,7 @@ from nstcam.app.guard.cost import request_cost
 from nstcam.app.guard.inputs import SafeVideo
 from nstcam.app.guard.shapes import MAX_ASPECT, check_aspect
 from nstcam.app.plots import scores_figure
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import Result, cancel_on, endpoint, fail, in_thread, weights_note
 from nstcam.app.run.runs import Runs
@@ -69,6 +70,20 @@ def clip_limits_text(cfg: AppConfig) -> str:
     )
 
 
+@zerogpu.task
+def _explain_clip(
+    models: Models, put: Any, stop: Any, key: tuple[str, str, str], info: Any, **options: Any
+) -> Any:
+    """A clip explained window by window (on ZeroGPU in its worker): puts (windows done, windows);
+    ends after the current window once ``stop`` is set."""
+
+    def report(done: int, total: int) -> bool:
+        put((done, total))
+        return not stop.is_set()
+
+    return models.cam(*key).explain_video(info, progress=report, **options)
+
+
 def cam_video_handler(
     models: Models,
     video: Any,
@@ -103,7 +118,7 @@ def cam_video_handler(
         )
         cam = models.cam(model, "", method)
         window = cam.frames or 1
-        request_cost(
+        cost = request_cost(
             "gradcam_video",
             cfg,
             name,
@@ -115,8 +130,17 @@ def cam_video_handler(
         ).check()  # windows planned, each at its frame's pixels
         stem = Path(path).stem
         out = models.outbox
-        result = cam.explain_video(
-            info,
+        stop = threading.Event()  # the API's Cancel reaches the engine through progress's answer
+        result = zerogpu.call(
+            _explain_clip,
+            models,
+            stop,
+            zerogpu.gpu_seconds(cost, cfg),
+            None
+            if progress is None
+            else lambda done_total: stop.set() if progress(*done_total) is False else None,
+            key=(model, "", method),
+            info=info,
             top_k=int(top_k),
             stride=int(stride) or None,
             smooth=int(smooth),
@@ -125,7 +149,6 @@ def cam_video_handler(
             trim=bool(trim) or bool(max_seconds),
             output=out.reserve(f"{stem}_cam.mp4"),
             contact_sheet=out.reserve(f"{stem}_sheet.png"),
-            progress=progress,
         )
     except VideoError as e:
         hint = " Tick Trim to explain the start of the clip." if e.trimmable and not trim else ""

@@ -12,6 +12,7 @@ checked from its header (``NSTCAM_MAX_VOLUME_VALUES``) before its data.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from nstcam.app.guard.checks import check
 from nstcam.app.guard.cost import request_cost
 from nstcam.app.guard.inputs import SafeFile
 from nstcam.app.guard.limits import VOLUME_MIN_SIDE, VOLUME_TOP_K
+from nstcam.app.run import zerogpu
 from nstcam.app.run.cancels import mark_run
 from nstcam.app.run.listen import for_people
 from nstcam.app.run.running import Result, cancel_on, fail, in_thread, said_by, weights_note
@@ -99,6 +101,18 @@ def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
         raise refuse(f"Bad volume: {e}") from None
 
 
+@zerogpu.task
+def _explain_volume(models: Models, put: Any, stop: Any, key: tuple[str, str, str], clip: Any) -> Any:
+    """A volume's maps (on ZeroGPU in its worker): puts (passes done, passes); ends after the
+    current pass once ``stop`` is set."""
+
+    def report(done: int, total: int) -> bool:
+        put((done, total))
+        return not stop.is_set()
+
+    return models.cam(*key).explain_volume(clip, top_k=VOLUME_TOP_K, progress=report)
+
+
 def volume_handler(
     models: Models,
     volume: Any,
@@ -121,7 +135,19 @@ def volume_handler(
         vol = _checked_volume(cfg, str(volume))
         cam = models.cam(model, "", method)
         clip = grey_clip(vol, cam.preprocessing.mean, cam.preprocessing.std)
-        results = cam.explain_volume(clip, top_k=VOLUME_TOP_K, progress=progress)
+        cost = request_cost("gradcam_volume", cfg, name, tuple(vol.shape), VOLUME_TOP_K)
+        stop = threading.Event()
+        results = zerogpu.call(
+            _explain_volume,
+            models,
+            stop,
+            zerogpu.gpu_seconds(cost, cfg),
+            None
+            if progress is None
+            else lambda done_total: stop.set() if progress(*done_total) is False else None,
+            key=(model, "", method),
+            clip=clip,
+        )
     except Exception as e:
         raise fail(e) from e
     # the session keeps one grey channel (what slices draw), not the model's three: 16 MB at 128^3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import gradio as gr
@@ -15,11 +16,11 @@ from nstcam.app.guard.cam_limits import image_size
 from nstcam.app.guard.cost import request_cost
 from nstcam.app.guard.inputs import SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.layers import check_layer, default_layer, feature_layer_choices
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import (
     endpoint,
     fail,
-    gpu,
     weights_note,
 )
 from nstcam.app.run.runs import Runs
@@ -50,8 +51,6 @@ def features_handler(
 ) -> tuple[Image.Image, list[list[Any]], str]:
     """Returns (grid of the most active channels, table rows [rank, channel, mean], a note); an
     empty ``layer`` is the model's own default (``relu3_1`` for VGG16_bn)."""
-    from nstcam.features import feature_maps
-
     try:
         if image is None:
             raise refuse("Upload an image.")
@@ -64,8 +63,17 @@ def features_handler(
             size = None  # priced as one photo: the long side is scaled, so no image costs more
         request_cost("features", models.config, top, model, size).check()
         img = load_upload(image, "image")
-        engine = models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")
-        fm = gpu(feature_maps)(engine, img, layer, top=int(top))
+        engine = _engine(models, model)
+        fm = zerogpu.call(
+            _feature_maps,
+            models,
+            threading.Event(),
+            zerogpu.ONE_PASS_SECONDS,
+            model=model,
+            img=img,
+            layer=layer,
+            top=top,
+        )
     except Exception as e:
         raise fail(e) from e
     random = bool(engine.weights and engine.weights.is_random)
@@ -75,6 +83,20 @@ def features_handler(
     )
     rows = [[i + 1, ch, round(m, 4)] for i, (ch, m) in enumerate(zip(fm.channels, fm.means, strict=True))]
     return tag_weights(fm.grid, engine.weights.notice if engine.weights else "", random), rows, note
+
+
+def _engine(models: Models, model: str) -> Any:
+    return models.style() if model == "vgg16_bn" else models.cam(model, default_layer(model), "gradcam")
+
+
+@zerogpu.task
+def _feature_maps(
+    models: Models, put: Any, stop: Any, model: str, img: Image.Image, layer: str, top: int
+) -> Any:
+    """The GPU's part of a request: the layer's maps (on ZeroGPU in its worker)."""
+    from nstcam.features import feature_maps
+
+    return feature_maps(_engine(models, model), img, layer, top=int(top))
 
 
 def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:

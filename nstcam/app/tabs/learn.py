@@ -20,6 +20,7 @@ from nstcam.app.guard.checks import check, check_picture
 from nstcam.app.guard.cost import MAX_LEARN_BATCH, request_cost
 from nstcam.app.guard.inputs import SafeFiles, SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.guard.limits import LEARN_CONTENT_WEIGHTS, MAX_LEARN_PHOTOS
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import Result, cancel_on, endpoint, fail, halted, in_thread, weights_note
 from nstcam.app.run.runs import Runs
@@ -88,6 +89,31 @@ def _photos(photos: Any) -> list[Image.Image] | None:
     return [load_upload(p, f"photo {k}") for k, p in enumerate(listed, 1)] or None
 
 
+@zerogpu.task
+def _learn(
+    models: Models, put: Any, stop: Any, art: Any, shots: Any, photo: Any, every: int, **options: Any
+) -> Any:
+    """The style learned (on ZeroGPU in its worker): puts (preview, status) every step, the preview
+    repainted every ``every`` steps; returns (style, its preview, seconds), or the
+    ``LearnCancelled`` of a run stopped early."""
+    fast, t0 = models.fast(), time.perf_counter()
+    last: list[Image.Image | None] = [None]
+
+    def on_step(s: LearnStep) -> bool:
+        if s.step % every == 0 or s.step == s.steps or s.step == 1:
+            last[0] = fast.stylize(photo, s.style, size=PREVIEW_SIZE)
+        put((last[0], f"step {s.step}/{s.steps} · loss {s.loss:.4g} · {s.seconds:.0f} s"))
+        return not stop.is_set()
+
+    try:
+        learned = fast.learn(
+            art, shots, engine=models.style(), callback=on_step, progress_bar=False, **options
+        )
+    except LearnCancelled as c:
+        return c
+    return learned, fast.stylize(photo, learned, size=PREVIEW_SIZE), time.perf_counter() - t0
+
+
 def learn_handler(
     models: Models,
     painting: Any,
@@ -114,41 +140,30 @@ def learn_handler(
         _check_pictures(cfg, painting, photos)
         art = load_upload(painting, "painting")
         shots = _photos(photos)
-        fast, engine = models.fast(), models.style()
+        models.fast()  # loaded here (once per process), not in the worker
+        engine = models.style()
     except Exception as e:
         raise fail(e) from e
     note = weights_note(engine.weights.is_random)
     photo = (shots or [load_upload(sample(PREVIEW_PHOTO), "photo")])[0]
     every = max(1, int(preview_every))
 
+    cost = request_cost("learn_style", cfg, size, steps, batch, _count(photos))
+    seconds = zerogpu.gpu_seconds(cost, cfg)
+    options = dict(
+        size=int(size),
+        steps=int(steps),
+        batch=int(batch),
+        seed=int(seed),
+        minutes=0.95 * cfg.max_request_seconds / 60,  # ends with its style before the budget
+        name=_own_name(painting),
+        content_weight=float(content_weight),
+    )
+
     def run(put: Callable[[Any], None]) -> Any:
-        t0 = time.perf_counter()
-        last: list[Image.Image | None] = [None]
-
-        def on_step(s: LearnStep) -> bool:
-            if s.step % every == 0 or s.step == s.steps or s.step == 1:
-                last[0] = fast.stylize(photo, s.style, size=PREVIEW_SIZE)
-            put((last[0], f"step {s.step}/{s.steps} · loss {s.loss:.4g} · {s.seconds:.0f} s"))
-            return not stop.is_set()
-
-        try:
-            learned = fast.learn(
-                art,
-                shots,
-                engine=engine,
-                size=int(size),
-                steps=int(steps),
-                batch=int(batch),
-                seed=int(seed),
-                minutes=0.95 * cfg.max_request_seconds / 60,  # ends with its style before the budget
-                callback=on_step,
-                progress_bar=False,
-                name=_own_name(painting),
-                content_weight=float(content_weight),
-            )
-        except LearnCancelled as c:
-            return c
-        return learned, fast.stylize(photo, learned, size=PREVIEW_SIZE), time.perf_counter() - t0
+        return zerogpu.call(
+            _learn, models, stop, seconds, put, art=art, shots=shots, photo=photo, every=every, **options
+        )
 
     yield None, "starting: reading the painting's style and the photos' crops…" + note, None
     try:

@@ -30,6 +30,7 @@ from nstcam.app.guard.inputs import (
     load_upload,
     warn_bad_uploads,
 )
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import (
     Result,
@@ -185,7 +186,17 @@ def stylize_handler(
     except Exception as e:
         raise fail(e) from e
     note = weights_note(st.weights.is_random)
-    total = [int(steps)]  # evaluations in all (steps x windows when tiled), from the progress
+    seconds = zerogpu.gpu_seconds(request_cost("stylize", cfg, size, steps), cfg)
+    job = dict(content=content_img, styles=styles, options=options, masks=masks)
+    yield from _optimised(models, stop, seconds, job, int(steps), note)
+
+
+def _optimised(
+    models: Models, stop: threading.Event, seconds: float, job: dict[str, Any], steps: int, note: str
+) -> Iterator[tuple[Image.Image | None, str, str | None]]:
+    """The optimisation of a checked request (``job``: :func:`_optimise`'s arguments) in a worker
+    thread, its previews and statuses streamed, then its outcome."""
+    total = [steps]  # evaluations in all (steps x windows when tiled), from the progress
 
     def run(put: Callable[[Any], None]) -> Image.Image | Cancelled:
         report = progress_reporter(put, stop)
@@ -195,7 +206,7 @@ def stylize_handler(
             return report(info)
 
         try:
-            return st.stylize(content_img, styles, options, progress=on_step, **masks)
+            return zerogpu.call(_optimise, models, stop, seconds, on_step, **job)
         except Cancelled as c:
             return c
 
@@ -206,6 +217,26 @@ def stylize_handler(
     except Exception as e:
         raise fail(e) from e
     yield _outcome(models, result.value, f"{halted(stop)} at step", total[0], note)
+
+
+@zerogpu.task
+def _optimise(
+    models: Models,
+    put: Any,
+    stop: Any,
+    content: Image.Image,
+    styles: list,
+    options: StyleOptions,
+    masks: dict,
+) -> Image.Image:
+    """The optimisation (on ZeroGPU in its worker): puts each step's information (its preview
+    image among it); stops at the next step once ``stop`` is set (raises ``Cancelled``)."""
+
+    def on_step(info: Any) -> bool:
+        put(info)
+        return not stop.is_set()
+
+    return models.style().stylize(content, styles, options, progress=on_step, **masks)
 
 
 def _check_request(
@@ -296,20 +327,21 @@ def fast_handler(
         if content is None:
             raise refuse("Upload a content image.")
         content_img = load_upload(content, "content")
-        fast = models.fast()
         if style_file:
-            painting = _learned_file(fast, style_file, style_b, blend, int(builtin_a), int(builtin_b))
+            painting = _learned_file(style_file, style_b, blend, int(builtin_a), int(builtin_b))
         else:
-            painting = _fast_style(fast, style, style_b, blend, int(builtin_a), int(builtin_b))
-        t = time.perf_counter()
-        img = fast.stylize(
-            content_img,
-            painting,
+            painting = _fast_style(style, style_b, blend, int(builtin_a), int(builtin_b))
+        img, seconds = zerogpu.call(
+            _paint,
+            models,
+            threading.Event(),
+            zerogpu.ONE_PASS_SECONDS,
+            content=content_img,
+            painting=painting,
             strength=float(strength),
             size=int(size),
             preserve_color="luminance" if colour is True else colour or None,
         )
-        seconds = time.perf_counter() - t
     except Exception as e:
         raise fail(e) from e
     net = "the 26-style network" if builtin_a >= 0 and not style_file else "Magenta's arbitrary network"
@@ -320,9 +352,24 @@ def fast_handler(
     yield img, status, models.outbox.save(img, "stylized.png")
 
 
-def _fast_style(fast: Any, style: Any, style_b: Any, blend: float, a: int, b: int) -> Any:
+@zerogpu.task
+def _paint(models: Models, put: Any, stop: Any, content: Image.Image, painting: Any, **options: Any) -> Any:
+    """The fast network's pass (on ZeroGPU in its worker): ``painting`` as :func:`_fast_style` or
+    :func:`_learned_file` gave it (``("vector", paintings, weights)`` and ``("blend", styles,
+    weights)`` blended here, on the network); returns (image, seconds)."""
+    fast = models.fast()
+    if isinstance(painting, tuple):
+        how, styles, weights = painting
+        painting = fast.blend_vector(styles, weights) if how == "vector" else fast.blend(styles, weights)
+    t = time.perf_counter()
+    img = fast.stylize(content, painting, **options)
+    return img, time.perf_counter() - t
+
+
+def _fast_style(style: Any, style_b: Any, blend: float, a: int, b: int) -> Any:
     """What the fast engine paints with: built-in styles as their weights ({a: 1 - blend, b: blend}),
-    paintings as their blended style vector; a built-in and a painting do not blend (two networks)."""
+    paintings as their blended style vector (``("vector", paintings, weights)``, blended by
+    :func:`_paint`); a built-in and a painting do not blend (two networks)."""
     if a >= 0:
         if style_b is not None and blend > 0 and b < 0:
             raise refuse(
@@ -337,19 +384,20 @@ def _fast_style(fast: Any, style: Any, style_b: Any, blend: float, a: int, b: in
     painting = load_upload(style, "style")
     if style_b is None or blend <= 0:
         return painting  # one painting as an image: strength and histogram colours read it per photo
-    return fast.blend_vector([painting, load_upload(style_b, "style B")], [1.0 - blend, blend])
+    return "vector", [painting, load_upload(style_b, "style B")], [1.0 - blend, blend]
 
 
-def _learned_file(fast: Any, style_file: Any, style_b: Any, blend: float, a: int, b: int) -> LearnedStyle:
+def _learned_file(style_file: Any, style_b: Any, blend: float, a: int, b: int) -> Any:
     """A learned style's file read and checked (names, shapes, dtype, values, size; whatever its
     name: an MCP client's upload has none of its own), style B blended in by ``blend``
-    (``FastStyle.blend``); the built-in styles run on another network and do not blend with it."""
+    (``FastStyle.blend``, by :func:`_paint`: ``("blend", styles, weights)``); the built-in styles
+    run on another network and do not blend with it."""
     if a >= 0 or b >= 0:
         raise refuse("style_file: a learned style does not blend with the built-in styles; set them to none")
     learned = LearnedStyle.load(Path(str(style_file)))
     if style_b is None or blend <= 0:
         return learned
-    return fast.blend([learned, load_upload(style_b, "style B")], [1.0 - blend, blend])
+    return "blend", [learned, load_upload(style_b, "style B")], [1.0 - blend, blend]
 
 
 BUILTIN_CHOICES = [("none: the image", -1)] + [(f"{k}", k) for k in range(N_STYLES)]

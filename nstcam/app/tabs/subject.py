@@ -18,6 +18,7 @@ from nstcam.app.guard.cost import request_cost
 from nstcam.app.guard.inputs import SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.guard.limits import FEATHER_RANGE
 from nstcam.app.layers import default_layer
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import (
     Result,
@@ -64,6 +65,25 @@ Returns:
 """The endpoint's docstring (the API's and MCP's description), this server's limits filled in."""
 
 
+@zerogpu.task
+def _subject(
+    models: Models, put: Any, stop: Any, img: Any, style_img: Any, model: str, **options: Any
+) -> Any:
+    """Grad-CAM's subject, then the style around or on it (on ZeroGPU in its worker): puts
+    ``("mask", mask, saliency)`` once, then each step's (image so far, status)."""
+    from nstcam.subject import subject_aware_stylize
+
+    return subject_aware_stylize(
+        img,
+        style_img,
+        engine=models.style(),
+        cam=models.cam(model, default_layer(model), "gradcam"),
+        on_mask=lambda mask, saliency: put(("mask", mask, saliency)),
+        progress=progress_reporter(put, stop),
+        **options,
+    )
+
+
 def subject_handler(
     models: Models,
     content: Any,
@@ -83,7 +103,7 @@ def subject_handler(
     the masked stylisation streams its previews (``stop`` cancels it at its next step), then the
     before/after report.
     """
-    from nstcam.subject import SubjectAwareResult, subject_aware_stylize
+    from nstcam.subject import SubjectAwareResult
 
     cfg = models.config
     stop = stop or threading.Event()
@@ -94,31 +114,31 @@ def subject_handler(
         check(threshold, "threshold", 0, 1)
         check(feather, "feather", *FEATHER_RANGE)
         img, style_img = load_upload(content, "content"), load_upload(style, "style")
-        engine, cam = models.style(), models.cam(model, default_layer(model), "gradcam")
+        engine = models.style()
+        models.cam(model, default_layer(model), "gradcam")  # built (or refused) here
     except Exception as e:
         raise fail(e) from e
     note = weights_note(engine.weights.is_random)
 
     scales, per_scale = split_steps(int(size), int(steps))
 
+    seconds = zerogpu.gpu_seconds(request_cost("subject_aware", models.config, size, steps), models.config)
+    options = dict(
+        mode=mode,
+        threshold=float(threshold),
+        feather=float(feather),
+        top_k=3,
+        size=int(size),
+        scales=scales,
+        steps=per_scale,  # the steps asked, shared over every scale
+        seed=0,
+        preview_every=max(1, int(preview_every)),
+    )
+
     def run(put: Callable[[Any], None]) -> SubjectAwareResult | Cancelled:
         try:
-            return subject_aware_stylize(
-                img,
-                style_img,
-                engine=engine,
-                cam=cam,
-                mode=mode,
-                threshold=float(threshold),
-                feather=float(feather),
-                top_k=3,
-                on_mask=lambda mask, saliency: put(("mask", mask, saliency)),
-                size=int(size),
-                scales=scales,
-                steps=per_scale,  # the steps asked, shared over every scale
-                seed=0,
-                progress=progress_reporter(put, stop),
-                preview_every=max(1, int(preview_every)),
+            return zerogpu.call(
+                _subject, models, stop, seconds, put, img=img, style_img=style_img, model=model, **options
             )
         except Cancelled as c:
             return c

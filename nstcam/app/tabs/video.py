@@ -16,6 +16,7 @@ from nstcam.app.errors import refuse, sentence
 from nstcam.app.guard.checks import check
 from nstcam.app.guard.cost import FAST_VIDEO_FACTOR, request_cost, style_cost
 from nstcam.app.guard.inputs import SafeFile, SafeImage, SafeVideo, load_upload, warn_bad_uploads
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
 from nstcam.app.run.running import Result, cancel_on, endpoint, fail, halted, in_thread, weights_note
 from nstcam.app.run.runs import Runs
@@ -92,8 +93,8 @@ def limits_text(cfg: AppConfig) -> str:
 
 def _plan_frames(
     cfg: AppConfig, path: str, size: int, max_seconds: float, trim: bool, fast: bool = False
-) -> tuple[Any, int]:
-    """The probed clip and how many frames to stylise (at ``size``, never above the clip's own long
+) -> tuple[Any, int, Any]:
+    """The probed clip, how many frames to stylise and what they cost (at ``size``, never above the clip's own long
     side), or a refusal naming the file and the limit (the fast mode's: :func:`frame_pixel_limit`)."""
     name = Path(path).name  # Gradio keeps the upload's own name
     try:
@@ -115,8 +116,25 @@ def _plan_frames(
     except VideoError as e:
         hint = " Tick Trim to stylise the start of the clip." if e.trimmable and not trim else ""
         raise refuse(f"Bad video: {sentence(str(e))}{hint}") from None
-    request_cost("stylize_video", cfg, name, n, *dims, fast=fast).check()  # within the limit once trimmed
-    return info, n
+    cost = request_cost(
+        "stylize_video", cfg, name, n, *dims, fast=fast
+    ).check()  # within the limit once trimmed
+    return info, n, cost
+
+
+@zerogpu.task
+def _clip(
+    models: Models, put: Any, stop: Any, fast: bool, info: Any, style: Any, out: Path, **options: Any
+) -> Any:
+    """The clip stylised into ``out`` (on ZeroGPU in its worker): puts each frame's progress (a
+    finished frame's picture among it); ends after the current step once ``stop`` is set."""
+
+    def on_frame(f: Any) -> bool:
+        put(f)
+        return not stop.is_set()
+
+    st = models.fast() if fast else models.style()
+    return st.stylize_video(info, style, out, progress=on_frame, progress_bar=False, **options)
 
 
 def video_handler(
@@ -148,7 +166,9 @@ def video_handler(
         style_cost(cfg, size, steps).check()  # its size and steps, as a style request's
         check(temporal_weight, "temporal_weight", *TEMPORAL_WEIGHT_RANGE)
         check(max_seconds, "max_seconds", 0, 1e6)
-        info, n = _plan_frames(cfg, str(video), int(size), float(max_seconds or 0), bool(trim), bool(fast))
+        info, n, cost = _plan_frames(
+            cfg, str(video), int(size), float(max_seconds or 0), bool(trim), bool(fast)
+        )
         style_img = LearnedStyle.load(Path(str(style_file))) if style_file else load_upload(style, "style")
         st = models.fast() if fast else models.style()
     except Exception as e:
@@ -166,29 +186,19 @@ def video_handler(
                 _discard(out)  # a clip nobody asked for any more: never left in the results folder
 
     def paint(put: Callable[[Any], None]) -> VideoResult:
-        def on_frame(f: Any) -> bool:
+        def on_frame(f: Any) -> None:
             if f.done:  # a file of its own per frame: Gradio would rewrite one file while it is served
                 frame = models.outbox.save(f.preview, f"frame_{f.frame:05d}.png")
                 put((frame, f"frame {f.frame}/{f.frames} done · {f.elapsed:.0f} s"))
             else:
                 put((None, f"frame {f.frame}/{f.frames} · step {f.step}/{f.steps}"))
-            return not stop.is_set()
 
-        if fast:
-            return st.stylize_video(
-                info, style_img, out, size=int(size), max_frames=n, progress=on_frame, progress_bar=False
-            )
-        return st.stylize_video(
-            info,
-            style_img,
-            out,
-            size=int(size),
-            steps=int(steps),
-            max_frames=n,
-            seed=int(seed),
-            temporal_weight=float(temporal_weight),
-            progress=on_frame,
-            progress_bar=False,
+        options = dict(size=int(size), max_frames=n)
+        if not fast:
+            options.update(steps=int(steps), seed=int(seed), temporal_weight=float(temporal_weight))
+        seconds = zerogpu.gpu_seconds(cost, cfg)
+        return zerogpu.call(
+            _clip, models, stop, seconds, on_frame, fast=fast, info=info, style=style_img, out=out, **options
         )
 
     try:

@@ -23,6 +23,7 @@ from nstcam.app.guard.inputs import SafeFile, SafeImage, load_upload, warn_bad_u
 from nstcam.app.guard.limits import WEBCAM_MAX_SIDE, WEBCAM_PAINT_SECONDS, WEBCAM_PAINT_WINDOW
 from nstcam.app.guard.quota import WindowBudget, client_of_request
 from nstcam.app.guard.streams import SafeFrame, mark_stream
+from nstcam.app.run import zerogpu
 from nstcam.app.run.running import fail
 from nstcam.app.run.runs import Runs
 from nstcam.fast import N_STYLES, LearnedStyle
@@ -58,7 +59,17 @@ class Webcam:
             if key in self._styles:
                 self._styles.move_to_end(key)
                 return self._styles[key]
-        vector = LearnedStyle.load(real) if learned else models.fast().read_style(load_upload(real, "style"))
+        vector = (
+            LearnedStyle.load(real)
+            if learned
+            else zerogpu.call(
+                _read_style,
+                models,
+                threading.Event(),
+                zerogpu.ONE_PASS_SECONDS,
+                img=load_upload(real, "style"),
+            )
+        )
         with self._lock:
             self._styles[key] = vector
             while len(self._styles) > 16:
@@ -76,6 +87,18 @@ def _frame(frame: Any, cfg: AppConfig) -> Image.Image:
             f"frame is {w}x{h} px; at most {cfg.max_frame_pixels / 1e6:.1f} MP and 8 px a side on this server"
         )
     return Image.fromarray(np.ascontiguousarray(frame[..., :3]).astype(np.uint8))
+
+
+@zerogpu.task
+def _read_style(models: Models, put: Any, stop: Any, img: Image.Image) -> Any:
+    """A painting's style vector (on ZeroGPU in its worker), on the CPU."""
+    return models.fast().read_style(img)
+
+
+@zerogpu.task
+def _paint(models: Models, put: Any, stop: Any, img: Image.Image, painting: Any) -> Image.Image:
+    """One frame painted by the fast network (on ZeroGPU in its worker)."""
+    return models.fast().stylize(img, painting)
 
 
 def webcam_handler(
@@ -112,7 +135,9 @@ def webcam_handler(
             painting = webcam.style(models, style)
         else:
             painting = load_upload(style, "style")
-        painted = models.fast().stylize(img, painting)
+        painted = zerogpu.call(
+            _paint, models, threading.Event(), zerogpu.ONE_PASS_SECONDS, img=img, painting=painting
+        )
         out = np.asarray(mark_random(painted) if is_random(painted) else painted)  # a random VGG's style
         if webcam is not None:
             webcam.budget.spend(client, time.perf_counter() - start)

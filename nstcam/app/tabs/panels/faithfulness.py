@@ -15,8 +15,9 @@ from nstcam.app.errors import refuse
 from nstcam.app.guard.cam_limits import cam_request
 from nstcam.app.guard.cost import faithfulness_curves, faithfulness_steps
 from nstcam.app.plots import curves_figure
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
-from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, in_thread, weights_note
 from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc
 from nstcam.cam import arch_kind
@@ -50,6 +51,15 @@ _FIGURES = tuple((m.key, m.what, better_word(m)) for m in FAITHFULNESS_FIGURES)
 """(figure, what it measures, which way is better), read from :data:`nstcam.metrics.METRICS`."""
 
 
+@zerogpu.task
+def _measured(
+    models: Models, put: Any, stop: Any, key: tuple[str, str, str], img: Any, **options: Any
+) -> Any:
+    """The top class's map and its faithfulness curves (on ZeroGPU in its worker); ends at the next
+    curve step once ``stop`` is set."""
+    return models.cam(*key).explain(img, should_stop=stop.is_set, **options)
+
+
 def faithfulness_handler(
     models: Models,
     image: Any,
@@ -70,17 +80,20 @@ def faithfulness_handler(
                 f"faithfulness measures a classifier's class probability; {model} is a {arch_kind(model)}: "
                 "pick a classifier"
             )
-        img, cam = cam_request(models, image, model, layer, method, 1, aug_smooth, endpoint="faithfulness")
-        steps = faithfulness_steps(cfg)
-        (r,) = gpu(cam.explain)(
-            img,
+        img, key, cost = cam_request(
+            models, image, model, layer, method, 1, aug_smooth, endpoint="faithfulness"
+        )
+        options = dict(
             top_k=1,
             max_side=cfg.display_size,
             evaluate=True,
-            evaluate_steps=steps,
+            evaluate_steps=faithfulness_steps(cfg),
             aug_smooth=bool(aug_smooth),
             eigen_smooth=bool(eigen_smooth),
-            should_stop=None if stop is None else stop.is_set,
+        )
+        seconds = zerogpu.gpu_seconds(cost, cfg)
+        (r,) = zerogpu.call(
+            _measured, models, stop or threading.Event(), seconds, key=key, img=img, **options
         )
     except Exception as e:
         raise fail(e) from e

@@ -18,8 +18,9 @@ from nstcam.app.guard.cam_limits import cam_model, image_size
 from nstcam.app.guard.cost import MAX_TRUST_METHODS, request_cost, trust_settings
 from nstcam.app.guard.inputs import load_upload
 from nstcam.app.guard.limits import MAX_BOX_CHARS
+from nstcam.app.run import zerogpu
 from nstcam.app.run.listen import listen
-from nstcam.app.run.running import Result, cancel_on, endpoint, fail, gpu, in_thread, weights_note
+from nstcam.app.run.running import Result, cancel_on, endpoint, fail, in_thread, weights_note
 from nstcam.app.run.runs import Runs
 from nstcam.app.tools import fill_doc, method_choices
 from nstcam.cam import METHODS, arch_kind
@@ -70,6 +71,13 @@ def _gradient_passes(config: AppConfig) -> int:
     return trust_passes([2], 1, **trust_settings(config)) - 1
 
 
+@zerogpu.task
+def _report(models: Models, put: Any, stop: Any, key: tuple[str, str, str], img: Any, **options: Any) -> Any:
+    """The trust report of one photo (on ZeroGPU in its worker): puts the forward passes done; asks
+    ``stop`` before every pass."""
+    return models.cam(*key).trust([img], should_stop=stop.is_set, progress=put, **options)
+
+
 def trust_handler(
     models: Models,
     image: Any,
@@ -103,12 +111,16 @@ def trust_handler(
             raise refuse(f"box {box.strip()[:40]!r} lies outside the photo ({img.width} x {img.height} px)")
         cam = models.cam(model, layer, "gradcam")
         total = int(cost.units)
-        report = gpu(cam.trust)(
-            [img],
+        report = zerogpu.call(
+            _report,
+            models,
+            stop or threading.Event(),
+            zerogpu.gpu_seconds(cost, cfg),
+            None if progress is None else lambda done: progress(min(done, total), total),
+            key=(model, layer, "gradcam"),
+            img=img,
             methods=chosen,
             boxes=None if corners is None else [corners],
-            should_stop=None if stop is None else stop.is_set,
-            progress=None if progress is None else lambda done: progress(min(done, total), total),
             **trust_settings(cfg),
         )
     except Exception as e:
