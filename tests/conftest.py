@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -364,8 +365,26 @@ def app_env(port: int, uploads: Path, **extra: str) -> dict[str, str]:
     )
 
 
+try:
+    import ctypes
+
+    _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl  # loaded here: a forked child only calls it
+except (OSError, AttributeError):  # not Linux: the session's teardown still stops the servers
+    _PRCTL = None
+
+
+def die_with_parent() -> None:
+    """In a child process before it runs (``preexec_fn``): SIGTERM when the thread that started it
+    ends (Linux's PR_SET_PDEATHSIG; the servers start on a worker's main thread), so a test worker
+    killed by the kernel leaves no app server running (one killed worker's 1.46 GB server outlived
+    the run)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)
+
+
 def launch_app(log: Path, env: dict[str, str], *flags: str) -> subprocess.Popen:
-    """``python app.py --random-weights --device cpu FLAGS`` in the repository, its output in ``log``."""
+    """``python app.py --random-weights --device cpu FLAGS`` in the repository, its output in ``log``;
+    it ends with the test process that started it."""
     with open(log, "w") as fh:
         return subprocess.Popen(
             [sys.executable, "app.py", "--random-weights", "--device", "cpu", *flags],
@@ -373,6 +392,7 @@ def launch_app(log: Path, env: dict[str, str], *flags: str) -> subprocess.Popen:
             env=env,
             stdout=fh,
             stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
         )
 
 
@@ -402,18 +422,24 @@ def server(server_uploads, server_log):
     proc = launch_app(log, env, "--mcp")
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"app did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.5)
+        wait_for_app(url, proc, log, 120)
         yield url
     finally:
         stop(proc)
+
+
+def wait_for_app(url: str, proc: subprocess.Popen, log: Path, seconds: float) -> None:
+    """Returns once the app at ``url`` answers; fails the test with its log's end if its process
+    ends first or ``seconds`` pass."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"app did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
 
 
 def stop(proc: subprocess.Popen) -> None:

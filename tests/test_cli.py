@@ -561,3 +561,16 @@ def test_the_top_level_help_loads_no_torch_and_is_the_full_parsers():
     with redirect_stdout(full), pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     assert run.stdout == full.getvalue()  # the same words as the whole parser's: one place for both
+
+
+def test_features_takes_the_apps_default_layer_when_none_is_given(tmp_path):
+    """Issue 88.16: ``nstcam features IMAGE`` required ``--layer`` where the app defaults to relu3_1
+    (vgg16_bn) and to the model's Grad-CAM layer otherwise; now the CLI does the same."""
+    import json
+
+    a = _img(tmp_path / "a.png", 1)
+    for model, layer in (("vgg16_bn", "relu3_1"), ("resnet18", "layer4")):
+        out = tmp_path / f"{model}.png"
+        args = ["features", str(a), "--model", model, "--weights", "random", "--top", "2", "-o", str(out)]
+        assert main(args) == 0
+        assert json.loads(out.with_suffix(".json").read_text())["layer"] == layer

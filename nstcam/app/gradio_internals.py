@@ -161,6 +161,14 @@ PATCHES: tuple[Patch, ...] = (
         "each file of a list (training photos, an editor's layers) is read as a file",
     ),
     Patch(
+        "gradio.queueing:Queue",
+        "send_message",
+        ("self", "event", "event_message"),
+        "guard/fair",
+        "an event whose answer was sent no longer counts as its client's job (Gradio frees its worker "
+        "a moment later, after the client may have read it and asked again)",
+    ),
+    Patch(
         "gradio.blocks:Blocks",
         "validate_inputs",
         ("self", "block_fn", "inputs"),
@@ -226,8 +234,6 @@ READS: tuple[Read, ...] = (
     Read("gradio.queueing:EventQueue", "queue", "guard/fair", "a line's waiting events, reordered in turns"),
     Read("gradio.queueing:Queue", "active_jobs", "guard/fair", "the running events"),
     Read("gradio.queueing:Event", "concurrency_id", "guard/fair", "the line a running event is of"),
-    Read("gradio.queueing:Queue", "event_analytics", "guard/fair", "whether a running event was answered"),
-    Read("gradio.queueing:Event", "_id", "guard/fair", "its analytics record"),
     Read("gradio.queueing:Event", "fn", "guard/streams", "which endpoint an event runs"),
     Read("gradio.queueing:Event", "request", "guard/fair", "its client (the cookie) and address"),
     Read("gradio.queueing:Event", "session_hash", "guard/streams", "its browser tab"),
@@ -354,14 +360,6 @@ def waiting_lines(blocks: Any) -> dict[str, list[Any]]:
     if queue is None:
         return {}
     return {line: q.queue for line, q in queue.event_queue_per_concurrency_id.items()}
-
-
-def answered(blocks: Any, event: Any) -> bool:
-    """Whether a running event's completion was already sent (Gradio frees its worker a moment
-    later, after the client may have read it and asked again)."""
-    queue = queue_of(blocks)
-    record = queue.event_analytics.get(event._id) if queue is not None else None
-    return bool(record) and record.get("process_time") is not None
 
 
 def running_events(blocks: Any) -> list[Any]:

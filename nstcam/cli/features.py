@@ -20,7 +20,11 @@ def add_parser(sub: Any) -> None:
     """``nstcam features``."""
     f = command(sub, "features")
     f.add_argument("image", metavar="IMAGE")
-    f.add_argument("--layer", required=True, help="relu3_1 (vgg16_bn) or layer3, layer4.1 (ResNets)")
+    f.add_argument(
+        "--layer",
+        help="relu3_1 (vgg16_bn) or layer3, layer4.1 (ResNets); default: relu3_1 for vgg16_bn, else the "
+        "model's Grad-CAM layer (as the app)",
+    )
     f.add_argument("-o", "--output", required=True, metavar="OUT.png")
     f.add_argument("--model", default="vgg16_bn", choices=list(ARCHS), help="default vgg16_bn")
     f.add_argument("--top", type=int, default=16, help="channels in the grid (default 16)")
@@ -39,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
 
     if kept(args.output, args.overwrite):
         return 0
+    if args.layer is None:
+        from nstcam.cam.layers import arch_spec, skeleton
+
+        args.layer = "relu3_1" if args.model == "vgg16_bn" else arch_spec(skeleton(args.model)).default_layer
     try:
         if args.model == "vgg16_bn":
             from nstcam.style import StyleTransfer

@@ -409,7 +409,7 @@ def _bar(steps: int, progress_bar: bool | None) -> Any:
 
 
 def paint_learned(
-    fast: Any, img: Image.Image, style: LearnedStyle, strength: float
+    fast: Any, img: Image.Image, style: LearnedStyle, strength: float, source: str = ""
 ) -> tuple[Stages, str, dict]:
     """The arbitrary transformer's stages that paint with a learned style (:class:`Stages`: the
     engine runs them whole or in tiles), what paints and its parameters; below strength 1 the
@@ -424,5 +424,5 @@ def paint_learned(
             for (s, b), (os, ob) in zip(params, own, strict=True)
         ]
     note = ", learned on a VGG with RANDOM weights: not meaningful" if style.random_weights else ""
-    what = f"Magenta's arbitrary style network (Ghiasi et al. 2017), a learned style{note}"
+    what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){source}, a learned style{note}"
     return t.stages(params), what, {"style": "learned", "painting": style.meta.get("painting", "")}

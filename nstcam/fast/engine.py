@@ -383,8 +383,7 @@ def _network(
         params = {"style": weights[0].tolist()}
         return fast.net.stages(weights), f"Dumoulin et al.'s 26-style network{_FROM}", params
     if isinstance(style, LearnedStyle):
-        stages, what, params = paint_learned(fast, img, style, strength)
-        return stages, what + _FROM, params
+        return paint_learned(fast, img, style, strength, source=_FROM)  # the network's source first
     vec = _vector(fast, img, style, strength, recolor)
     transformer = fast.arbitrary_net.transformer
     what = f"Magenta's arbitrary style network (Ghiasi et al. 2017){_FROM}"

@@ -255,21 +255,22 @@ STARTED = time.time() - 1.0
 
 
 def others_files(files: set[str]) -> set[str]:
-    """Those of ``files`` that are not this process's to remove: older than it, or recorded by
-    another live server's ledger, unless this process's own ledger holds them."""
+    """Those of ``files`` that are not this process's to remove: recorded by another live server's
+    ledger (whether or not this process's holds them too: an upload found in place is claimed by
+    both), or older than this process and not in its own ledger."""
     if not files:
         return set()
     folder = OWNED.folder
     others = claimed_by_others(folder)
     kept = set()
     for name in files:
-        if OWNED.owns(name):
-            continue
         try:
             st = os.lstat(name)
         except OSError:
             continue
-        if st.st_ctime < STARTED or st.st_ino in others:
+        if st.st_ino in others:  # another live server holds it, whoever made it
+            kept.add(name)
+        elif not OWNED.owns(name) and st.st_ctime < STARTED:
             kept.add(name)
     return kept
 

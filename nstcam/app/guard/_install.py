@@ -14,7 +14,7 @@ from nstcam.app.disk.cache import track_cached_files
 from nstcam.app.disk.deep_links import NoDeepLinks, sweep_deep_links
 from nstcam.app.disk.owned import keep_existing_uploads, sweep_leftovers
 from nstcam.app.disk.shutdown import stop_on_signals
-from nstcam.app.guard.fair import QueueLimits
+from nstcam.app.guard.fair import QueueLimits, mark_answers
 from nstcam.app.guard.gate import guard_requests
 from nstcam.app.guard.limits import RequestLimits, validation_error_handler
 from nstcam.app.guard.quota import upload_quota
@@ -46,6 +46,7 @@ def install(demo: gr.Blocks, config: Any) -> gr.Blocks:
     track_cached_files(demo)
     keep_existing_uploads()
     record_upload_files()
+    mark_answers()
     return demo
 
 

@@ -151,14 +151,27 @@ def learn_cost(
     check(batch, "batch", 1, MAX_LEARN_BATCH)
     looks = len(SAMPLE_PHOTOS) if photos is None else int(photos)
     minutes = cfg.max_learn_minutes
+    limit = minutes * 60 / LEARN_SECONDS_PER_PIXEL_STEP
+    most = learn_steps_that_fit(cfg, size, batch, photos)
+    fewer = f"Use at most {most} steps at {size:g} px with {batch:g} crops a step" if most else "Use"
     return Cost(
         f"learning a style at {size:g} px for {steps:g} steps of {batch:g} crops",
         float(size) ** 2 * (float(steps) * float(batch) + looks * REFERENCE_AREA / 3),
-        minutes * 60 / LEARN_SECONDS_PER_PIXEL_STEP,
+        limit,
         f"pixel-steps ({minutes:g} minutes of a 2-core CPU's work is the limit)",
-        "Use fewer steps, a smaller size or a smaller batch.",
+        f"{fewer}{',' if most else ''} a smaller size or a smaller batch.",
         _server(cfg),
     )
+
+
+def learn_steps_that_fit(cfg: AppConfig, size: float, batch: float, photos: int | None = None) -> int:
+    """The most steps a learning request at ``size`` px with ``batch`` crops a step (and ``photos``
+    photos; None: the bundled ones) may ask for on this server (0: none fits), at most
+    :data:`MAX_LEARN_STEPS`."""
+    looks = len(SAMPLE_PHOTOS) if photos is None else int(photos)
+    limit = cfg.max_learn_minutes * 60 / LEARN_SECONDS_PER_PIXEL_STEP
+    fit = (limit / float(size) ** 2 - looks * REFERENCE_AREA / 3) / float(batch)
+    return int(min(MAX_LEARN_STEPS, max(0.0, math.floor(fit))))
 
 
 def video_cost(cfg: AppConfig, name: str, frames: int, width: int, height: int, fast: bool = False) -> Cost:

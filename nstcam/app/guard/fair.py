@@ -37,8 +37,10 @@ __all__ = [
     "MAX_JOBS_PER_CLIENT",
     "QUEUE_SIZE",
     "QueueLimits",
+    "answered",
     "job_refusal",
     "joined_event",
+    "mark_answers",
     "take_turns",
 ]
 
@@ -70,6 +72,27 @@ def _cookie_of(scope: dict[str, Any]) -> str | None:
     return token_of_cookie_header(header)
 
 
+def answered(event: Any) -> bool:
+    """Whether Gradio sent ``event``'s answer (its completion, or its error): :func:`mark_answers`."""
+    return bool(getattr(event, "nstcam_answered", False))
+
+
+def mark_answers() -> None:
+    """Makes Gradio's queue mark each event whose completion it sends (idempotent)."""
+    from gradio.queueing import Queue
+
+    gradio_internals.install(Queue, "send_message", _marking)
+
+
+def _marking(send: Any) -> Any:
+    def send_message(self: Any, event: Any, event_message: Any) -> Any:
+        if getattr(event_message, "msg", None) == "process_completed":
+            event.nstcam_answered = True
+        return send(self, event, event_message)
+
+    return send_message
+
+
 def job_refusal(scope: dict[str, Any], block_fn: Any, per_address: int) -> str | None:
     """Why a request that would queue ``block_fn`` cannot join (one line), or None: a job past
     :data:`MAX_JOBS_PER_CLIENT` for its cookie or ``per_address`` for its address."""
@@ -81,7 +104,7 @@ def job_refusal(scope: dict[str, Any], block_fn: Any, per_address: int) -> str |
     jobs = [  # an event already answered is done, though Gradio frees its worker a moment later
         _scope_of(e)
         for e in gradio_internals.queued_events(blocks)
-        if not e.closed and _is_job(e.fn, lines) and not gradio_internals.answered(blocks, e)
+        if not e.closed and _is_job(e.fn, lines) and not answered(e)
     ]
     cookie, address = _cookie_of(scope), client_of(scope)
     if cookie is not None and sum(_cookie_of(s) == cookie for s in jobs) >= MAX_JOBS_PER_CLIENT:

@@ -222,6 +222,21 @@ def call(
         _give_slot(slot)
 
 
+def answered_by(
+    progress: Callable[[int, int], Any] | None, stop: threading.Event
+) -> Callable[[Any], None] | None:
+    """``on_put`` for a task that puts ``(done, total)``: hands them to ``progress`` (a handler's
+    ``progress(done, total)``), and sets ``stop`` where it answers False (its run is to end)."""
+    if progress is None:
+        return None
+
+    def told(done_total: tuple[int, int]) -> None:
+        if progress(*done_total) is False:
+            stop.set()
+
+    return told
+
+
 def _name(fn: Callable[..., Any]) -> str:
     name = f"{fn.__module__}.{fn.__qualname__}"
     if TASKS.get(name) is not fn:

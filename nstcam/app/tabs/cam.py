@@ -104,8 +104,9 @@ def cam_handler(
             )
         seconds = zerogpu.gpu_seconds(cost, cfg)
         task = _explain_found if found else _explain_classes
-        told = None if progress is None else lambda done_total: progress(*done_total)
-        results = zerogpu.call(task, models, threading.Event(), seconds, told, key=key, img=img, **options)
+        stop = threading.Event()  # the gradcam endpoint's progress raises where it is to end
+        told = zerogpu.answered_by(progress, stop)
+        results = zerogpu.call(task, models, stop, seconds, told, key=key, img=img, **options)
     except Exception as e:
         raise fail(e) from e
     random = bool(results[0].weights and results[0].weights.is_random)

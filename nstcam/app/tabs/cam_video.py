@@ -136,9 +136,7 @@ def cam_video_handler(
             models,
             stop,
             zerogpu.gpu_seconds(cost, cfg),
-            None
-            if progress is None
-            else lambda done_total: stop.set() if progress(*done_total) is False else None,
+            zerogpu.answered_by(progress, stop),
             key=(model, "", method),
             info=info,
             top_k=int(top_k),

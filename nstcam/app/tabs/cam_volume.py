@@ -142,9 +142,7 @@ def volume_handler(
             models,
             stop,
             zerogpu.gpu_seconds(cost, cfg),
-            None
-            if progress is None
-            else lambda done_total: stop.set() if progress(*done_total) is False else None,
+            zerogpu.answered_by(progress, stop),
             key=(model, "", method),
             clip=clip,
         )

@@ -17,7 +17,7 @@ from PIL import Image
 from nstcam.app.config import AppConfig, Models
 from nstcam.app.errors import refuse
 from nstcam.app.guard.checks import check, check_picture
-from nstcam.app.guard.cost import MAX_LEARN_BATCH, request_cost
+from nstcam.app.guard.cost import MAX_LEARN_BATCH, learn_steps_that_fit, request_cost
 from nstcam.app.guard.inputs import SafeFiles, SafeImage, load_upload, warn_bad_uploads
 from nstcam.app.guard.limits import LEARN_CONTENT_WEIGHTS, MAX_LEARN_PHOTOS
 from nstcam.app.run import zerogpu
@@ -216,12 +216,14 @@ def tab(config: AppConfig, models: Models, runs: Runs, demo: gr.Blocks) -> None:
             size = gr.Slider(
                 64, side, value=min(256, side), step=16, label="Crop size (px)", elem_id="ls-size"
             )
+            most = learn_steps_that_fit(config, min(256, side), 2)
             steps = gr.Slider(
                 1,
                 1000,
-                value=100,
+                value=min(100, most or 1),
                 step=1,
-                label="Steps (about 2.5 s each at 256 px on 2 cores)",
+                label=f"Steps (about 2.5 s each at 256 px on 2 cores; at most {most} at "
+                f"{min(256, side)} px with 2 crops on this server)",
                 elem_id="ls-steps",
             )
             batch = gr.Slider(1, MAX_LEARN_BATCH, value=2, step=1, label="Crops per step", elem_id="ls-batch")
