@@ -195,3 +195,48 @@ def test_stopping_the_space_ends_its_worker(space):
         assert time.time() < deadline, "the ZeroGPU worker outlived its server"
         time.sleep(0.1)
     assert "ended 1 worker process(es)" in log.read_text()
+
+
+def test_the_duration_asked_is_the_requests_share_of_the_budget():
+    from types import SimpleNamespace
+
+    from nstcam.app.run.zerogpu import ZEROGPU_START_SECONDS, gpu_seconds
+
+    gpu = SimpleNamespace(max_request_seconds=300.0)  # a GPU server's budget and caps (2048 px x 1000)
+    style = SimpleNamespace(units=512**2 * 100, limit=2048**2 * 1000)
+    assert round(gpu_seconds(style, gpu), 1) == 11.9  # 512 px x 100 steps: 12 s, not 120
+    assert gpu_seconds(SimpleNamespace(units=0, limit=1), gpu) == ZEROGPU_START_SECONDS
+    assert gpu_seconds(SimpleNamespace(units=5, limit=1), gpu) == 300.0  # never past the budget
+
+
+def test_results_come_back_with_their_tensors_on_the_cpu_and_errors_that_unpickle():
+    import pickle
+    from dataclasses import dataclass
+
+    import torch
+
+    from nstcam.app.run.zerogpu import _picklable, portable
+    from nstcam.style import Cancelled
+
+    @dataclass(frozen=True)
+    class Held:
+        params: tuple
+        note: str
+
+    cpu = torch.ones(2)
+    kept = portable({"a": [cpu, (cpu, 3)], "b": Held((cpu,), "x")})
+    assert kept["a"][0] is cpu and kept["b"].params[0] is cpu and kept["b"].note == "x"
+    # a tensor on another device is moved, at any depth (the meta device stands in for CUDA: its
+    # tensors cannot be copied to the CPU, so the attempt shows)
+    with pytest.raises(NotImplementedError):
+        portable({"b": Held((torch.empty(2, device="meta"),), "x")})
+    c = pickle.loads(pickle.dumps(Cancelled(Image.new("RGB", (4, 4)), [{"total": 1.0}])))
+    assert c.image.size == (4, 4) and c.history == [{"total": 1.0}]
+
+    class Odd(Exception):
+        def __init__(self, a, b):
+            super().__init__(f"{a}{b}")
+
+    said = _picklable(Odd(1, 2))
+    assert isinstance(said, RuntimeError) and str(said) == "Odd: 12"
+    assert isinstance(_picklable(ValueError("v")), ValueError)
