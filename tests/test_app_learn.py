@@ -123,8 +123,8 @@ def test_the_cost_cap_refuses_before_any_work(files, tmp_path):
         list(learn_handler(fresh, missing, None, 256, 500, 2))
     assert str(e.value.message) == (
         "learning a style at 256 px for 500 steps of 2 crops would cost 65,885,525 pixel-steps (1 minutes "
-        "of a 2-core CPU's work is the limit), over this CPU server's limit of 3,208,556. Use fewer "
-        "steps, a smaller size or a smaller batch."
+        "of a 2-core CPU's work is the limit), over this CPU server's limit of 3,208,556. Use at most "
+        "21 steps at 256 px with 2 crops a step, a smaller size or a smaller batch."
     )
     assert fresh._style is None  # no VGG built, no painting read
     for args, said in [
