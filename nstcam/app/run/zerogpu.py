@@ -42,10 +42,12 @@ __all__ = [
     "ONE_PASS_SECONDS",
     "TASKS",
     "ZEROGPU_START_SECONDS",
+    "answered_by",
     "call",
     "gpu_seconds",
     "on_gpu",
     "portable",
+    "reporting",
     "serve",
     "task",
 ]
@@ -220,6 +222,17 @@ def call(
         gen.close()
         done.set()
         _give_slot(slot)
+
+
+def reporting(put: Callable[[Any], Any], stop: Any) -> Callable[[int, int], bool]:
+    """An engine's ``progress(done, total)`` inside a task: puts ``(done, total)`` and answers
+    whether to go on (False once ``stop`` is set: the engine ends after its current window)."""
+
+    def report(done: int, total: int) -> bool:
+        put((done, total))
+        return not stop.is_set()
+
+    return report
 
 
 def answered_by(

@@ -76,12 +76,7 @@ def _explain_clip(
 ) -> Any:
     """A clip explained window by window (on ZeroGPU in its worker): puts (windows done, windows);
     ends after the current window once ``stop`` is set."""
-
-    def report(done: int, total: int) -> bool:
-        put((done, total))
-        return not stop.is_set()
-
-    return models.cam(*key).explain_video(info, progress=report, **options)
+    return models.cam(*key).explain_video(info, progress=zerogpu.reporting(put, stop), **options)
 
 
 def cam_video_handler(

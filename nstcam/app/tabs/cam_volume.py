@@ -105,12 +105,7 @@ def _checked_volume(cfg: AppConfig, path: str) -> torch.Tensor:
 def _explain_volume(models: Models, put: Any, stop: Any, key: tuple[str, str, str], clip: Any) -> Any:
     """A volume's maps (on ZeroGPU in its worker): puts (passes done, passes); ends after the
     current pass once ``stop`` is set."""
-
-    def report(done: int, total: int) -> bool:
-        put((done, total))
-        return not stop.is_set()
-
-    return models.cam(*key).explain_volume(clip, top_k=VOLUME_TOP_K, progress=report)
+    return models.cam(*key).explain_volume(clip, top_k=VOLUME_TOP_K, progress=zerogpu.reporting(put, stop))
 
 
 def volume_handler(

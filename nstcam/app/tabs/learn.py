@@ -134,7 +134,7 @@ def learn_handler(
     try:
         if painting is None:
             raise refuse("Upload a painting to learn.")
-        request_cost("learn_style", cfg, size, steps, batch, _count(photos)).check()
+        cost = request_cost("learn_style", cfg, size, steps, batch, _count(photos)).check()
         check(seed, "seed", 0, 2**31 - 1)
         check(content_weight, "content_weight", *LEARN_CONTENT_WEIGHTS)
         _check_pictures(cfg, painting, photos)
@@ -148,7 +148,6 @@ def learn_handler(
     photo = (shots or [load_upload(sample(PREVIEW_PHOTO), "photo")])[0]
     every = max(1, int(preview_every))
 
-    cost = request_cost("learn_style", cfg, size, steps, batch, _count(photos))
     seconds = zerogpu.gpu_seconds(cost, cfg)
     options = dict(
         size=int(size),

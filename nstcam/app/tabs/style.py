@@ -19,6 +19,7 @@ from nstcam.app.guard.checks import check
 from nstcam.app.guard.cost import (
     STYLE_SECONDS_PER_PIXEL_STEP,
     STYLE_SETUP_SECONDS,
+    Cost,
     request_cost,
     style_pixel_steps,
 )
@@ -160,7 +161,7 @@ def stylize_handler(
         yield from fast_handler(models, *fast_args, builtin_a, builtin_b, style_file)
         return
     try:
-        _check_request(cfg, content, style, size, steps, blend, average, tile)
+        cost = _check_request(cfg, content, style, size, steps, blend, average, tile)
         content_img = load_upload(content, "content")
         styles, weights, masks = _styles_and_regions(style, style_b, blend, mask_a, mask_b)
         scales, per_scale = split_steps(int(size), int(steps))  # the steps asked, over every scale
@@ -186,7 +187,7 @@ def stylize_handler(
     except Exception as e:
         raise fail(e) from e
     note = weights_note(st.weights.is_random)
-    seconds = zerogpu.gpu_seconds(request_cost("stylize", cfg, size, steps), cfg)
+    seconds = zerogpu.gpu_seconds(cost, cfg)
     job = dict(content=content_img, styles=styles, options=options, masks=masks)
     yield from _optimised(models, stop, seconds, job, int(steps), note)
 
@@ -241,16 +242,17 @@ def _optimise(
 
 def _check_request(
     cfg: AppConfig, content: Any, style: Any, size: Any, steps: Any, blend: Any, average: Any, tile: Any
-) -> None:
+) -> Cost:
     """The optimisation's request checked before any work: both images given, its cost within the
-    server's budget, each range."""
+    server's budget, each range; returns its cost."""
     if content is None or style is None:
         raise refuse("Upload a content image and at least one style image.")
-    request_cost("stylize", cfg, size, steps).check()
+    cost = request_cost("stylize", cfg, size, steps).check()
     check(blend, "blend", 0, 1)
     check(average, "average", 0, 0.9999)
     if tile:
         check(tile, "tile", 64, cfg.max_size)
+    return cost
 
 
 def _styles_and_regions(

@@ -110,7 +110,7 @@ def subject_handler(
     try:
         if content is None or style is None:
             raise refuse("Upload a content image and a style image.")
-        request_cost("subject_aware", cfg, size, steps).check()
+        cost = request_cost("subject_aware", cfg, size, steps).check()
         check(threshold, "threshold", 0, 1)
         check(feather, "feather", *FEATHER_RANGE)
         img, style_img = load_upload(content, "content"), load_upload(style, "style")
@@ -122,7 +122,7 @@ def subject_handler(
 
     scales, per_scale = split_steps(int(size), int(steps))
 
-    seconds = zerogpu.gpu_seconds(request_cost("subject_aware", models.config, size, steps), models.config)
+    seconds = zerogpu.gpu_seconds(cost, models.config)
     options = dict(
         mode=mode,
         threshold=float(threshold),
